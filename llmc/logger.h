@@ -1,0 +1,44 @@
+// logger.h - the training log (main.log) of doc/FORMATS.md: one `key:value` line per event.
+//
+//   s:<step> trl:<train loss> lr:<lr> norm:<grad norm>
+//   s:<step> tel:<val loss>
+// Lines are flushed as written so a crash loses nothing and a plot can follow a live run.
+#pragma once
+
+#include <stdio.h>
+#include "utils.h"
+
+typedef struct { FILE* f; } Logger;
+
+// Open <dir>/main.log for appending when dir is non-NULL (resume appends); otherwise log nothing.
+static inline void logger_init(Logger* lg, const char* dir, int append) {
+    lg->f = NULL;
+    if (dir == NULL) return;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/main.log", dir);
+    lg->f = fopen_check(path, append ? "a" : "w");
+}
+
+// Free-form header line (starts with '#', so plotters skip it): configuration, numeric mode.
+static inline void logger_comment(Logger* lg, const char* text) {
+    if (!lg->f) return;
+    fprintf(lg->f, "# %s\n", text);
+    fflush(lg->f);
+}
+
+static inline void logger_log_train(Logger* lg, int step, float loss, float lr, float norm) {
+    if (!lg->f) return;
+    fprintf(lg->f, "s:%d trl:%.6f lr:%.6e norm:%.6f\n", step, loss, lr, norm);
+    fflush(lg->f);
+}
+
+static inline void logger_log_val(Logger* lg, int step, float loss) {
+    if (!lg->f) return;
+    fprintf(lg->f, "s:%d tel:%.6f\n", step, loss);
+    fflush(lg->f);
+}
+
+static inline void logger_free(Logger* lg) {
+    if (lg->f) fclose(lg->f);
+    lg->f = NULL;
+}
