@@ -39,31 +39,59 @@ against the PyTorch reference of dev/reference/.
 // ----------------------------------------------------------------------------------------------
 // Matrix products. One cache-tiled routine serves the forward product and both backward products.
 
-// Register tile: MR rows x NR columns of the output stay in vector registers while k runs.
-#define GEMM_MR 4
+// Register tile: MR rows x NV vectors of output columns stay in vector registers while k runs.
+// GCC/Clang vector extensions keep this portable (AVX-512, AVX2, NEON) without intrinsics.
 #if defined(__AVX512F__)
-#define GEMM_NR 32
+#define GEMM_VEC_BYTES 64
 #else
-#define GEMM_NR 16
+#define GEMM_VEC_BYTES 32
 #endif
+typedef float vecf __attribute__((vector_size(GEMM_VEC_BYTES)));
+#define GEMM_VL (GEMM_VEC_BYTES / 4)    // floats per vector
+#define GEMM_MR 6                       // 6 x 2 accumulators + 2 B vectors + 1 broadcast fit 16 registers
+#define GEMM_NV 2
+#define GEMM_NR (GEMM_NV * GEMM_VL)
 #define GEMM_PANEL (8 * GEMM_NR)  // output columns per panel
-#define GEMM_KC 256               // k values per chunk: a KC x PANEL block of B is 256 KiB (fits L2)
+#define GEMM_KC 256               // k values per chunk: a KC x PANEL block of B stays in L2
 
-// out[i, j0..j0+nr) += sum_k A(i, k) * Bm[k, j0..j0+nr) for the mr rows starting at i0.
-// Always inlined so that the full-tile call (mr = MR, nr = NR constants) is unrolled and vectorized.
-static inline __attribute__((always_inline)) void gemm_tile(
-    float* out, size_t ldo, const float* A, size_t ai, size_t ak, const float* Bm, size_t ldb,
-    int i0, int j0, int mr, int nr, int K) {
-    float acc[GEMM_MR][GEMM_NR] = {{0}};
+static inline vecf vec_load(const float* p) { vecf v; memcpy(&v, p, sizeof(v)); return v; }
+static inline void vec_store(float* p, vecf v) { memcpy(p, &v, sizeof(v)); }
+
+// Full tile: out[i0..i0+MR, j0..j0+NR) += sum_k A(i, k) * Bm[k, j0..j0+NR).
+static inline void gemm_tile_full(float* out, size_t ldo, const float* A, size_t ai, size_t ak,
+                                  const float* Bm, size_t ldb, int i0, int j0, int K) {
+    vecf acc[GEMM_MR][GEMM_NV];
+    #pragma GCC unroll 8
+    for (int r = 0; r < GEMM_MR; r++)
+        for (int v = 0; v < GEMM_NV; v++) acc[r][v] = (vecf){0};
+    const float* arow = A + (size_t)i0 * ai;
     for (int k = 0; k < K; k++) {
         const float* b = Bm + (size_t)k * ldb + j0;
-        for (int r = 0; r < mr; r++) {
-            float a = A[(size_t)(i0 + r) * ai + (size_t)k * ak];
-            for (int c = 0; c < nr; c++) acc[r][c] += a * b[c];
+        vecf b0 = vec_load(b), b1 = vec_load(b + GEMM_VL);
+        #pragma GCC unroll 8
+        for (int r = 0; r < GEMM_MR; r++) {
+            float a = arow[(size_t)r * ai + (size_t)k * ak];
+            acc[r][0] += a * b0;
+            acc[r][1] += a * b1;
         }
     }
+    #pragma GCC unroll 8
+    for (int r = 0; r < GEMM_MR; r++)
+        for (int v = 0; v < GEMM_NV; v++) {
+            float* o = out + (size_t)(i0 + r) * ldo + j0 + v * GEMM_VL;
+            vec_store(o, vec_load(o) + acc[r][v]);
+        }
+}
+
+// Edge tile (mr <= MR rows, nr <= NR columns): the same sum, scalar.
+static void gemm_tile_edge(float* out, size_t ldo, const float* A, size_t ai, size_t ak,
+                           const float* Bm, size_t ldb, int i0, int j0, int mr, int nr, int K) {
     for (int r = 0; r < mr; r++)
-        for (int c = 0; c < nr; c++) out[(size_t)(i0 + r) * ldo + j0 + c] += acc[r][c];
+        for (int c = 0; c < nr; c++) {
+            float sum = 0.0f;
+            for (int k = 0; k < K; k++) sum += A[(size_t)(i0 + r) * ai + (size_t)k * ak] * Bm[(size_t)k * ldb + j0 + c];
+            out[(size_t)(i0 + r) * ldo + j0 + c] += sum;
+        }
 }
 
 // out (M x N, row stride ldo) += A (M x K, element (i,k) at A[i*ai + k*ak]) · Bm (K x N, row stride ldb).
@@ -88,9 +116,9 @@ static void gemm_accumulate(float* out, size_t ldo, const float* A, size_t ai, s
                 for (int j0 = p0; j0 < pend; j0 += GEMM_NR) {
                     int nr = pend - j0 < GEMM_NR ? pend - j0 : GEMM_NR;
                     if (mr == GEMM_MR && nr == GEMM_NR)
-                        gemm_tile(out, ldo, Ak, ai, ak, Bk, ldb, i0, j0, GEMM_MR, GEMM_NR, kc);
+                        gemm_tile_full(out, ldo, Ak, ai, ak, Bk, ldb, i0, j0, kc);
                     else
-                        gemm_tile(out, ldo, Ak, ai, ak, Bk, ldb, i0, j0, mr, nr, kc);
+                        gemm_tile_edge(out, ldo, Ak, ai, ak, Bk, ldb, i0, j0, mr, nr, kc);
                 }
             }
         }
@@ -727,6 +755,7 @@ static const char* TRAIN_DOC =
     "checkpoint (-e file.bin) on llm.c token shards, evaluates, samples and writes checkpoints.";
 
 int main(int argc, char** argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);  // progress lines appear as they happen, also in a log file
     const char* train_pattern = "data/tinyshakespeare/tiny_shakespeare_train.bin";
     const char* val_pattern = "data/tinyshakespeare/tiny_shakespeare_val.bin";
     const char* tokenizer_path = "data/gpt2_tokenizer.bin";
