@@ -3,6 +3,8 @@
 #   make train_gpt2 test_gpt2      CPU fp32 reference trainer and its check against PyTorch
 #   make test                      every host test (data, formats, reference, CPU trainer)
 #   make info                      what the toolchain discovery found
+#   make train_gpt2cu test_gpt2cu  CUDA trainer and its test for the variant the flags select
+#   make cuda                      trainer, test and dev/cuda harnesses of that variant into build/<variant>/
 #   make cuda-dev                  compile the dev/cuda kernel harnesses (needs nvcc, no GPU)
 #
 # Build variables (the only place they are mapped to macros is CUDA_MODE_FLAGS below; the macros
@@ -149,14 +151,14 @@ $(BUILD)/tests/%: dev/test/%.c dev/test/test_harness.h $(CPU_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_CPU) -I. $< -lm -o $@
 
-# Python environment: Debian's python3-torch and numpy from the system, tiktoken and pytest from PyPI.
+# Python environment: a venv that sees the system's packages (Debian's python3-torch and numpy)
+# plus tiktoken and pytest from PyPI. PyTorch is needed only for the reference state and its tests.
+PY_BASE ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 venv: $(VENV)/bin/python
 $(VENV)/bin/python:
-	python3 -c 'import torch, numpy' 2>/dev/null || /usr/bin/python3 -c 'import torch, numpy' || \
-	  { echo "error: PyTorch and numpy are needed (Debian: apt-get install python3-torch python3-numpy python3-venv)"; exit 1; }
-	if /usr/bin/python3 -c 'import torch' 2>/dev/null; then /usr/bin/python3 -m venv --system-site-packages $(VENV); \
-	  else python3 -m venv --system-site-packages $(VENV); fi
-	$(VENV)/bin/python -m pip install -q 'tiktoken>=0.6' 'pytest>=7'
+	$(PY_BASE) -m venv --system-site-packages $(VENV) || \
+	  { echo "error: cannot create $(VENV) (Debian: apt-get install python3-venv)"; exit 1; }
+	$(VENV)/bin/python -m pip install -q 'tiktoken>=0.6' 'pytest>=7' numpy
 
 # Tiny Shakespeare shards and the tokenizer (from ../shared/data offline, else downloaded).
 data: $(TS_VAL)
@@ -166,12 +168,25 @@ $(TS_VAL) $(TS_TRAIN) $(TOKENIZER) &: dev/data/tinyshakespeare.py dev/data/data_
 # PyTorch reference state (float64 compute) for test_gpt2 / test_gpt2cu.
 reference: $(REF_FILES)
 $(REF_FILES) &: dev/reference/gpt2_reference.py $(TS_VAL)
+	@$(PYTHON) -c 'import torch' 2>/dev/null || { echo "error: $(PYTHON) has no PyTorch (Debian: apt-get install python3-torch, then rm -rf $(VENV))"; exit 1; }
 	$(PYTHON) dev/reference/gpt2_reference.py --data $(TS_VAL) --out-dir $(REF_DIR) --device cpu
 
 # Every host test; the last line of output is `N passed, N failed`.
 test: $(HOST_TEST_BINS) $(BUILD)/cpu/test_gpt2 $(BUILD)/cpu/train_gpt2 $(REF_FILES) $(TOKENIZER)
 	@PYTHON=$(PYTHON) TRAIN_GPT2=$(BUILD)/cpu/train_gpt2 bash dev/test/run_tests.sh \
 	  $(HOST_TEST_BINS) $(BUILD)/cpu/test_gpt2 -- $(wildcard dev/test/test_*.py)
+
+# CUDA trainer and its test, one folder per variant; `make train_gpt2cu` also copies to the root.
+CUDA_TARGETS := $(BUILD)/$(VARIANT)/train_gpt2cu $(BUILD)/$(VARIANT)/test_gpt2cu
+$(BUILD)/$(VARIANT)/%cu: %.cu $(CUDA_DEPS)
+	@test -n "$(HAVE_CUDA)" || { echo "error: nvcc and cuBLASLt are needed for $@ (see make info)"; exit 1; }
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(NVCC_LDFLAGS) -o $@
+
+.PHONY: train_gpt2cu test_gpt2cu cuda
+train_gpt2cu test_gpt2cu: %: $(BUILD)/$(VARIANT)/%
+	cp $< $@
+cuda: $(CUDA_TARGETS) cuda-dev
 
 # Kernel harnesses in dev/cuda (compile only here; run them on a GPU).
 CUDA_DEV_SRCS := $(wildcard dev/cuda/*.cu)

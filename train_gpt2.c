@@ -34,7 +34,9 @@ against the PyTorch reference of dev/reference/.
 #include "llmc/schedulers.h"
 #include "llmc/logger.h"
 #include "llmc/rand.h"
+#include "llmc/gpt2_init.h"
 #include "llmc/cli.h"
+#include "llmc/train_config.h"
 
 // ----------------------------------------------------------------------------------------------
 // Matrix products. One cache-tiled routine serves the forward product and both backward products.
@@ -484,23 +486,10 @@ void gpt2_alloc(GPT2* m, const GPT2Config* config) {
     m->mean_loss = -1.0f;
 }
 
-// GPT-2 init from scratch: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)) (GPT-2 paper,
-// section 2.3), biases 0, LayerNorm gain 1, padded vocabulary rows of wte 0.
+// GPT-2 init from scratch (llmc/gpt2_init.h).
 void gpt2_init_random(GPT2* m, const GPT2Config* config, uint64_t seed) {
     gpt2_alloc(m, config);
-    Rng rng;
-    rng_init(&rng, seed);
-    size_t C = config->channels, L = config->num_layers;
-    float resid_std = 0.02f / sqrtf(2.0f * (float)L);
-    ParameterTensors* p = &m->params;
-    rng_normal(&rng, p->wte, (size_t)config->vocab_size * C, 0.0f, 0.02f);
-    rng_normal(&rng, p->wpe, m->param_sizes[1], 0.0f, 0.02f);
-    rng_normal(&rng, p->qkvw, m->param_sizes[4], 0.0f, 0.02f);
-    rng_normal(&rng, p->attprojw, m->param_sizes[6], 0.0f, resid_std);
-    rng_normal(&rng, p->fcw, m->param_sizes[10], 0.0f, 0.02f);
-    rng_normal(&rng, p->fcprojw, m->param_sizes[12], 0.0f, resid_std);
-    for (size_t i = 0; i < L * C; i++) { p->ln1w[i] = 1.0f; p->ln2w[i] = 1.0f; }
-    for (size_t i = 0; i < C; i++) p->lnfw[i] = 1.0f;
+    gpt2_init_params(m->params_memory, config, seed);
 }
 
 // Load a model checkpoint (version 3 fp32 or 5 bf16, doc/FORMATS.md).
@@ -700,12 +689,6 @@ void gpt2_free(GPT2* m) {
 // ----------------------------------------------------------------------------------------------
 // Training program
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 // Mean loss over up to max_batches batches of the validation loader.
 static float evaluate(GPT2* model, DataLoader* val, int max_batches) {
     dataloader_reset(val);
@@ -740,138 +723,101 @@ static void sample_and_print(GPT2* model, const Tokenizer* tok, int have_tok, Rn
     free(seq);
 }
 
-// mkdir -p for one level; an existing directory is fine.
-static void ensure_dir(const char* dir) {
-    struct stat st;
-    if (stat(dir, &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) die("-o %s: exists and is not a directory", dir);
-        return;
-    }
-    if (mkdir(dir, 0755) != 0) die("-o %s: cannot create directory", dir);
-}
-
 static const char* TRAIN_DOC =
     "CPU fp32 reference GPT-2 trainer. Trains from scratch (-e dN[,cC][,hNH][,tMAXT]) or from a\n"
     "checkpoint (-e file.bin) on llm.c token shards, evaluates, samples and writes checkpoints.";
 
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);  // progress lines appear as they happen, also in a log file
-    const char* train_pattern = "data/tinyshakespeare/tiny_shakespeare_train.bin";
-    const char* val_pattern = "data/tinyshakespeare/tiny_shakespeare_val.bin";
-    const char* tokenizer_path = "data/gpt2_tokenizer.bin";
-    const char* out_dir = NULL;
-    const char* model_spec = "d4";
-    const char* lr_schedule = "cosine";
-    int B = 4, T = 256, total_batch_size = -1, warmup = 20, max_steps = -1;
-    int val_every = 50, val_max_batches = 20, sample_every = 100, gen_tokens = 64;
-    int checkpoint_every = 0, overfit_single_batch = 0, seed = 1337, threads = 0;
-    float lr = 1e-3f, final_lr_frac = 0.1f, weight_decay = 0.1f, grad_clip = 1.0f;
-    CliFlag flags[] = {
-        {"-i", CLI_STRING, &train_pattern, "train token shards (glob)"},
-        {"-j", CLI_STRING, &val_pattern, "validation token shards (glob)"},
-        {"-o", CLI_STRING, &out_dir, "output folder for main.log and checkpoints"},
-        {"-e", CLI_STRING, &model_spec, "model: descriptor dL[,cC][,hNH][,tMAXT] or checkpoint .bin"},
-        {"-b", CLI_INT, &B, "micro-batch size B"},
-        {"-t", CLI_INT, &T, "sequence length T"},
-        {"-d", CLI_INT, &total_batch_size, "tokens per optimizer step (multiple of B*T; -1 = B*T)"},
-        {"-l", CLI_FLOAT, &lr, "peak learning rate"},
-        {"-u", CLI_INT, &warmup, "learning-rate warmup steps"},
-        {"-q", CLI_FLOAT, &final_lr_frac, "final learning rate as a fraction of the peak"},
-        {"-k", CLI_STRING, &lr_schedule, "schedule: cosine | linear | constant | wsd"},
-        {"-c", CLI_FLOAT, &weight_decay, "AdamW weight decay (2-D tensors only)"},
-        {"-gc", CLI_FLOAT, &grad_clip, "clip the global gradient norm at this value (0 = off)"},
-        {"-x", CLI_INT, &max_steps, "optimizer steps (-1 = one epoch of the train shards)"},
-        {"-v", CLI_INT, &val_every, "evaluate the validation loss every N steps (0 = never)"},
-        {"-m", CLI_INT, &val_max_batches, "validation batches per evaluation"},
-        {"-s", CLI_INT, &sample_every, "sample text every N steps (0 = never)"},
-        {"-g", CLI_INT, &gen_tokens, "tokens per sample"},
-        {"-n", CLI_INT, &checkpoint_every, "write a checkpoint every N steps (0 = only at the end)"},
-        {"-a", CLI_INT, &overfit_single_batch, "1 = train on the first batch only (debugging)"},
-        {"-tk", CLI_STRING, &tokenizer_path, "tokenizer file for decoding samples"},
-        {"-seed", CLI_INT, &seed, "random seed for init and sampling"},
-        {"-threads", CLI_INT, &threads, "OpenMP threads (0 = OpenMP default)"},
+    TrainConfig tc = {
+        .train_pattern = "data/tinyshakespeare/tiny_shakespeare_train.bin",
+        .val_pattern = "data/tinyshakespeare/tiny_shakespeare_val.bin",
+        .out_dir = NULL, .model_spec = "d4", .lr_schedule = "cosine",
+        .tokenizer_path = "data/gpt2_tokenizer.bin",
+        .B = 4, .T = 256, .total_batch_size = -1, .warmup = 20, .max_steps = -1,
+        .val_every = 50, .val_max_batches = 20, .sample_every = 100, .gen_tokens = 64,
+        .checkpoint_every = 0, .overfit_single_batch = 0, .seed = 1337,
+        .lr = 1e-3f, .final_lr_frac = 0.1f, .weight_decay = 0.1f, .grad_clip = 1.0f,
     };
-    cli_parse(argc, argv, flags, (int)(sizeof(flags) / sizeof(flags[0])), TRAIN_DOC);
-    if (B <= 0) die("-b: must be positive, got %d", B);
-    if (T <= 0) die("-t: must be positive, got %d", T);
-    if (total_batch_size == -1) total_batch_size = B * T;
-    if (total_batch_size <= 0 || total_batch_size % (B * T) != 0)
-        die("-d: %d is not a positive multiple of B*T = %d", total_batch_size, B * T);
-    if (!(lr > 0.0f)) die("-l: learning rate must be positive");
-    if (val_max_batches <= 0) die("-m: must be positive");
-    int grad_accum_steps = total_batch_size / (B * T);
+    int threads = 0;
+    CliFlag flags[TRAIN_CONFIG_NUM_FLAGS + 1];
+    int nflags = train_config_flags(&tc, flags);
+    flags[nflags++] = (CliFlag){"-threads", CLI_INT, &threads, "OpenMP threads (0 = OpenMP default)"};
+    cli_parse(argc, argv, flags, nflags, TRAIN_DOC);
+    train_config_validate(&tc);
+    const int B = tc.B, T = tc.T, total_batch_size = tc.total_batch_size, grad_accum_steps = tc.grad_accum_steps;
+    const char* out_dir = tc.out_dir;
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(threads);
 #endif
 
     GPT2 model;
-    size_t spec_len = strlen(model_spec);
-    if (spec_len > 4 && strcmp(model_spec + spec_len - 4, ".bin") == 0) {
-        gpt2_load(&model, model_spec);
+    if (train_config_spec_is_checkpoint(tc.model_spec)) {
+        gpt2_load(&model, tc.model_spec);
     } else {
         GPT2Config config;
-        gpt2_config_from_descriptor(&config, model_spec);
-        gpt2_init_random(&model, &config, (uint64_t)seed);
+        gpt2_config_from_descriptor(&config, tc.model_spec);
+        gpt2_init_random(&model, &config, (uint64_t)tc.seed);
     }
     const GPT2Config* cfg = &model.config;
     if (T > cfg->max_seq_len) die("-t: T=%d exceeds the model's maxT=%d", T, cfg->max_seq_len);
 
     DataLoader train_loader, val_loader;
-    dataloader_init(&train_loader, train_pattern, B, T, 0, 1, cfg->vocab_size);
-    int have_val = val_every > 0;
-    if (have_val) dataloader_init(&val_loader, val_pattern, B, T, 0, 1, cfg->vocab_size);
-    if (max_steps < 0) max_steps = (int)(train_loader.num_tokens / total_batch_size);
-    if (max_steps <= 0) die("-x: the train shards hold fewer tokens than one step (%d)", total_batch_size);
+    dataloader_init(&train_loader, tc.train_pattern, B, T, 0, 1, cfg->vocab_size);
+    int have_val = tc.val_every > 0;
+    if (have_val) dataloader_init(&val_loader, tc.val_pattern, B, T, 0, 1, cfg->vocab_size);
+    if (tc.max_steps < 0) tc.max_steps = (int)(train_loader.num_tokens / total_batch_size);
+    if (tc.max_steps <= 0) die("-x: the train shards hold fewer tokens than one step (%d)", total_batch_size);
     if (have_val) {
         int avail = (int)(val_loader.num_tokens / ((size_t)B * T + 1));
-        if (val_max_batches > avail) val_max_batches = avail > 0 ? avail : 1;
+        if (tc.val_max_batches > avail) tc.val_max_batches = avail > 0 ? avail : 1;
     }
     Tokenizer tokenizer;
     struct stat st;
-    int have_tok = stat(tokenizer_path, &st) == 0;
-    if (have_tok) tokenizer_init(&tokenizer, tokenizer_path);
-    else printf("note: tokenizer %s not found: samples print token ids\n", tokenizer_path);
+    int have_tok = stat(tc.tokenizer_path, &st) == 0;
+    if (have_tok) tokenizer_init(&tokenizer, tc.tokenizer_path);
+    else printf("note: tokenizer %s not found: samples print token ids\n", tc.tokenizer_path);
     LearningRateScheduler sched;
-    lr_scheduler_init(&sched, lr_schedule, lr, warmup, max_steps, final_lr_frac);
+    lr_scheduler_init(&sched, tc.lr_schedule, tc.lr, tc.warmup, tc.max_steps, tc.final_lr_frac);
 
     int nthreads = 1;
 #ifdef _OPENMP
     nthreads = omp_get_max_threads();
 #endif
-    printf("+-----------------------+----------------------------------------------------+\n");
-    printf("| model                 | %-50s |\n", model_spec);
-    printf("| L, C, NH, maxT        | %d, %d, %d, %-40d |\n", cfg->num_layers, cfg->channels, cfg->num_heads, cfg->max_seq_len);
-    printf("| V, Vp                 | %d, %-44d |\n", cfg->vocab_size, cfg->padded_vocab_size);
-    printf("| parameters            | %-50zu |\n", model.num_parameters);
-    printf("| train / val tokens    | %zu / %-40zu |\n", train_loader.num_tokens, have_val ? val_loader.num_tokens : 0);
-    printf("| B, T, grad accum      | %d, %d, %-44d |\n", B, T, grad_accum_steps);
-    printf("| steps, lr, schedule   | %d, %g, %-38s |\n", max_steps, lr, lr_schedule);
-    printf("| warmup, final frac    | %d, %-46g |\n", warmup, final_lr_frac);
-    printf("| weight decay, clip    | %g, %-46g |\n", weight_decay, grad_clip);
-    printf("| precision, threads    | fp32 (CPU), %-38d |\n", nthreads);
-    printf("+-----------------------+----------------------------------------------------+\n");
+    print_config_rule();
+    print_config_row("model", "%s", tc.model_spec);
+    print_config_row("L, C, NH, maxT", "%d, %d, %d, %d", cfg->num_layers, cfg->channels, cfg->num_heads, cfg->max_seq_len);
+    print_config_row("V, Vp", "%d, %d", cfg->vocab_size, cfg->padded_vocab_size);
+    print_config_row("parameters", "%zu", model.num_parameters);
+    print_config_row("train / val tokens", "%zu / %zu", train_loader.num_tokens, have_val ? val_loader.num_tokens : 0);
+    print_config_row("B, T, grad accum", "%d, %d, %d", B, T, grad_accum_steps);
+    print_config_row("steps, lr, schedule", "%d, %g, %s", tc.max_steps, tc.lr, tc.lr_schedule);
+    print_config_row("warmup, final lr frac", "%d, %g", tc.warmup, tc.final_lr_frac);
+    print_config_row("weight decay, grad clip", "%g, %g", tc.weight_decay, tc.grad_clip);
+    print_config_row("precision, threads", "fp32 (CPU), %d", nthreads);
+    print_config_rule();
 
     Logger logger;
-    if (out_dir) ensure_dir(out_dir);
+    if (out_dir) ensure_output_dir(out_dir);
     logger_init(&logger, out_dir, 0);
     char line[512];
     snprintf(line, sizeof(line), "train_gpt2 (CPU fp32) model=%s L=%d C=%d NH=%d B=%d T=%d accum=%d lr=%g",
-             model_spec, cfg->num_layers, cfg->channels, cfg->num_heads, B, T, grad_accum_steps, lr);
+             tc.model_spec, cfg->num_layers, cfg->channels, cfg->num_heads, B, T, grad_accum_steps, tc.lr);
     logger_comment(&logger, line);
 
     Rng sample_rng;
-    rng_init(&sample_rng, (uint64_t)seed + 1);
+    rng_init(&sample_rng, (uint64_t)tc.seed + 1);
     double total_time = 0.0;
-    for (int step = 0; step <= max_steps; step++) {
-        int last = step == max_steps;
-        if (have_val && (step % val_every == 0 || last)) {
-            float val_loss = evaluate(&model, &val_loader, val_max_batches);
+    for (int step = 0; step <= tc.max_steps; step++) {
+        int last = step == tc.max_steps;
+        if (have_val && (step % tc.val_every == 0 || last)) {
+            float val_loss = evaluate(&model, &val_loader, tc.val_max_batches);
             printf("step %5d | val loss %.6f\n", step, val_loss);
             logger_log_val(&logger, step, val_loss);
         }
-        if (sample_every > 0 && step > 0 && (step % sample_every == 0 || last))
-            sample_and_print(&model, &tokenizer, have_tok, &sample_rng, gen_tokens);
-        if (out_dir && ((checkpoint_every > 0 && step > 0 && step % checkpoint_every == 0) || last)) {
+        if (tc.sample_every > 0 && step > 0 && (step % tc.sample_every == 0 || last))
+            sample_and_print(&model, &tokenizer, have_tok, &sample_rng, tc.gen_tokens);
+        if (out_dir && ((tc.checkpoint_every > 0 && step > 0 && step % tc.checkpoint_every == 0) || last)) {
             char path[4096];
             snprintf(path, sizeof(path), "%s/model_%08d.bin", out_dir, step);
             checkpoint_write_model(path, cfg, model.params_memory, 3);
@@ -879,11 +825,11 @@ int main(int argc, char** argv) {
         }
         if (last) break;
 
-        double t0 = now_seconds();
+        double t0 = wall_seconds();
         gpt2_zero_grad(&model);
         double loss_sum = 0.0;
         for (int micro = 0; micro < grad_accum_steps; micro++) {
-            if (!overfit_single_batch || (step == 0 && micro == 0)) dataloader_next_batch(&train_loader);
+            if (!tc.overfit_single_batch || (step == 0 && micro == 0)) dataloader_next_batch(&train_loader);
             gpt2_forward(&model, train_loader.inputs, train_loader.targets, B, T);
             gpt2_backward(&model, 1.0f / grad_accum_steps);
             loss_sum += model.mean_loss;
@@ -891,16 +837,16 @@ int main(int argc, char** argv) {
         float loss = (float)(loss_sum / grad_accum_steps);
         if (!isfinite(loss))
             die("step %d: train loss is %f; stopping before the update (checkpoints written so far are intact)", step + 1, loss);
-        float norm = gpt2_clip_grad_norm(&model, grad_clip);
+        float norm = gpt2_clip_grad_norm(&model, tc.grad_clip);
         float step_lr = get_learning_rate(&sched, step);
-        gpt2_update(&model, step_lr, 0.9f, 0.95f, 1e-8f, weight_decay, step + 1);
-        double dt = now_seconds() - t0;
+        gpt2_update(&model, step_lr, 0.9f, 0.95f, 1e-8f, tc.weight_decay, step + 1);
+        double dt = wall_seconds() - t0;
         if (step > 0) total_time += dt;  // the first step includes allocation
-        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", step + 1, max_steps,
+        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", step + 1, tc.max_steps,
                loss, norm, step_lr, dt * 1e3, total_batch_size / dt);
         logger_log_train(&logger, step + 1, loss, step_lr, norm);
     }
-    if (max_steps > 1) printf("average step time %.1f ms\n", total_time / (max_steps - 1) * 1e3);
+    if (tc.max_steps > 1) printf("average step time %.1f ms\n", total_time / (tc.max_steps - 1) * 1e3);
 
     logger_free(&logger);
     if (have_tok) tokenizer_free(&tokenizer);
