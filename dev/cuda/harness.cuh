@@ -1,0 +1,172 @@
+// harness.cuh - shared pieces of the dev/cuda kernel harnesses: random inputs, poisoned outputs,
+// comparison against a float64 CPU reference, event timing, and the PASS/FAIL tally.
+//
+// Every harness: draws fresh random inputs (seeded per case), poisons outputs with NaN bytes before
+// the kernel writes them (so an unwritten element fails), compares with the norm-relative error
+// ||a - ref||_2 / ||ref||_2 plus max abs error, times with cudaEvents (warm-up, median of repeats),
+// and ends with `N passed, N failed` and a non-zero exit status on any failure.
+#pragma once
+
+#include <algorithm>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+#include "llmc/cuda_common.cuh"
+
+// ---- random inputs (host), reproducible per seed --------------------------------------------
+
+struct HostRng {
+    uint64_t s;
+    explicit HostRng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+    uint32_t u32() { s ^= s >> 12; s ^= s << 25; s ^= s >> 27; return (uint32_t)((s * 0x2545F4914F6CDD1Dull) >> 32); }
+    float uniform() { return (u32() >> 8) / 16777216.0f; }                 // [0, 1)
+    float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
+    float normal() {                                                        // Box-Muller
+        float u1 = (u32() + 1.0f) / 4294967297.0f, u2 = uniform();
+        return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+    }
+};
+
+static inline std::vector<float> random_normal(size_t n, uint64_t seed, float std = 1.0f) {
+    HostRng r(seed);
+    std::vector<float> v(n);
+    for (auto& x : v) x = std * r.normal();
+    return v;
+}
+
+static inline std::vector<float> random_uniform(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+    HostRng r(seed);
+    std::vector<float> v(n);
+    for (auto& x : v) x = r.uniform(lo, hi);
+    return v;
+}
+
+// ---- floatX conversion: the CPU reference must see exactly the rounded values the GPU sees ---
+
+static inline floatX to_floatX(float x) { return (floatX)x; }
+static inline float from_floatX(floatX x) { return (float)x; }
+
+// Round every element to floatX and back, in place (the reference then uses the same inputs).
+static inline void round_to_floatX(std::vector<float>& v) {
+    for (auto& x : v) x = from_floatX(to_floatX(x));
+}
+
+// ---- device buffers ----------------------------------------------------------------------------
+
+template <typename T>
+struct DeviceBuffer {
+    T* ptr = nullptr;
+    size_t n = 0;
+    explicit DeviceBuffer(size_t count) : n(count) { cudaCheck(cudaMalloc(&ptr, std::max<size_t>(count, 1) * sizeof(T))); }
+    ~DeviceBuffer() { cudaFree(ptr); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    void poison() { cudaCheck(cudaMemset(ptr, 0xFF, n * sizeof(T))); }  // all-ones bytes: NaN in fp32/bf16/fp16
+    void zero() { cudaCheck(cudaMemset(ptr, 0, n * sizeof(T))); }
+};
+
+// Upload host floats to a device buffer of T (rounded to T).
+template <typename T>
+static inline void upload(DeviceBuffer<T>& d, const std::vector<float>& h) {
+    std::vector<T> tmp(h.size());
+    for (size_t i = 0; i < h.size(); i++) tmp[i] = (T)h[i];
+    cudaCheck(cudaMemcpy(d.ptr, tmp.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+// Download a device buffer of T as floats.
+template <typename T>
+static inline std::vector<float> download(const DeviceBuffer<T>& d) {
+    std::vector<T> tmp(d.n);
+    cudaCheck(cudaMemcpy(tmp.data(), d.ptr, d.n * sizeof(T), cudaMemcpyDeviceToHost));
+    std::vector<float> out(d.n);
+    for (size_t i = 0; i < d.n; i++) out[i] = (float)tmp[i];
+    return out;
+}
+
+// ---- comparison --------------------------------------------------------------------------------
+
+struct CompareResult {
+    double rel;      // ||a - ref|| / ||ref||
+    double max_abs;  // max |a - ref|
+    size_t nonfinite;
+    bool ok;
+};
+
+// Compare n values of a (GPU result) with ref (float64 CPU reference); fails on any NaN/Inf.
+static inline CompareResult compare(const float* a, const double* ref, size_t n, double tol) {
+    double d2 = 0, r2 = 0, maxabs = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) { bad++; continue; }
+        double d = (double)a[i] - ref[i];
+        d2 += d * d;
+        r2 += ref[i] * ref[i];
+        maxabs = std::max(maxabs, fabs(d));
+    }
+    double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+    return {rel, maxabs, bad, bad == 0 && rel <= tol};
+}
+
+static inline CompareResult compare(const std::vector<float>& a, const std::vector<double>& ref, double tol) {
+    return compare(a.data(), ref.data(), std::min(a.size(), ref.size()), tol);
+}
+
+// ---- tally ---------------------------------------------------------------------------------------
+
+struct Tally {
+    int passed = 0, failed = 0;
+    // Record one check and print it: name, relative error, max abs error, tolerance.
+    bool check(const char* name, const CompareResult& r, double tol) {
+        printf("  %-32s rel %.3e  maxabs %.3e  tol %.1e  %s%s\n", name, r.rel, r.max_abs, tol,
+               r.ok ? "ok" : "FAIL", r.nonfinite ? " (non-finite values: unwritten or overflow)" : "");
+        (r.ok ? passed : failed)++;
+        return r.ok;
+    }
+    bool check(const char* name, bool ok) {
+        printf("  %-32s %s\n", name, ok ? "ok" : "FAIL");
+        (ok ? passed : failed)++;
+        return ok;
+    }
+    int finish() const {
+        printf("\n%d passed, %d failed\n", passed, failed);
+        return failed ? 1 : 0;
+    }
+};
+
+// Per-precision tolerance for a result computed from floatX inputs with fp32 accumulation and
+// rounded once to floatX on output: a few units of floatX rounding, relative.
+static inline double floatX_tolerance() {
+#if defined(ENABLE_FP32)
+    return 1e-5;
+#elif defined(ENABLE_FP16)
+    return 5e-3;
+#else
+    return 2e-2;
+#endif
+}
+
+// ---- timing --------------------------------------------------------------------------------------
+
+// Median milliseconds of `repeats` runs of fn() (after `warmup` runs), timed with cudaEvents on stream.
+template <typename F>
+static inline float time_median_ms(F fn, int warmup = 3, int repeats = 20, cudaStream_t stream = 0) {
+    for (int i = 0; i < warmup; i++) fn();
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    std::vector<float> ms(repeats);
+    for (int i = 0; i < repeats; i++) {
+        cudaCheck(cudaEventRecord(start, stream));
+        fn();
+        cudaCheck(cudaEventRecord(stop, stream));
+        cudaCheck(cudaEventSynchronize(stop));
+        cudaCheck(cudaEventElapsedTime(&ms[i], start, stop));
+    }
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    std::sort(ms.begin(), ms.end());
+    return ms[repeats / 2];
+}

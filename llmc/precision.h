@@ -1,0 +1,46 @@
+// precision.h - the only place that reads the numeric compile flags.
+//
+// Build variables (Makefile) -> macros -> what this header defines:
+//   PRECISION=BF16 (default) -> ENABLE_BF16 -> floatX = __nv_bfloat16
+//   PRECISION=FP16           -> ENABLE_FP16 -> floatX = half
+//   PRECISION=FP32           -> ENABLE_FP32 -> floatX = float
+// Later modes (ENABLE_Q115, SF16_TRUE_FORWARD, ENABLE_FP8, ENABLE_TCFP12) are validated here too,
+// so that an impossible combination is a compile error with a message, never a silent mix.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#if (defined(ENABLE_FP32) + defined(ENABLE_FP16) + defined(ENABLE_BF16)) > 1
+#error "choose exactly one of ENABLE_FP32, ENABLE_FP16, ENABLE_BF16 (make PRECISION=FP32|FP16|BF16)"
+#endif
+
+#if defined(ENABLE_FP32)
+typedef float floatX;
+#define PRECISION_MODE_NAME "FP32"
+#elif defined(ENABLE_FP16)
+typedef half floatX;
+#define PRECISION_MODE_NAME "FP16"
+#else
+#ifndef ENABLE_BF16
+#define ENABLE_BF16
+#endif
+typedef __nv_bfloat16 floatX;
+#define PRECISION_MODE_NAME "BF16"
+#endif
+
+// GEMM backend of the linear layers (gemm.cuh dispatches on it). An FP8 / TCFP-12 build must never
+// silently run BF16 GEMMs, so those flags are rejected until their backends exist.
+#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+#error "FP8=1 / TCFP12=1: the FP8 and TCFP-12 GEMM backends are not implemented in this version"
+#endif
+#if defined(ENABLE_Q115)
+#error "ENABLE_Q115=1: the SF16 boundary mode is not implemented in this version"
+#endif
+#if defined(SF16_TRUE_FORWARD) && !defined(ENABLE_Q115)
+#error "SF16_TRUE_FORWARD=1 is only valid with ENABLE_Q115=1"
+#endif
+#if defined(ENABLE_CUDNN)
+#error "USE_CUDNN=1: cuDNN attention is not implemented in this version (the flash-attention kernels are built in)"
+#endif
