@@ -1,0 +1,751 @@
+// gemm.cuh - the GEMM front of the trainer: matmul_forward / matmul_backward for every linear layer.
+//
+// Math (train_gpt2.c matmul_forward / matmul_backward). All tensors row-major; a linear layer has
+// weight (OC, C) and bias (OC); N = B*T rows:
+//   forward    out (N, OC)     = inp (N, C) · weightᵀ + bias                 (overwrite)
+//              with pre_gelu:    pre_gelu = inp·weightᵀ + bias,  out = gelu_tanh(pre_gelu)
+//   backward   dinp (N, C)     = dout (N, OC) · weight                       (overwrite)
+//              with pre_gelu:    dinp = (dout·weight) ∘ gelu_tanh'(pre_gelu)  (pre_gelu is the
+//                                pre-activation of this layer's *input*: the upstream GELU is fused here)
+//              dweight (OC, C) += doutᵀ · inp                                 (accumulate, beta = 1)
+//              dbias (OC)      += Σ_n dout[n, :]                              (accumulate)
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))) as in train_gpt2.c gelu_forward.
+// The CPU reference accumulates into dinp; the GPU trainer overwrites it (each activation gradient
+// has exactly one producer there), which saves a read and a zeroing pass.
+//
+// Backends. Callers see only matmul_forward / matmul_backward and a GemmContext. Today there is one
+// backend, cuBLASLt in the build's floatX (BF16, FP16 or FP32 storage, fp32 accumulation). The FP8
+// and TCFP-12 backends will be separate headers (llmc/gemm_fp8.cuh, llmc/tcfp12.cuh) that provide
+// gemm_backend_forward / gemm_backend_backward_dinp / gemm_backend_backward_dweight with the same
+// contracts; the section "backend selection" below is the one place that picks them. The front keeps
+// what is backend-independent: argument checks, the unfused GELU path and the deterministic dbias.
+//
+// cuBLASLt mapping. cuBLASLt is column-major; a row-major (R, K) buffer is a column-major (K, R)
+// matrix with leading dimension K, i.e. its transpose. So every product is computed transposed:
+//   forward  outᵀ (OC, N)  = W (OC, C)        · inpᵀ (C, N)    A = weight (op T), B = inp (op N)
+//   dinp     dinpᵀ (C, N)  = Wᵀ (C, OC)       · doutᵀ (OC, N)  A = weight (op N), B = dout (op N)
+//   dweight  dWᵀ (C, OC)  += inpᵀ (C, N)      · dout (N, OC)   A = inp (op N),    B = dout (op T)
+// The bias is a vector along D's rows (OC) as CUBLASLT_EPILOGUE_BIAS wants; GELU_AUX(_BIAS) stores
+// the pre-activation into the aux matrix (same layout as D, ld = OC); DGELU reads it (ld = C).
+//
+// Determinism. cuBLAS documents bit-wise reproducible results for a fixed algorithm on the same GPU
+// model and toolkit when one stream uses the workspace; the context owns its workspace and stream,
+// and the algorithm for a given (shape, transposes, epilogue, beta, pointer alignments) is chosen
+// once and cached, so repeated calls run the same kernel. Split-K reduction schemes are restricted
+// to CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE (plus "no split"): partial products are kept in fp32 in
+// the workspace and reduced in a separate, ordered step. INPLACE (reduces through the output buffer,
+// serialized by counters) and OUTPUT_TYPE (partials stored in floatX) are documented as ordered too,
+// but both round the partial sums to floatX, which breaks the promise of fp32 accumulation; they are
+// allowed only if the heuristic finds nothing else (reported by gemm_context_print_plans). dbias is
+// not taken from cuBLASLt's BGRADB epilogue (it overwrites, in floatX, with an undocumented reduction
+// order) but from gemm_dbias_* below: per-block fp32 partials, then a fixed-order finish.
+//
+// Boundaries. cuBLASLt stores `out` and `pre_gelu` itself, so boundary_value<MATMUL_OUT> (identity
+// in the plain builds) cannot be applied on the fused path; the unfused GELU kernel applies
+// boundary_value<GELU_OUT> to its output. A Q1.15 mode has to add its MATMUL_OUT pass here (and run
+// GELU unfused: ctx->fuse_gelu = 0), nowhere else.
+#pragma once
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <type_traits>
+#include <cublasLt.h>
+#include "cuda_common.cuh"
+#include "cuda_utils.cuh"
+#include "boundary.cuh"
+
+// ------------------------------------------------------------------------------------------------
+// Backend: precision.h decides which GEMM backend a build uses (GEMM_BACKEND_*); only the cuBLASLt
+// backend in floatX exists today, and precision.h rejects builds that ask for another.
+#define GEMM_BACKEND_NAME "cuBLASLt " PRECISION_MODE_NAME
+
+// ------------------------------------------------------------------------------------------------
+// Error checking
+
+// Abort with file:line, the cuBLAS status name and its description when a cuBLAS/cuBLASLt call fails.
+#ifndef cublasCheck
+#define cublasCheck(call) gemm_cublas_check_impl((call), #call, __FILE__, __LINE__)
+#endif
+static inline void gemm_cublas_check_impl(cublasStatus_t status, const char* what, const char* file, int line) {
+    if (status != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "error: cuBLAS: %s failed at %s:%d: %s (%s)\n", what, file, line,
+                cublasLtGetStatusName(status), cublasLtGetStatusString(status));
+        exit(EXIT_FAILURE);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Context: handle, workspace, stream, and a bounded cache of planned GEMMs
+
+#define GEMM_WORKSPACE_BYTES (32u << 20)  // 32 MiB: Hopper kernels want >= 32 MiB
+#define GEMM_PLAN_CACHE_SIZE 64           // the trainer uses ~15 distinct GEMMs; 64 leaves room for eval shapes
+
+// Identity of one planned GEMM: problem size (column-major m, n, k), transposes, epilogue, whether
+// C is read (beta != 0), and the alignment class of each pointer (cuBLASLt's choice depends on it).
+struct GemmPlanKey {
+    int64_t m, n, k;
+    int32_t transa, transb;  // cublasOperation_t
+    uint32_t epilogue;       // cublasLtEpilogue_t
+    int32_t accumulate;      // beta = 1 (C = D is read) or beta = 0
+    uint32_t align;          // 3 bits per pointer (A, B, D, bias, aux): log2(alignment) - 4, alignment capped at 256
+};
+
+struct GemmPlan {
+    GemmPlanKey key;
+    bool found;                          // false: cuBLASLt has no algorithm for this key (caller falls back or fails)
+    cublasLtMatmulDesc_t desc;           // transposes, epilogue, aux ld; pointers are set per call
+    cublasLtMatrixLayout_t a, b, d;      // d doubles as C's layout
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace;                    // bytes the algorithm needs (<= the context's workspace)
+    float waves;                         // heuristic's device-utilization estimate
+    cublasComputeType_t compute_type;    // what the plan actually uses (after any fallback)
+    uint32_t reduction_mask;             // split-K reduction schemes that were allowed when planning
+    cublasStatus_t status;               // status of the last heuristic query (why found == false)
+    unsigned long long uses;
+};
+
+struct GemmContext {
+    cublasLtHandle_t handle;
+    void* workspace;                     // device, workspace_size bytes, used only on `stream`
+    size_t workspace_size;
+    cublasComputeType_t compute_type;    // requested compute type, from gemm_default_compute_type()
+    cudaStream_t stream;                 // every GEMM and kernel of this front runs here
+    int fuse_gelu;                       // 1: GELU / GELU' in the cuBLASLt epilogue when supported; 0: separate kernels
+    GemmPlan plans[GEMM_PLAN_CACHE_SIZE];
+    int num_plans;
+    unsigned long long heuristic_queries; // cublasLtMatmulAlgoGetHeuristic calls so far (caching check)
+    unsigned long long uncached_calls;    // GEMMs planned on the fly because the cache was full
+};
+
+// Compute type for this build: the one place that chooses it. CUBLAS_COMPUTE_32F for every storage
+// type: fp32 accumulation for BF16/FP16, and true fp32 (no TF32) for FP32 builds. A later
+// SF16_TRUE_FORWARD mode returns CUBLAS_COMPUTE_32F_FAST_16BF here; planning then falls back to
+// CUBLAS_COMPUTE_32F for any GEMM that has no algorithm with the requested type (see gemm_plan_build).
+static inline cublasComputeType_t gemm_default_compute_type() { return CUBLAS_COMPUTE_32F; }
+
+template <typename T> struct GemmDataType;
+template <> struct GemmDataType<float> { static constexpr cudaDataType_t value = CUDA_R_32F; };
+template <> struct GemmDataType<half> { static constexpr cudaDataType_t value = CUDA_R_16F; };
+template <> struct GemmDataType<__nv_bfloat16> { static constexpr cudaDataType_t value = CUDA_R_16BF; };
+
+// Printable name of the GEMM path this context runs, e.g. "cuBLASLt BF16" (for logs and checkpoints).
+const char* gemm_backend_name(const GemmContext* ctx) {
+    return ctx->compute_type == CUBLAS_COMPUTE_32F_FAST_TF32 ? GEMM_BACKEND_NAME " (TF32 tensor cores)" : GEMM_BACKEND_NAME;
+}
+
+// Create the cuBLASLt handle and the 32 MiB workspace; all later work of this context runs on `stream`.
+void gemm_context_init(GemmContext* ctx, cudaStream_t stream) {
+    memset(ctx, 0, sizeof(*ctx));
+    cublasCheck(cublasLtCreate(&ctx->handle));
+    ctx->workspace_size = GEMM_WORKSPACE_BYTES;
+    cudaCheck(cudaMalloc(&ctx->workspace, ctx->workspace_size));
+    ctx->compute_type = gemm_default_compute_type();
+    ctx->stream = stream;
+    ctx->fuse_gelu = 1;
+}
+
+static inline void gemm_plan_destroy(GemmPlan* p) {
+    if (p->desc) cublasCheck(cublasLtMatmulDescDestroy(p->desc));
+    if (p->a) cublasCheck(cublasLtMatrixLayoutDestroy(p->a));
+    if (p->b) cublasCheck(cublasLtMatrixLayoutDestroy(p->b));
+    if (p->d) cublasCheck(cublasLtMatrixLayoutDestroy(p->d));
+    p->desc = NULL;
+    p->a = p->b = p->d = NULL;
+}
+
+// Release the plans, the workspace (after the stream is idle) and the handle.
+void gemm_context_free(GemmContext* ctx) {
+    cudaCheck(cudaStreamSynchronize(ctx->stream));
+    for (int i = 0; i < ctx->num_plans; i++) gemm_plan_destroy(&ctx->plans[i]);
+    ctx->num_plans = 0;
+    cudaCheck(cudaFree(ctx->workspace));
+    ctx->workspace = NULL;
+    cublasCheck(cublasLtDestroy(ctx->handle));
+    ctx->handle = NULL;
+}
+
+// FP32 build only: enable = 1 lets cuBLASLt round the fp32 inputs to TF32 on the tensor cores
+// (CUBLAS_COMPUTE_32F_FAST_TF32: ~10-bit mantissa products, fp32 accumulation); 0 restores true fp32.
+// Drops the planned GEMMs (they depend on the compute type). Other builds: enable = 1 is an error.
+void gemm_set_tf32(GemmContext* ctx, int enable) {
+    if (enable && !std::is_same<floatX, float>::value) {
+        fprintf(stderr, "error: gemm_set_tf32: TF32 applies to FP32 storage only (this build is %s)\n", PRECISION_MODE_NAME);
+        exit(EXIT_FAILURE);
+    }
+    const cublasComputeType_t t = enable ? CUBLAS_COMPUTE_32F_FAST_TF32 : gemm_default_compute_type();
+    if (t == ctx->compute_type) return;
+    cudaCheck(cudaStreamSynchronize(ctx->stream));
+    for (int i = 0; i < ctx->num_plans; i++) gemm_plan_destroy(&ctx->plans[i]);
+    ctx->num_plans = 0;
+    ctx->compute_type = t;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Planning: descriptors + heuristic, once per key
+
+static inline uint32_t gemm_align_class(const void* p) {  // 0..4 for 16..256-byte alignment
+    const uintptr_t a = (uintptr_t)p;  // callers have checked 16-byte alignment; NULL counts as 256
+    uint32_t c = 0;
+    while (c < 4 && a % ((uintptr_t)32 << c) == 0) c++;
+    return c;
+}
+static inline uint32_t gemm_align_bytes(uint32_t cls) { return 16u << cls; }
+
+static inline bool gemm_key_equal(const GemmPlanKey& x, const GemmPlanKey& y) {
+    return x.m == y.m && x.n == y.n && x.k == y.k && x.transa == y.transa && x.transb == y.transb &&
+           x.epilogue == y.epilogue && x.accumulate == y.accumulate && x.align == y.align;
+}
+
+static inline bool gemm_epilogue_has_bias(uint32_t e) {
+    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+static inline bool gemm_epilogue_has_aux(uint32_t e) {
+    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+}
+
+static inline const char* gemm_epilogue_name(uint32_t e) {
+    switch (e) {
+        case CUBLASLT_EPILOGUE_DEFAULT: return "DEFAULT";
+        case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+        case CUBLASLT_EPILOGUE_GELU_AUX: return "GELU_AUX";
+        case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+        case CUBLASLT_EPILOGUE_DGELU: return "DGELU";
+        default: return "?";
+    }
+}
+
+// Layout of the stored matrix behind op(X) of size rows x cols (column-major view).
+static inline void gemm_layout(cublasLtMatrixLayout_t* layout, int32_t trans, int64_t rows, int64_t cols) {
+    const cudaDataType_t t = GemmDataType<floatX>::value;
+    if (trans == CUBLAS_OP_N) cublasCheck(cublasLtMatrixLayoutCreate(layout, t, rows, cols, rows));
+    else cublasCheck(cublasLtMatrixLayoutCreate(layout, t, cols, rows, cols));
+}
+
+// One heuristic query with the given compute type and reduction-scheme mask; true if an algorithm
+// was found (plan->algo etc. filled). Creates plan->desc (destroying a previous one).
+static inline bool gemm_plan_try(GemmContext* ctx, GemmPlan* plan, cublasComputeType_t compute_type,
+                                 uint32_t reduction_mask, const void* bias, const void* aux, int64_t aux_ld) {
+    const GemmPlanKey& key = plan->key;
+    if (plan->desc) cublasCheck(cublasLtMatmulDescDestroy(plan->desc));
+    cublasCheck(cublasLtMatmulDescCreate(&plan->desc, compute_type, CUDA_R_32F));
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &key.transa, sizeof(key.transa)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &key.transb, sizeof(key.transb)));
+    const uint32_t epilogue = key.epilogue;
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    // The heuristic looks at the bias / aux pointer values to learn their alignment (never dereferences).
+    if (gemm_epilogue_has_bias(epilogue))
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (gemm_epilogue_has_aux(epilogue)) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    }
+
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = ctx->workspace_size;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction_mask,
+                                                     sizeof(reduction_mask)));
+    const uint32_t align_a = gemm_align_bytes(key.align & 7), align_b = gemm_align_bytes((key.align >> 3) & 7),
+                   align_d = gemm_align_bytes((key.align >> 6) & 7);
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
+
+    cublasLtMatmulHeuristicResult_t result;
+    memset(&result, 0, sizeof(result));
+    int count = 0;
+    ctx->heuristic_queries++;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->handle, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, 1,
+                                                       &result, &count);
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    // "No algorithm" comes back as NOT_SUPPORTED, as SUCCESS with count 0, or (for some epilogue / type
+    // combinations) as INVALID_VALUE: all three mean "plan without it"; the status is kept for messages.
+    plan->status = st == CUBLAS_STATUS_SUCCESS && count > 0 ? result.state : st;
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
+        (st == CUBLAS_STATUS_SUCCESS && (count == 0 || result.state != CUBLAS_STATUS_SUCCESS)))
+        return false;
+    cublasCheck(st);
+    plan->algo = result.algo;
+    plan->workspace = result.workspaceSize;
+    plan->waves = result.wavesCount;
+    plan->compute_type = compute_type;
+    plan->reduction_mask = reduction_mask;
+    return true;
+}
+
+// Build plan->{desc, layouts, algo} for plan->key. Preference order: the context's compute type, then
+// CUBLAS_COMPUTE_32F if different; for each, split-K only with fp32 partials, then any reduction scheme.
+static inline void gemm_plan_build(GemmContext* ctx, GemmPlan* plan, const void* bias, const void* aux, int64_t aux_ld) {
+    const GemmPlanKey& key = plan->key;
+    plan->desc = NULL;
+    gemm_layout(&plan->a, key.transa, key.m, key.k);
+    gemm_layout(&plan->b, key.transb, key.k, key.n);
+    gemm_layout(&plan->d, CUBLAS_OP_N, key.m, key.n);
+    const cublasComputeType_t types[2] = {ctx->compute_type, CUBLAS_COMPUTE_32F};
+    const uint32_t masks[2] = {CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, CUBLASLT_REDUCTION_SCHEME_MASK};
+    plan->found = false;
+    for (int t = 0; t < 2 && !plan->found; t++) {
+        if (t == 1 && types[1] == types[0]) break;
+        for (int r = 0; r < 2 && !plan->found; r++) plan->found = gemm_plan_try(ctx, plan, types[t], masks[r], bias, aux, aux_ld);
+    }
+    plan->uses = 0;
+}
+
+// The plan for `key`: from the cache, or built and cached. If the cache is full the plan is built into
+// *scratch, which the caller destroys after use (correct, just slower; counted in uncached_calls).
+static inline GemmPlan* gemm_get_plan(GemmContext* ctx, const GemmPlanKey& key, const void* bias, const void* aux,
+                                      int64_t aux_ld, GemmPlan* scratch) {
+    for (int i = 0; i < ctx->num_plans; i++)
+        if (gemm_key_equal(ctx->plans[i].key, key)) return &ctx->plans[i];
+    GemmPlan* plan = scratch;
+    if (ctx->num_plans < GEMM_PLAN_CACHE_SIZE) plan = &ctx->plans[ctx->num_plans++];
+    else ctx->uncached_calls++;
+    memset(plan, 0, sizeof(*plan));
+    plan->key = key;
+    gemm_plan_build(ctx, plan, bias, aux, aux_ld);
+    return plan;
+}
+
+// D (m x n, column-major) = op(A) · op(B) [+ C if accumulate], with `epilogue`. Returns false (and does
+// nothing) if cuBLASLt has no algorithm for it.
+static inline bool gemm_cublaslt(GemmContext* ctx, void* D, const void* A, const void* B, int32_t transa, int32_t transb,
+                                 int64_t m, int64_t n, int64_t k, bool accumulate, uint32_t epilogue, const void* bias,
+                                 const void* aux, int64_t aux_ld, cublasStatus_t* status = NULL) {
+    GemmPlanKey key;
+    memset(&key, 0, sizeof(key));
+    key.m = m; key.n = n; key.k = k;
+    key.transa = transa; key.transb = transb;
+    key.epilogue = epilogue;
+    key.accumulate = accumulate ? 1 : 0;
+    key.align = gemm_align_class(A) | gemm_align_class(B) << 3 | gemm_align_class(D) << 6 |
+                gemm_align_class(gemm_epilogue_has_bias(epilogue) ? bias : NULL) << 9 |
+                gemm_align_class(gemm_epilogue_has_aux(epilogue) ? aux : NULL) << 12;
+    GemmPlan scratch;
+    memset(&scratch, 0, sizeof(scratch));
+    GemmPlan* plan = gemm_get_plan(ctx, key, bias, aux, aux_ld, &scratch);
+    if (!plan->found) {
+        if (status) *status = plan->status;
+        gemm_plan_destroy(&scratch);
+        return false;
+    }
+    if (gemm_epilogue_has_bias(epilogue))
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (gemm_epilogue_has_aux(epilogue))
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublasCheck(cublasLtMatmul(ctx->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D, plan->d, D, plan->d,
+                               &plan->algo, ctx->workspace, ctx->workspace_size, ctx->stream));
+    plan->uses++;
+    gemm_plan_destroy(&scratch);
+    return true;
+}
+
+static inline const char* gemm_compute_type_name(cublasComputeType_t t) {
+    switch (t) {
+        case CUBLAS_COMPUTE_32F: return "32F";
+        case CUBLAS_COMPUTE_32F_FAST_16BF: return "32F_FAST_16BF";
+        case CUBLAS_COMPUTE_32F_FAST_16F: return "32F_FAST_16F";
+        case CUBLAS_COMPUTE_32F_FAST_TF32: return "32F_FAST_TF32";
+        default: return "other";
+    }
+}
+
+static inline void gemm_no_algorithm(const char* fn, const char* what, int N, int C, int OC, uint32_t epilogue,
+                                     cublasStatus_t status) {
+    fprintf(stderr, "error: %s: cuBLASLt (%s) has no algorithm for %s with N=%d C=%d OC=%d, epilogue %s (heuristic: %s)\n",
+            fn, GEMM_BACKEND_NAME, what, N, C, OC, gemm_epilogue_name(epilogue), cublasLtGetStatusName(status));
+    exit(EXIT_FAILURE);
+}
+
+// Print one line per cached plan: the GEMM (column-major m, n, k, ops, beta, epilogue, alignment code
+// in octal with one digit per pointer in the order aux, bias, D, B, A, digit d meaning 16 << d bytes)
+// and the algorithm cuBLASLt chose: algorithm id, tile id (cublasLtMatmulTile_t), stages id
+// (cublasLtMatmulStages_t), split-K count and reduction scheme (cublasLtReductionScheme_t), cluster
+// shape id, numerical implementation (MMA kind, accumulator and input types), workspace, waves, uses.
+void gemm_context_print_plans(const GemmContext* ctx, FILE* f) {
+    fprintf(f, "GEMM plans (%s, compute type %s, %d cached, %llu heuristic queries, %llu uncached calls):\n", GEMM_BACKEND_NAME,
+            gemm_compute_type_name(ctx->compute_type), ctx->num_plans, ctx->heuristic_queries, ctx->uncached_calls);
+    for (int i = 0; i < ctx->num_plans; i++) {
+        const GemmPlan& p = ctx->plans[i];
+        fprintf(f, "  m=%-6lld n=%-6lld k=%-6lld op=%c%c beta=%d %-13s align=%05o ", (long long)p.key.m, (long long)p.key.n,
+                (long long)p.key.k, p.key.transa == CUBLAS_OP_T ? 'T' : 'N', p.key.transb == CUBLAS_OP_T ? 'T' : 'N',
+                p.key.accumulate, gemm_epilogue_name(p.key.epilogue), p.key.align);
+        if (!p.found) {
+            fprintf(f, "no algorithm (heuristic: %s; unfused fallback)\n", cublasLtGetStatusName(p.status));
+            continue;
+        }
+        int32_t id = 0, splitk = 0;
+        uint32_t tile = 0, stages = 0, red = 0;
+        uint16_t cluster = 0;
+        uint64_t impl = 0;
+        size_t w = 0;
+        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red), &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster), &w);
+        cublasLtMatmulAlgoCapGetAttribute(&p.algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &impl, sizeof(impl), &w);
+        const uint64_t op = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_OP_TYPE_MASK;
+        const uint64_t acc = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK;
+        const uint64_t in = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_OP_INPUT_TYPE_MASK;
+        fprintf(f, "algo %d tile %u stages %u splitK %d red %u cluster %u %s acc %s in %s%s%s%s ws %zu KiB waves %.2f uses %llu\n",
+                id, tile, stages, splitk, red, (unsigned)cluster,
+                op == CUBLASLT_NUMERICAL_IMPL_FLAGS_HMMA ? "HMMA" : op == CUBLASLT_NUMERICAL_IMPL_FLAGS_FMA ? "FMA" : "other",
+                acc == CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F ? "32F" : acc == CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_16F ? "16F" : "other",
+                in == CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16BF ? "16BF" : in == CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16F ? "16F"
+                : in == CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_32F ? "32F" : in == CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32 ? "TF32" : "other",
+                p.reduction_mask == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE ? "" : " (any reduction scheme allowed)",
+                p.compute_type == ctx->compute_type ? "" : " compute ", p.compute_type == ctx->compute_type ? "" : gemm_compute_type_name(p.compute_type),
+                p.workspace >> 10, p.waves, p.uses);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Kernels of the front: unfused GELU / GELU' and the deterministic bias gradient
+
+#define GEMM_GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
+
+// gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x³). The sigmoid
+// form has no cancellation for negative x and needs only expf: with --use_fast_math tanhf becomes
+// tanh.approx.f32 (~2^-11 relative), expf stays within a few fp32 ulp. exp overflow gives the right
+// limits (x / inf = -0).
+__device__ __forceinline__ float gemm_gelu_sigmoid(float x) {  // sigmoid(2u)
+    const float u = GEMM_GELU_SCALE * (x + 0.044715f * x * x * x);
+    return 1.0f / (1.0f + expf(-2.0f * u));
+}
+
+__device__ __forceinline__ float gemm_gelu_tanh(float x) { return x * gemm_gelu_sigmoid(x); }
+
+// d/dx gelu_tanh(x) = s + 2 x s (1 - s) u'(x), s = sigmoid(2u): train_gpt2.c gelu_backward's
+// 0.5 (1 + th) + 0.5 x (1 - th²) u' rewritten with th = 2s - 1.
+__device__ __forceinline__ float gemm_gelu_tanh_grad(float x) {
+    const float s = gemm_gelu_sigmoid(x);
+    return s + 2.0f * x * s * (1.0f - s) * GEMM_GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+// out[i] = gelu_tanh(pre[i]) for n_packets 16-byte packets; out passes the GELU_OUT boundary.
+__global__ void __launch_bounds__(256) gemm_gelu_forward_kernel(floatX* __restrict__ out, const floatX* __restrict__ pre,
+                                                                size_t n_packets) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n_packets; i += (size_t)gridDim.x * blockDim.x) {
+        const x128 p = load128(pre + i * x128::size);
+        x128 o;
+        #pragma unroll
+        for (int k = 0; k < x128::size; k++) o[k] = (floatX)boundary_value<GELU_OUT>(gemm_gelu_tanh((float)p[k]));
+        store128(out + i * x128::size, o);
+    }
+}
+
+// d[i] = d[i] * gelu_tanh'(pre[i]) in place, for n_packets 16-byte packets.
+__global__ void __launch_bounds__(256) gemm_gelu_backward_kernel(floatX* __restrict__ d, const floatX* __restrict__ pre,
+                                                                 size_t n_packets) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n_packets; i += (size_t)gridDim.x * blockDim.x) {
+        const x128 g = load128cs(d + i * x128::size);
+        const x128 p = load128cs(pre + i * x128::size);
+        x128 o;
+        #pragma unroll
+        for (int k = 0; k < x128::size; k++) o[k] = (floatX)((float)g[k] * gemm_gelu_tanh_grad((float)p[k]));
+        store128(d + i * x128::size, o);
+    }
+}
+
+static inline unsigned int gemm_elementwise_blocks(size_t n_packets) {
+    const size_t blocks = ceil_div_sz(n_packets, 256);
+    return (unsigned int)(blocks < 65536 ? blocks : 65536);  // grid-stride beyond that
+}
+
+// Bias gradient: column sums of dout (N, OC), in two deterministic kernels.
+//   1. gemm_dbias_partial_kernel: block (32, GEMM_DBIAS_BLOCK_Y) owns 32 packets of columns
+//      (32 * x128::size columns) and one chunk of rows; each thread sums every GEMM_DBIAS_BLOCK_Y-th row
+//      of the chunk in row order (16-byte loads), the block adds its GEMM_DBIAS_BLOCK_Y partials in
+//      fixed order and writes one fp32 row of partial[chunk][OC].
+//   2. gemm_dbias_finish_kernel: per column, thread y sums chunks y, y+8, ... in order, the block adds
+//      the 8 results in fixed order, and dbias[o] = floatX(float(dbias[o]) + sum).
+// The chunking depends only on (N, OC, floatX): the result is bit-identical on every run and device.
+#define GEMM_DBIAS_BLOCK_Y 8
+#define GEMM_DBIAS_TARGET_BLOCKS 1024  // enough blocks for ~8 per SM on a 132-SM H100
+#define GEMM_DBIAS_MIN_ROWS 64         // rows per chunk at least (GEMM_DBIAS_BLOCK_Y * 8 loads per thread)
+
+__global__ void __launch_bounds__(32 * GEMM_DBIAS_BLOCK_Y)
+gemm_dbias_partial_kernel(float* __restrict__ partial, const floatX* __restrict__ dout, int N, int OC, int rows_per_chunk) {
+    constexpr int V = x128::size;
+    __shared__ float sums[GEMM_DBIAS_BLOCK_Y][32 * V];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int col0 = (blockIdx.x * 32 + tx) * V;
+    const int row_begin = blockIdx.y * rows_per_chunk;
+    const int row_end = min(N, row_begin + rows_per_chunk);
+    float acc[V];
+    #pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = 0.0f;
+    if (col0 < OC) {
+        const floatX* p = dout + (size_t)(row_begin + ty) * OC + col0;
+        const size_t step = (size_t)GEMM_DBIAS_BLOCK_Y * OC;
+        #pragma unroll 4
+        for (int n = row_begin + ty; n < row_end; n += GEMM_DBIAS_BLOCK_Y, p += step) {
+            const x128 v = load128cs(p);
+            #pragma unroll
+            for (int k = 0; k < V; k++) acc[k] += (float)v[k];
+        }
+    }
+    #pragma unroll
+    for (int k = 0; k < V; k++) sums[ty][tx * V + k] = acc[k];
+    __syncthreads();
+    const int t = ty * 32 + tx;
+    if (t < 32 * V) {
+        const int col = blockIdx.x * 32 * V + t;
+        float s = 0.0f;
+        #pragma unroll
+        for (int y = 0; y < GEMM_DBIAS_BLOCK_Y; y++) s += sums[y][t];
+        if (col < OC) partial[(size_t)blockIdx.y * OC + col] = s;
+    }
+}
+
+__global__ void __launch_bounds__(32 * GEMM_DBIAS_BLOCK_Y)
+gemm_dbias_finish_kernel(floatX* __restrict__ dbias, const float* __restrict__ partial, int chunks, int OC) {
+    __shared__ float sums[GEMM_DBIAS_BLOCK_Y][32];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int col = blockIdx.x * 32 + tx;
+    float s = 0.0f;
+    if (col < OC)
+        for (int r = ty; r < chunks; r += GEMM_DBIAS_BLOCK_Y) s += partial[(size_t)r * OC + col];
+    sums[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && col < OC) {
+        float total = 0.0f;
+        #pragma unroll
+        for (int y = 0; y < GEMM_DBIAS_BLOCK_Y; y++) total += sums[y][tx];
+        dbias[col] = (floatX)((float)dbias[col] + total);
+    }
+}
+
+// Row chunking of the dbias reduction (a pure function of N and OC).
+static inline void gemm_dbias_chunks(int N, int OC, int* rows_per_chunk, int* chunks) {
+    const int col_blocks = ceil_div(OC, 32 * x128::size);
+    const int target = ceil_div(GEMM_DBIAS_TARGET_BLOCKS, col_blocks);
+    int rows = ceil_div(N, target);
+    rows = rows < GEMM_DBIAS_MIN_ROWS ? GEMM_DBIAS_MIN_ROWS : rows;
+    *rows_per_chunk = rows;
+    *chunks = ceil_div(N, rows);
+}
+
+// Floats of dbias_scratch that matmul_backward needs for (N, OC) when dbias != NULL. An upper bound
+// that is monotone in N and in OC (so the value for the largest N and OC covers every smaller layer):
+// min(ceil(N / 64), GEMM_DBIAS_TARGET_BLOCKS * 32 * x128::size / OC + 1) * OC <= 262144 + OC floats for
+// BF16/FP16 (1 MiB + 4 * OC bytes), 131072 + OC for FP32.
+size_t matmul_dbias_scratch_floats(int N, int OC) {
+    const size_t by_rows = (size_t)ceil_div(N, GEMM_DBIAS_MIN_ROWS) * OC;
+    const size_t by_blocks = (size_t)GEMM_DBIAS_TARGET_BLOCKS * 32 * x128::size + OC;
+    return by_rows < by_blocks ? by_rows : by_blocks;
+}
+
+// dbias (OC) += Σ_n dout[n, :], deterministic. scratch: matmul_dbias_scratch_floats(N, OC) floats.
+static inline void gemm_dbias_accumulate(floatX* dbias, const floatX* dout, float* scratch, int N, int OC, cudaStream_t stream) {
+    int rows, chunks;
+    gemm_dbias_chunks(N, OC, &rows, &chunks);
+    dim3 block(32, GEMM_DBIAS_BLOCK_Y);
+    gemm_dbias_partial_kernel<<<dim3(ceil_div(OC, 32 * x128::size), chunks), block, 0, stream>>>(scratch, dout, N, OC, rows);
+    cudaCheckLaunch();
+    gemm_dbias_finish_kernel<<<ceil_div(OC, 32), block, 0, stream>>>(dbias, scratch, chunks, OC);
+    cudaCheckLaunch();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Argument checks (host only, no CUDA calls): cuBLASLt and the vector kernels need 16-byte aligned
+// pointers and rows whose size in bytes is a multiple of 16; outputs must not overlap inputs.
+
+static inline bool gemm_check_ptr(char* err, size_t err_size, const char* fn, const char* name, const void* p, bool required) {
+    if (p == NULL) {
+        if (required) snprintf(err, err_size, "%s: %s is NULL", fn, name);
+        return !required;
+    }
+    if ((uintptr_t)p % 16 != 0) {
+        snprintf(err, err_size, "%s: %s (%p) is not 16-byte aligned (cuBLASLt and the vector kernels need 16-byte alignment)",
+                 fn, name, p);
+        return false;
+    }
+    return true;
+}
+
+static inline bool gemm_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+    if (a == NULL || b == NULL) return false;
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + b_bytes && y < x + a_bytes;
+}
+
+static inline bool gemm_check_dims(char* err, size_t err_size, const char* fn, int N, int C, int OC) {
+    if (N <= 0 || C <= 0 || OC <= 0) {
+        snprintf(err, err_size, "%s: N=%d C=%d OC=%d must be positive", fn, N, C, OC);
+        return false;
+    }
+    if ((C * sizeof(floatX)) % 16 != 0 || (OC * sizeof(floatX)) % 16 != 0) {
+        snprintf(err, err_size, "%s: C=%d and OC=%d must be multiples of %d (rows of 16-byte multiples for %s)", fn, C, OC,
+                 (int)(16 / sizeof(floatX)), PRECISION_MODE_NAME);
+        return false;
+    }
+    return true;
+}
+
+// true if matmul_forward can run with these arguments; otherwise a message "matmul_forward: ..." in err.
+bool matmul_forward_args_ok(char* err, size_t err_size, const floatX* out, const floatX* inp, const floatX* weight,
+                            const floatX* bias, int N, int C, int OC, const floatX* pre_gelu) {
+    const char* fn = "matmul_forward";
+    if (!gemm_check_dims(err, err_size, fn, N, C, OC)) return false;
+    if (!gemm_check_ptr(err, err_size, fn, "out", out, true) || !gemm_check_ptr(err, err_size, fn, "inp", inp, true) ||
+        !gemm_check_ptr(err, err_size, fn, "weight", weight, true) || !gemm_check_ptr(err, err_size, fn, "bias", bias, false) ||
+        !gemm_check_ptr(err, err_size, fn, "pre_gelu", pre_gelu, false))
+        return false;
+    const size_t out_b = (size_t)N * OC * sizeof(floatX), inp_b = (size_t)N * C * sizeof(floatX),
+                 w_b = (size_t)OC * C * sizeof(floatX), b_b = (size_t)OC * sizeof(floatX);
+    if (gemm_overlap(out, out_b, inp, inp_b) || gemm_overlap(out, out_b, weight, w_b) || gemm_overlap(out, out_b, bias, b_b) ||
+        gemm_overlap(out, out_b, pre_gelu, out_b) || gemm_overlap(pre_gelu, out_b, inp, inp_b) ||
+        gemm_overlap(pre_gelu, out_b, weight, w_b) || gemm_overlap(pre_gelu, out_b, bias, b_b)) {
+        snprintf(err, err_size, "%s: out / pre_gelu overlap an input or each other (in-place GEMMs are not supported)", fn);
+        return false;
+    }
+    return true;
+}
+
+// true if matmul_backward can run with these arguments; otherwise a message "matmul_backward: ..." in err.
+bool matmul_backward_args_ok(char* err, size_t err_size, const floatX* dinp, const floatX* dweight, const floatX* dbias,
+                             const floatX* dout, const floatX* inp, const floatX* weight, const float* dbias_scratch, int N,
+                             int C, int OC, const floatX* pre_gelu) {
+    const char* fn = "matmul_backward";
+    if (!gemm_check_dims(err, err_size, fn, N, C, OC)) return false;
+    if (!gemm_check_ptr(err, err_size, fn, "dout", dout, true) || !gemm_check_ptr(err, err_size, fn, "dinp", dinp, false) ||
+        !gemm_check_ptr(err, err_size, fn, "dweight", dweight, false) || !gemm_check_ptr(err, err_size, fn, "dbias", dbias, false) ||
+        !gemm_check_ptr(err, err_size, fn, "weight", weight, dinp != NULL) ||
+        !gemm_check_ptr(err, err_size, fn, "inp", inp, dweight != NULL) ||
+        !gemm_check_ptr(err, err_size, fn, "dbias_scratch", dbias_scratch, dbias != NULL) ||
+        !gemm_check_ptr(err, err_size, fn, "pre_gelu", pre_gelu, false))
+        return false;
+    if (pre_gelu != NULL && dinp == NULL) {
+        snprintf(err, err_size, "%s: pre_gelu given without dinp", fn);
+        return false;
+    }
+    const size_t dout_b = (size_t)N * OC * sizeof(floatX), inp_b = (size_t)N * C * sizeof(floatX),
+                 w_b = (size_t)OC * C * sizeof(floatX), b_b = (size_t)OC * sizeof(floatX);
+    const void* ins[4] = {dout, inp, weight, pre_gelu};
+    const size_t in_b[4] = {dout_b, inp_b, w_b, inp_b};
+    const void* outs[4] = {dinp, dweight, dbias, dbias ? dbias_scratch : NULL};
+    const size_t out_b[4] = {inp_b, w_b, b_b, matmul_dbias_scratch_floats(N, OC) * sizeof(float)};
+    for (int o = 0; o < 4; o++) {
+        for (int i = 0; i < 4; i++)
+            if (gemm_overlap(outs[o], out_b[o], ins[i], in_b[i])) {
+                snprintf(err, err_size, "%s: an output (dinp / dweight / dbias / dbias_scratch) overlaps an input", fn);
+                return false;
+            }
+        for (int p = o + 1; p < 4; p++)
+            if (gemm_overlap(outs[o], out_b[o], outs[p], out_b[p])) {
+                snprintf(err, err_size, "%s: dinp / dweight / dbias / dbias_scratch overlap each other", fn);
+                return false;
+            }
+    }
+    return true;
+}
+
+// ------------------------------------------------------------------------------------------------
+// cuBLASLt backend (floatX storage, fp32 accumulation). The FP8 / TCFP-12 backends will provide the
+// same three functions; the front below calls only these.
+
+// out (N, OC) = inp · weightᵀ + bias with optional fused GELU (pre_gelu != NULL). Returns false if the
+// fused GELU epilogue is unavailable for this case (nothing done); plain and bias GEMMs never return false.
+static inline bool gemm_backend_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floatX* weight,
+                                        const floatX* bias, int N, int C, int OC, floatX* pre_gelu) {
+    uint32_t epilogue;
+    if (pre_gelu) epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    else epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    const bool ok = gemm_cublaslt(ctx, out, weight, inp, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, false, epilogue, bias, pre_gelu, OC, &st);
+    if (!ok && !pre_gelu) gemm_no_algorithm("matmul_forward", "out = inp x weight^T", N, C, OC, epilogue, st);
+    return ok;
+}
+
+// dinp (N, C) = dout · weight, optionally times gelu'(pre_gelu) in the epilogue. Returns false if the
+// fused DGELU epilogue is unavailable (nothing done).
+static inline bool gemm_backend_backward_dinp(GemmContext* ctx, floatX* dinp, const floatX* dout, const floatX* weight,
+                                              int N, int C, int OC, const floatX* pre_gelu) {
+    const uint32_t epilogue = pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    const bool ok = gemm_cublaslt(ctx, dinp, weight, dout, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, false, epilogue, NULL, pre_gelu, C, &st);
+    if (!ok && !pre_gelu) gemm_no_algorithm("matmul_backward", "dinp = dout x weight", N, C, OC, epilogue, st);
+    return ok;
+}
+
+// dweight (OC, C) += doutᵀ · inp.
+static inline void gemm_backend_backward_dweight(GemmContext* ctx, floatX* dweight, const floatX* dout, const floatX* inp,
+                                                 int N, int C, int OC) {
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (!gemm_cublaslt(ctx, dweight, inp, dout, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, true, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0, &st))
+        gemm_no_algorithm("matmul_backward", "dweight += dout^T x inp", N, C, OC, CUBLASLT_EPILOGUE_DEFAULT, st);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The front
+
+// Linear layer forward (train_gpt2.c matmul_forward), on ctx->stream.
+//   inp (N, C), weight (OC, C), bias (OC) or NULL; row-major floatX.
+//   pre_gelu == NULL: out (N, OC) = inp · weightᵀ + bias                          (overwrites out)
+//   pre_gelu != NULL: pre_gelu (N, OC) = inp · weightᵀ + bias, out = gelu_tanh(pre_gelu)  (overwrites both)
+// fp32 accumulation, one rounding to floatX per stored value. GELU: fused in the cuBLASLt epilogue
+// (GELU_AUX_BIAS / GELU_AUX) when ctx->fuse_gelu, OC % 8 == 0 and cuBLASLt has an algorithm, else a
+// GEMM into pre_gelu followed by gemm_gelu_forward_kernel (out = gelu of the rounded pre_gelu).
+// Requirements: every pointer 16-byte aligned, C and OC multiples of 16 / sizeof(floatX), out and
+// pre_gelu not overlapping the inputs; violations end the program with "error: matmul_forward: ...".
+// No scratch. Deterministic (fixed cached algorithm per shape).
+void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
+                    int OC, floatX* pre_gelu) {
+    char err[256];
+    if (!matmul_forward_args_ok(err, sizeof(err), out, inp, weight, bias, N, C, OC, pre_gelu)) {
+        fprintf(stderr, "error: %s\n", err);
+        exit(EXIT_FAILURE);
+    }
+    if (pre_gelu == NULL) {
+        gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, NULL);
+        return;
+    }
+    if (ctx->fuse_gelu && OC % 8 == 0 && gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu)) return;
+    gemm_backend_forward(ctx, pre_gelu, inp, weight, bias, N, C, OC, NULL);
+    const size_t packets = (size_t)N * OC / x128::size;
+    gemm_gelu_forward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(out, pre_gelu, packets);
+    cudaCheckLaunch();
+}
+
+// Linear layer backward (train_gpt2.c matmul_backward), on ctx->stream. Row-major floatX:
+// dout (N, OC), inp (N, C), weight (OC, C); pre_gelu (N, C) or NULL.
+//   dinp (N, C)     = dout · weight                   (OVERWRITES; skipped if dinp == NULL)
+//                     with pre_gelu: dinp = (dout · weight) ∘ gelu_tanh'(pre_gelu), where pre_gelu is the
+//                     pre-activation whose GELU produced `inp` (fused DGELU epilogue when ctx->fuse_gelu,
+//                     C % 8 == 0 and available; else the rounded product is multiplied by a separate kernel)
+//   dweight (OC, C) += doutᵀ · inp                    (ACCUMULATES, beta = 1; skipped if NULL)
+//   dbias (OC)      += Σ_n dout[n, :]                 (ACCUMULATES; skipped if NULL)
+// Scratch: dbias_scratch needs matmul_dbias_scratch_floats(N, OC) floats when dbias != NULL (at most
+// 1 MiB + 4 * OC bytes; may be NULL otherwise); its contents are dead after the call.
+// fp32 accumulation everywhere; dweight and dbias are rounded to floatX once per call (after the +=).
+// Same requirements as matmul_forward ("error: matmul_backward: ..."). Deterministic: fixed cached
+// cuBLASLt algorithms, and the dbias reduction uses a fixed chunking and summation order.
+void matmul_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, const floatX* dout, const floatX* inp,
+                     const floatX* weight, float* dbias_scratch, int N, int C, int OC, const floatX* pre_gelu) {
+    char err[256];
+    if (!matmul_backward_args_ok(err, sizeof(err), dinp, dweight, dbias, dout, inp, weight, dbias_scratch, N, C, OC, pre_gelu)) {
+        fprintf(stderr, "error: %s\n", err);
+        exit(EXIT_FAILURE);
+    }
+    if (dinp) {
+        const bool fused = pre_gelu != NULL && ctx->fuse_gelu && C % 8 == 0 &&
+                           gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, pre_gelu);
+        if (!fused) {
+            gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, NULL);
+            if (pre_gelu) {
+                const size_t packets = (size_t)N * C / x128::size;
+                gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(dinp, pre_gelu, packets);
+                cudaCheckLaunch();
+            }
+        }
+    }
+    if (dweight) gemm_backend_backward_dweight(ctx, dweight, dout, inp, N, C, OC);
+    if (dbias) gemm_dbias_accumulate(dbias, dout, dbias_scratch, N, OC, ctx->stream);
+}
