@@ -1,0 +1,474 @@
+// model.cuh - GPT-2 on the GPU: parameters, activations, forward, backward, AdamW update.
+//
+// The math is train_gpt2.c's (the CPU fp32 specification); this file only decides where tensors
+// live and which kernel computes what. Storage is floatX (precision.h) for parameters, gradients
+// and activations; LayerNorm statistics, attention log-sum-exps, losses and the optimizer state
+// (AdamW moments, master weights) are fp32. All work runs on one stream (model->stream); the host
+// synchronizes only to read losses and the gradient norm.
+//
+// Layouts are row-major. Per-layer activations of all L layers are stored back to back
+// (layer l of ln1 starts at ln1 + l*B*T*C). Recomputation (-r) trades these buffers for compute:
+//   recompute >= 1: fch_gelu is one (B,T,4C) buffer, recomputed from fch in backward
+//   recompute >= 2: ln1 and ln2 are one (B,T,C) buffer each, recomputed from the residual stream
+#pragma once
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "precision.h"
+#include "cuda_common.cuh"
+#include "cuda_utils.cuh"
+#include "gpt2_config.h"
+#include "encoder.cuh"
+#include "layernorm.cuh"
+#include "attention.cuh"
+#include "gemm.cuh"
+#include "gelu.cuh"
+#include "fused_classifier.cuh"
+#include "adamw.cuh"
+#include "global_norm.cuh"
+
+// The 16 parameter tensors in checkpoint order (doc/FORMATS.md), pointers into one flat buffer.
+struct ParameterTensors {
+    floatX *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
+    floatX *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb, *lnfw, *lnfb;
+};
+
+static inline void point_parameter_tensors(ParameterTensors* p, floatX* memory, const size_t sizes[NUM_PARAMETER_TENSORS]) {
+    floatX** ptrs[NUM_PARAMETER_TENSORS] = {
+        &p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb, &p->attprojw, &p->attprojb,
+        &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb, &p->lnfw, &p->lnfb};
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) { *ptrs[i] = memory; memory += sizes[i]; }
+}
+
+// Forward activations kept for backward, plus the scratch buffers backward needs.
+struct ActivationTensors {
+    floatX* encoded;     // (B,T,C)       wte + wpe
+    floatX* ln1;         // (L,B,T,C)     or (B,T,C) with recompute >= 2
+    float* ln1_mean;     // (L,B,T)
+    float* ln1_rstd;     // (L,B,T)
+    floatX* qkv;         // (L,B,T,3C)
+    floatX* atty;        // (L,B,T,C)     attention output
+    float* att_lse;      // (L,B,NH,T)    softmax log-sum-exp per query (flash attention)
+    floatX* residual2;   // (L,B,T,C)
+    floatX* ln2;         // (L,B,T,C)     or (B,T,C) with recompute >= 2
+    float* ln2_mean;     // (L,B,T)
+    float* ln2_rstd;     // (L,B,T)
+    floatX* fch;         // (L,B,T,4C)    fc output before GELU
+    floatX* fch_gelu;    // (L,B,T,4C)    or (B,T,4C) with recompute >= 1
+    floatX* residual3;   // (L,B,T,C)
+    floatX* lnf;         // (B,T,C)
+    float* lnf_mean;     // (B,T)
+    float* lnf_rstd;     // (B,T)
+    float* losses;       // (B,T)
+    floatX* output;      // (B,T,max(3C,Vp))  logits, then dlogits in place; projection outputs
+    // backward scratch
+    floatX* dresidual;   // (B,T,C)       gradient of the residual stream
+    floatX* dbtc;        // (B,T,C)       dln / datty
+    floatX* dbt4c;       // (B,T,4C)      dfch, dqkv
+};
+
+// Element counts (in their own type) of the ActivationTensors fields, in declaration order.
+#define NUM_ACTIVATION_TENSORS 22
+static inline void activation_tensor_sizes(size_t s[NUM_ACTIVATION_TENSORS], const GPT2Config* c, size_t B, size_t T, int recompute) {
+    size_t C = c->channels, L = c->num_layers, NH = c->num_heads, Vp = c->padded_vocab_size, BT = B * T;
+    size_t out_cols = Vp > 3 * C ? Vp : 3 * C;
+    size_t v[NUM_ACTIVATION_TENSORS] = {
+        BT * C,                               // encoded
+        (recompute >= 2 ? 1 : L) * BT * C,    // ln1
+        L * BT, L * BT,                       // ln1 stats
+        L * BT * 3 * C,                       // qkv
+        L * BT * C,                           // atty
+        L * B * NH * T,                       // att_lse
+        L * BT * C,                           // residual2
+        (recompute >= 2 ? 1 : L) * BT * C,    // ln2
+        L * BT, L * BT,                       // ln2 stats
+        L * BT * 4 * C,                       // fch
+        (recompute >= 1 ? 1 : L) * BT * 4 * C,// fch_gelu
+        L * BT * C,                           // residual3
+        BT * C, BT, BT,                       // lnf, stats
+        BT,                                   // losses
+        BT * out_cols,                        // output
+        BT * C, BT * C, BT * 4 * C};          // dresidual, dbtc, dbt4c
+    memcpy(s, v, sizeof(v));
+}
+static const int ACTIVATION_IS_FLOAT[NUM_ACTIVATION_TENSORS] = {0, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0};
+
+struct GPT2 {
+    GPT2Config config;
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t num_parameters;
+    ParameterTensors params, grads;
+    floatX* params_memory;
+    floatX* grads_memory;
+    float* master_weights;   // fp32 copy the optimizer updates (NULL in the FP32 build or with -w 0)
+    float* m_memory;         // AdamW first moment
+    float* v_memory;         // AdamW second moment
+    ActivationTensors acts;
+    void* acts_memory;
+    size_t acts_bytes;
+    int B, T, recompute, gelu_fusion;
+    int* inputs;             // device (B,T)
+    int* targets;            // device (B,T)
+    int* inputs_host;        // pinned copies, so uploads are asynchronous and the encoder backward can group tokens
+    int* targets_host;
+    float* losses_host;      // pinned (B,T)
+    float* scratch;          // fp32 scratch: LayerNorm/bias partials, gradient-norm partials
+    size_t scratch_floats;
+    EncoderBackwardWorkspace encoder_ws;
+    GemmContext gemm;
+    cudaStream_t stream;
+    // FP16 dynamic loss scaling (unused in other builds): loss is multiplied by loss_scale before
+    // backward; gradients are divided by it in the update. Halved (and the step skipped) on a
+    // non-finite gradient, doubled after LOSS_SCALE_WINDOW good steps.
+    float loss_scale;
+    int good_steps;
+    unsigned long long seed; // stochastic rounding seed (each update derives its own from it and the step)
+};
+
+#define LOSS_SCALE_INIT 65536.0f
+#define LOSS_SCALE_WINDOW 2000
+
+// Allocate parameters (and gradients, optimizer state) for config on the current device.
+// use_master_weights: keep an fp32 copy for AdamW (always on in the FP32 build, where it is the params).
+static inline void gpt2_allocate_parameters(GPT2* m, const GPT2Config* config, int use_master_weights) {
+    memset(m, 0, sizeof(*m));
+    m->config = *config;
+    gpt2_param_sizes(config, m->param_sizes);
+    m->num_parameters = gpt2_num_parameters(config);
+    size_t n = m->num_parameters;
+    cudaCheck(cudaMalloc(&m->params_memory, n * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&m->grads_memory, n * sizeof(floatX)));
+    cudaCheck(cudaMemset(m->grads_memory, 0, n * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&m->m_memory, n * sizeof(float)));
+    cudaCheck(cudaMalloc(&m->v_memory, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->m_memory, 0, n * sizeof(float)));
+    cudaCheck(cudaMemset(m->v_memory, 0, n * sizeof(float)));
+#if !defined(ENABLE_FP32)
+    if (use_master_weights) cudaCheck(cudaMalloc(&m->master_weights, n * sizeof(float)));
+#else
+    (void)use_master_weights;
+#endif
+    point_parameter_tensors(&m->params, m->params_memory, m->param_sizes);
+    point_parameter_tensors(&m->grads, m->grads_memory, m->param_sizes);
+    cudaCheck(cudaStreamCreate(&m->stream));
+    gemm_context_init(&m->gemm, m->stream);
+    m->loss_scale = LOSS_SCALE_INIT;
+    m->good_steps = 0;
+    m->seed = 0x5EEDull;
+}
+
+// Upload fp32 parameters (host, checkpoint order) into the floatX parameters (round to nearest)
+// and the fp32 master weights.
+static inline void gpt2_set_parameters(GPT2* m, const float* host_params) {
+    size_t n = m->num_parameters;
+    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
+    for (size_t i = 0; i < n; i++) tmp[i] = (floatX)host_params[i];
+    cudaCheck(cudaMemcpy(m->params_memory, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(tmp);
+    if (m->master_weights) cudaCheck(cudaMemcpy(m->master_weights, host_params, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+// fp32 copy of the parameters on the host (caller frees): the master weights when kept, else the
+// floatX parameters widened.
+static inline float* gpt2_get_parameters(const GPT2* m) {
+    size_t n = m->num_parameters;
+    float* out = (float*)malloc_check(n * sizeof(float));
+    if (m->master_weights) {
+        cudaCheck(cudaMemcpy(out, m->master_weights, n * sizeof(float), cudaMemcpyDeviceToHost));
+    } else {
+        floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
+        cudaCheck(cudaMemcpy(tmp, m->params_memory, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) out[i] = (float)tmp[i];
+        free(tmp);
+    }
+    return out;
+}
+
+// Allocate activations for micro-batch B x T (once; later calls may use any B*T within it).
+static inline void gpt2_allocate_activations(GPT2* m, int B, int T, int recompute, int gelu_fusion) {
+    const GPT2Config* c = &m->config;
+    if (T > c->max_seq_len) die("-t: T=%d exceeds the model's maxT=%d", T, c->max_seq_len);
+    m->B = B;
+    m->T = T;
+    m->recompute = recompute;
+    m->gelu_fusion = gelu_fusion;
+    size_t sizes[NUM_ACTIVATION_TENSORS], bytes = 0;
+    activation_tensor_sizes(sizes, c, B, T, recompute);
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++)
+        bytes += ceil_div_sz(sizes[i] * (ACTIVATION_IS_FLOAT[i] ? sizeof(float) : sizeof(floatX)), 256) * 256;
+    cudaCheck(cudaMalloc(&m->acts_memory, bytes));
+    m->acts_bytes = bytes;
+    void** ptrs = (void**)&m->acts;  // the struct is NUM_ACTIVATION_TENSORS pointers in order
+    char* p = (char*)m->acts_memory;
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
+        ptrs[i] = p;
+        p += ceil_div_sz(sizes[i] * (ACTIVATION_IS_FLOAT[i] ? sizeof(float) : sizeof(floatX)), 256) * 256;
+    }
+    size_t BT = (size_t)B * T;
+    cudaCheck(cudaMalloc(&m->inputs, BT * sizeof(int)));
+    cudaCheck(cudaMalloc(&m->targets, BT * sizeof(int)));
+    cudaCheck(cudaMallocHost(&m->inputs_host, BT * sizeof(int)));
+    cudaCheck(cudaMallocHost(&m->targets_host, BT * sizeof(int)));
+    cudaCheck(cudaMallocHost(&m->losses_host, BT * sizeof(float)));
+    size_t C4 = 4 * (size_t)c->channels;
+    m->scratch_floats = layernorm_backward_scratch_floats((int)BT, c->channels);
+    size_t bias_floats = matmul_dbias_scratch_floats((int)BT, (int)(C4 > (size_t)c->padded_vocab_size ? C4 : c->padded_vocab_size));
+    if (bias_floats > m->scratch_floats) m->scratch_floats = bias_floats;
+    size_t att_floats = BT * (size_t)c->num_heads;  // attention backward: D = rowsum(dout * out)
+    if (att_floats > m->scratch_floats) m->scratch_floats = att_floats;
+    size_t norm_floats = global_norm_partials_floats();
+    if (norm_floats > m->scratch_floats) m->scratch_floats = norm_floats;
+    cudaCheck(cudaMalloc(&m->scratch, m->scratch_floats * sizeof(float)));
+    encoder_backward_workspace_create(&m->encoder_ws, B * T, c->channels, c->padded_vocab_size);
+}
+
+// Upload a batch (host token ids, validated < V) into the pinned and device buffers.
+static inline void gpt2_upload_batch(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+    size_t BT = (size_t)B * T;
+    int V = m->config.vocab_size;
+    for (size_t i = 0; i < BT; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V) die("input token %d at position %zu is outside [0, %d)", inputs[i], i, V);
+        if (targets && (targets[i] < 0 || targets[i] >= V)) die("target token %d at position %zu is outside [0, %d)", targets[i], i, V);
+    }
+    // the previous step's asynchronous reads of the pinned buffers must be finished
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    memcpy(m->inputs_host, inputs, BT * sizeof(int));
+    cudaCheck(cudaMemcpyAsync(m->inputs, m->inputs_host, BT * sizeof(int), cudaMemcpyHostToDevice, m->stream));
+    if (targets) {
+        memcpy(m->targets_host, targets, BT * sizeof(int));
+        cudaCheck(cudaMemcpyAsync(m->targets, m->targets_host, BT * sizeof(int), cudaMemcpyHostToDevice, m->stream));
+    }
+}
+
+// Forward pass to the logits (in acts.output, (B,T,Vp)) on the batch uploaded last.
+static inline void gpt2_forward(GPT2* m, int B, int T) {
+    if (B * T > m->B * m->T || T > m->T) die("forward: B=%d T=%d exceeds the allocated B=%d T=%d", B, T, m->B, m->T);
+    const GPT2Config* c = &m->config;
+    const int L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
+    const int N = B * T;
+    const size_t BTC = (size_t)N * C;
+    const ParameterTensors& p = m->params;
+    ActivationTensors& a = m->acts;
+    cudaStream_t s = m->stream;
+    GemmContext* g = &m->gemm;
+
+    encoder_forward(a.encoded, m->inputs, p.wte, p.wpe, B, T, C, s);
+    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, N, C, s);
+    for (int l = 0; l < L; l++) {
+        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
+        floatX* ln1 = a.ln1 + (m->recompute >= 2 ? 0 : l * BTC);
+        floatX* qkv = a.qkv + l * 3 * BTC;
+        floatX* atty = a.atty + l * BTC;
+        float* lse = a.att_lse + (size_t)l * B * NH * T;
+        floatX* residual2 = a.residual2 + l * BTC;
+        floatX* ln2 = a.ln2 + (m->recompute >= 2 ? 0 : l * BTC);
+        floatX* fch = a.fch + l * 4 * BTC;
+        floatX* fch_gelu = a.fch_gelu + (m->recompute >= 1 ? 0 : l * 4 * BTC);
+        floatX* residual3 = a.residual3 + l * BTC;
+
+        matmul_forward(g, qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, N, C, 3 * C, NULL);
+        attention_forward(atty, lse, qkv, B, T, C, NH, s);
+        matmul_forward(g, a.output, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, N, C, C, NULL);
+        fused_residual_layernorm_forward(residual2, ln2, a.ln2_mean + l * N, a.ln2_rstd + l * N, residual, a.output,
+                                         p.ln2w + l * C, p.ln2b + l * C, N, C, s);
+        if (m->gelu_fusion) {
+            matmul_forward(g, fch_gelu, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, fch);
+        } else {
+            matmul_forward(g, fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, NULL);
+            gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
+        }
+        matmul_forward(g, a.output, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, N, 4 * C, C, NULL);
+        // the residual add is fused with the next LayerNorm: ln1 of layer l+1, or the final one
+        if (l + 1 < L) {
+            floatX* next_ln1 = a.ln1 + (m->recompute >= 2 ? 0 : (l + 1) * BTC);
+            fused_residual_layernorm_forward(residual3, next_ln1, a.ln1_mean + (l + 1) * N, a.ln1_rstd + (l + 1) * N,
+                                             residual2, a.output, p.ln1w + (l + 1) * C, p.ln1b + (l + 1) * C, N, C, s);
+        } else {
+            fused_residual_layernorm_forward(residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.output,
+                                             p.lnfw, p.lnfb, N, C, s);
+        }
+    }
+    matmul_forward(g, a.output, a.lnf, p.wte, NULL, N, C, Vp, NULL);
+}
+
+// Mean of the per-position losses in acts.losses (synchronizes the stream).
+static inline float gpt2_mean_loss(GPT2* m, int B, int T) {
+    size_t BT = (size_t)B * T;
+    cudaCheck(cudaMemcpyAsync(m->losses_host, m->acts.losses, BT * sizeof(float), cudaMemcpyDeviceToHost, m->stream));
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    double sum = 0.0;
+    for (size_t i = 0; i < BT; i++) sum += m->losses_host[i];
+    return (float)(sum / BT);
+}
+
+// Validation / evaluation: forward and losses for a batch, no gradients. Returns the mean loss.
+static inline float gpt2_evaluate(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+    gpt2_upload_batch(m, inputs, targets, B, T);
+    gpt2_forward(m, B, T);
+    const GPT2Config* c = &m->config;
+    fused_classifier(m->acts.output, m->acts.losses, 1.0f, m->targets, B, T, c->vocab_size, c->padded_vocab_size, false, m->stream);
+    return gpt2_mean_loss(m, B, T);
+}
+
+// Recompute the LayerNorm output of layer l (ln1 if which == 1, else ln2) into its buffer when
+// recompute >= 2 discarded it. Deterministic kernels make it bit-identical to the forward's.
+static inline floatX* gpt2_layernorm_input(GPT2* m, int l, int which, int B, int T) {
+    const GPT2Config* c = &m->config;
+    const int C = c->channels, N = B * T;
+    const size_t BTC = (size_t)N * C;
+    ActivationTensors& a = m->acts;
+    const ParameterTensors& p = m->params;
+    if (m->recompute < 2) return (which == 1 ? a.ln1 : a.ln2) + l * BTC;
+    if (which == 1) {
+        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
+        layernorm_forward(a.ln1, a.ln1_mean + l * N, a.ln1_rstd + l * N, residual, p.ln1w + l * C, p.ln1b + l * C, N, C, m->stream);
+        return a.ln1;
+    }
+    layernorm_forward(a.ln2, a.ln2_mean + l * N, a.ln2_rstd + l * N, a.residual2 + l * BTC, p.ln2w + l * C, p.ln2b + l * C, N, C, m->stream);
+    return a.ln2;
+}
+
+// Zero the parameter gradients (before the first micro-batch of an optimizer step).
+static inline void gpt2_zero_grad(GPT2* m) {
+    cudaCheck(cudaMemsetAsync(m->grads_memory, 0, m->num_parameters * sizeof(floatX), m->stream));
+}
+
+// Forward + backward on one micro-batch, accumulating (+=) into the gradients the gradient of
+// loss_weight * (mean loss) (times the loss scale in the FP16 build). Returns the mean loss.
+static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int* targets, int B, int T, float loss_weight) {
+    const GPT2Config* c = &m->config;
+    const int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
+    const int N = B * T;
+    const size_t BTC = (size_t)N * C;
+    gpt2_upload_batch(m, inputs, targets, B, T);
+    gpt2_forward(m, B, T);
+
+    const ParameterTensors& p = m->params;
+    ParameterTensors& gr = m->grads;
+    ActivationTensors& a = m->acts;
+    cudaStream_t s = m->stream;
+    GemmContext* g = &m->gemm;
+#if defined(ENABLE_FP16)
+    float dloss = loss_weight * m->loss_scale / N;
+#else
+    float dloss = loss_weight / N;
+#endif
+    // classifier: losses, and dlogits written over the logits
+    fused_classifier(a.output, a.losses, dloss, m->targets, B, T, V, Vp, true, s);
+    matmul_backward(g, a.dbtc, gr.wte, NULL, a.output, a.lnf, p.wte, m->scratch, N, C, Vp, NULL);
+    cudaCheck(cudaMemsetAsync(a.dresidual, 0, BTC * sizeof(floatX), s));
+    layernorm_backward(a.dresidual, gr.lnfw, gr.lnfb, m->scratch, a.dbtc, a.residual3 + (L - 1) * BTC, p.lnfw,
+                       a.lnf_mean, a.lnf_rstd, N, C, s);
+
+    for (int l = L - 1; l >= 0; l--) {
+        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
+        floatX* qkv = a.qkv + l * 3 * BTC;
+        floatX* atty = a.atty + l * BTC;
+        float* lse = a.att_lse + (size_t)l * B * NH * T;
+        floatX* fch = a.fch + l * 4 * BTC;
+        floatX* fch_gelu = a.fch_gelu + (m->recompute >= 1 ? 0 : l * 4 * BTC);
+        if (m->recompute >= 1) gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
+
+        // MLP block: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+        // dfch = (dresidual . fcprojw) * gelu'(fch), fused into the GEMM epilogue
+        matmul_backward(g, a.dbt4c, gr.fcprojw + (size_t)l * 4 * C * C, gr.fcprojb + l * C, a.dresidual, fch_gelu,
+                        p.fcprojw + (size_t)l * 4 * C * C, m->scratch, N, 4 * C, C, fch);
+        floatX* ln2 = gpt2_layernorm_input(m, l, 2, B, T);
+        matmul_backward(g, a.dbtc, gr.fcw + (size_t)l * 4 * C * C, gr.fcb + l * 4 * C, a.dbt4c, ln2,
+                        p.fcw + (size_t)l * 4 * C * C, m->scratch, N, C, 4 * C, NULL);
+        layernorm_backward(a.dresidual, gr.ln2w + l * C, gr.ln2b + l * C, m->scratch, a.dbtc, a.residual2 + l * BTC,
+                           p.ln2w + l * C, a.ln2_mean + l * N, a.ln2_rstd + l * N, N, C, s);
+        // attention block: residual2 = residual + attproj(attention(qkv(ln1(residual))))
+        matmul_backward(g, a.dbtc, gr.attprojw + (size_t)l * C * C, gr.attprojb + l * C, a.dresidual, atty,
+                        p.attprojw + (size_t)l * C * C, m->scratch, N, C, C, NULL);
+        floatX* dqkv = a.dbt4c;  // (B,T,3C) fits in the (B,T,4C) scratch
+        attention_backward(dqkv, m->scratch, a.dbtc, qkv, atty, lse, B, T, C, NH, s);
+        floatX* ln1 = gpt2_layernorm_input(m, l, 1, B, T);
+        matmul_backward(g, a.dbtc, gr.qkvw + (size_t)l * 3 * C * C, gr.qkvb + l * 3 * C, dqkv, ln1,
+                        p.qkvw + (size_t)l * 3 * C * C, m->scratch, N, C, 3 * C, NULL);
+        layernorm_backward(a.dresidual, gr.ln1w + l * C, gr.ln1b + l * C, m->scratch, a.dbtc, residual,
+                           p.ln1w + l * C, a.ln1_mean + l * N, a.ln1_rstd + l * N, N, C, s);
+    }
+    encoder_backward(gr.wte, gr.wpe, &m->encoder_ws, a.dresidual, m->inputs_host, B, T, C, s);
+    return gpt2_mean_loss(m, B, T);
+}
+
+// Result of an optimizer step.
+struct UpdateResult {
+    float grad_norm;  // global L2 norm of the (unscaled) gradient before clipping
+    int skipped;      // 1 if the step was skipped (FP16: non-finite gradient, loss scale halved)
+};
+
+// Global gradient norm (of the gradient as accumulated: still loss-scaled in the FP16 build).
+static inline float gpt2_grad_norm_raw(GPT2* m) {
+    global_norm_squared(m->scratch, m->grads_memory, m->num_parameters, true, m->stream);
+    global_norm_finish(m->scratch, m->scratch, m->stream);
+    float norm;
+    cudaCheck(cudaMemcpyAsync(&norm, m->scratch, sizeof(float), cudaMemcpyDeviceToHost, m->stream));
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    return norm;
+}
+
+// AdamW step (PyTorch semantics, weight decay on the 2-D tensors only) after clipping the global
+// gradient norm to grad_clip (factor grad_clip / (norm + 1e-6) when below 1; 0 disables).
+// step is 1-based. FP16: a non-finite norm skips the step and halves the loss scale.
+static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                       float grad_clip, int step) {
+    UpdateResult r;
+    float raw = gpt2_grad_norm_raw(m);
+#if defined(ENABLE_FP16)
+    r.grad_norm = raw / m->loss_scale;
+    if (!isfinite(raw)) {
+        m->loss_scale *= 0.5f;
+        m->good_steps = 0;
+        r.skipped = 1;
+        return r;
+    }
+    float unscale = 1.0f / m->loss_scale;
+#else
+    r.grad_norm = raw;
+    float unscale = 1.0f;
+#endif
+    r.skipped = 0;
+    float clip = 1.0f;
+    if (grad_clip > 0.0f && grad_clip / (r.grad_norm + 1e-6f) < 1.0f) clip = grad_clip / (r.grad_norm + 1e-6f);
+    size_t offset = 0;
+    for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
+        size_t n = m->param_sizes[t];
+        float wd = gpt2_param_is_matrix(t) ? weight_decay : 0.0f;
+        unsigned long long seed = m->seed ^ ((unsigned long long)step << 20) ^ (unsigned long long)t;
+        adamw_update(m->params_memory + offset, m->master_weights ? m->master_weights + offset : NULL,
+                     m->grads_memory + offset, m->m_memory + offset, m->v_memory + offset, n, lr, beta1, beta2,
+                     step, eps, wd, clip * unscale, seed, m->stream);
+        offset += n;
+    }
+#if defined(ENABLE_FP16)
+    if (++m->good_steps >= LOSS_SCALE_WINDOW) {
+        m->loss_scale *= 2.0f;
+        m->good_steps = 0;
+    }
+#endif
+    return r;
+}
+
+static inline void gpt2_free(GPT2* m) {
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    gemm_context_free(&m->gemm);
+    encoder_backward_workspace_destroy(&m->encoder_ws);
+    cudaFree(m->params_memory);
+    cudaFree(m->grads_memory);
+    cudaFree(m->master_weights);
+    cudaFree(m->m_memory);
+    cudaFree(m->v_memory);
+    cudaFree(m->acts_memory);
+    cudaFree(m->inputs);
+    cudaFree(m->targets);
+    cudaFree(m->scratch);
+    cudaFreeHost(m->inputs_host);
+    cudaFreeHost(m->targets_host);
+    cudaFreeHost(m->losses_host);
+    cudaCheck(cudaStreamDestroy(m->stream));
+}

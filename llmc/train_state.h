@@ -1,0 +1,109 @@
+/*
+ * train_state.h - the optimizer/run state file that, with a model checkpoint, resumes training
+ * bit-exactly (doc/FORMATS.md, "Training state"): magic 20240527, version 2 (this project's
+ * layout; llm.c's version 1 state files are not read).
+ *
+ * Header (256 int32 words): magic, version, rank, nranks, step (completed optimizer steps),
+ * has_master, sizeof(floatX), B, T, then 64-bit values as (low, high) word pairs: num_parameters
+ * (words 10-11), data-loader shard (12-13), position (14-15), epoch (16-17), stochastic-rounding
+ * seed (18-19); word 20: FP16 loss scale (float bits), word 21: good steps since the last change;
+ * words 64-127: the numeric configuration string (NUL-terminated). Then fp32 arrays of
+ * num_parameters each: AdamW m, AdamW v, and the master weights when has_master.
+ */
+#ifndef LLMC_TRAIN_STATE_H
+#define LLMC_TRAIN_STATE_H
+
+#include <stdint.h>
+#include <string.h>
+#include "utils.h"
+#include "dataloader.h"
+
+#define TRAIN_STATE_MAGIC 20240527
+#define TRAIN_STATE_VERSION 2
+
+typedef struct {
+    int rank, nranks, step, has_master, floatx_bytes, B, T;
+    size_t num_parameters;
+    DataLoaderState loader;
+    unsigned long long seed;
+    float loss_scale;
+    int good_steps;
+    char numeric_config[256];
+} TrainState;
+
+static inline void train_state_put64_(int32_t* h, int word, uint64_t v) {
+    h[word] = (int32_t)(uint32_t)(v & 0xFFFFFFFFu);
+    h[word + 1] = (int32_t)(uint32_t)(v >> 32);
+}
+static inline uint64_t train_state_get64_(const int32_t* h, int word) {
+    return (uint64_t)(uint32_t)h[word] | ((uint64_t)(uint32_t)h[word + 1] << 32);
+}
+
+// Write the state atomically (path.tmp, then rename). m, v, master: num_parameters fp32 values on
+// the host (master may be NULL when has_master is 0).
+static inline void train_state_write(const char* path, const TrainState* s, const float* m, const float* v, const float* master) {
+    int32_t h[256];
+    memset(h, 0, sizeof(h));
+    h[0] = TRAIN_STATE_MAGIC;
+    h[1] = TRAIN_STATE_VERSION;
+    h[2] = s->rank; h[3] = s->nranks; h[4] = s->step; h[5] = s->has_master; h[6] = s->floatx_bytes;
+    h[7] = s->B; h[8] = s->T;
+    train_state_put64_(h, 10, s->num_parameters);
+    train_state_put64_(h, 12, s->loader.shard);
+    train_state_put64_(h, 14, s->loader.position);
+    train_state_put64_(h, 16, s->loader.epoch);
+    train_state_put64_(h, 18, s->seed);
+    memcpy(&h[20], &s->loss_scale, sizeof(float));
+    h[21] = s->good_steps;
+    strncpy((char*)&h[64], s->numeric_config, 255);
+    FILE* f = atomic_open(path);
+    fwrite_check(h, sizeof(int32_t), 256, f, path);
+    fwrite_check(m, sizeof(float), s->num_parameters, f, path);
+    fwrite_check(v, sizeof(float), s->num_parameters, f, path);
+    if (s->has_master) fwrite_check(master, sizeof(float), s->num_parameters, f, path);
+    atomic_commit(f, path);
+}
+
+// Read a state file written for a model of expected_params parameters. Checks magic, version,
+// sizes against the file length; dies naming the file and the field. m, v, master are malloc'd
+// (master NULL when the file has none); the caller frees them.
+static inline void train_state_read(const char* path, size_t expected_params, TrainState* s, float** m, float** v, float** master) {
+    FILE* f = fopen_check(path, "rb");
+    size_t size = file_size_check(f, path);
+    if (size < 1024) die("%s: truncated header (%zu bytes, expected at least 1024)", path, size);
+    int32_t h[256];
+    fread_check(h, sizeof(int32_t), 256, f, path, "header");
+    if (h[0] != TRAIN_STATE_MAGIC) die("%s: bad magic %d (expected %d): not a training state file", path, h[0], TRAIN_STATE_MAGIC);
+    if (h[1] != TRAIN_STATE_VERSION) die("%s: unsupported state version %d (expected %d)", path, h[1], TRAIN_STATE_VERSION);
+    memset(s, 0, sizeof(*s));
+    s->rank = h[2]; s->nranks = h[3]; s->step = h[4]; s->has_master = h[5]; s->floatx_bytes = h[6];
+    s->B = h[7]; s->T = h[8];
+    s->num_parameters = (size_t)train_state_get64_(h, 10);
+    s->loader.shard = (size_t)train_state_get64_(h, 12);
+    s->loader.position = (size_t)train_state_get64_(h, 14);
+    s->loader.epoch = (size_t)train_state_get64_(h, 16);
+    s->seed = train_state_get64_(h, 18);
+    memcpy(&s->loss_scale, &h[20], sizeof(float));
+    s->good_steps = h[21];
+    memcpy(s->numeric_config, &h[64], 255);
+    s->numeric_config[255] = '\0';
+    if (s->step < 0) die("%s: step: negative (%d)", path, s->step);
+    if (s->has_master != 0 && s->has_master != 1) die("%s: has_master: %d is not 0 or 1", path, s->has_master);
+    if (s->num_parameters != expected_params)
+        die("%s: num_parameters: %zu does not match the model's %zu", path, s->num_parameters, expected_params);
+    size_t arrays = 2 + (size_t)s->has_master;
+    size_t expect = 1024 + arrays * s->num_parameters * sizeof(float);
+    if (size != expect) die("%s: file is %zu bytes, header implies %zu", path, size, expect);
+    *m = (float*)malloc_check(s->num_parameters * sizeof(float));
+    *v = (float*)malloc_check(s->num_parameters * sizeof(float));
+    fread_check(*m, sizeof(float), s->num_parameters, f, path, "AdamW m");
+    fread_check(*v, sizeof(float), s->num_parameters, f, path, "AdamW v");
+    *master = NULL;
+    if (s->has_master) {
+        *master = (float*)malloc_check(s->num_parameters * sizeof(float));
+        fread_check(*master, sizeof(float), s->num_parameters, f, path, "master weights");
+    }
+    fclose_check(f, path);
+}
+
+#endif

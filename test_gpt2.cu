@@ -1,0 +1,180 @@
+/*
+test_gpt2.cu - the CUDA trainer of this build against the PyTorch reference state.
+
+Checks, for the build's precision (BF16 / FP16 / FP32):
+  - forward on the reference batch: logits and loss,
+  - backward: every parameter gradient,
+  - the reference's training steps (clip + AdamW on the same batch): the loss before each step,
+  - determinism: two forward+backward passes give bit-identical gradients, and a second model
+    trained the same steps reaches bit-identical parameters.
+The BF16 build is compared with the state computed from bf16-rounded weights (the weights it
+actually holds), the others with the fp32 state. The reference is float64, so the errors printed
+are this build's. Metric: ‖a − ref‖₂ / ‖ref‖₂ per tensor, plus the max absolute error.
+
+Tolerances (per build, below) come from the storage precision: BF16 keeps 8 significant bits in
+every activation and gradient (unit roundoff 2^-9 = 2e-3; a few dozen roundings along the chain
+give ~1e-2), FP16 11 bits (2^-12), FP32 is limited by --use_fast_math intrinsics and summation order.
+
+usage: test_gpt2cu [checkpoint debug_state]     (defaults under build/ref/, see above)
+Ends with `N passed, N failed`; exit status 1 if anything failed.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmc/utils.h"
+#include "llmc/gpt2_config.h"
+#include "llmc/checkpoint.h"
+#include "llmc/debug_state.h"
+#include "llmc/model.cuh"
+
+#if defined(ENABLE_FP32)
+static const double TOL_LOGITS = 1e-4, TOL_LOSS = 1e-5, TOL_GRAD = 1e-3, TOL_STEP = 1e-4;
+static const char* DEFAULT_CKPT = "build/ref/gpt2_ref.bin";
+static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state.bin";
+#elif defined(ENABLE_FP16)
+static const double TOL_LOGITS = 5e-3, TOL_LOSS = 1e-3, TOL_GRAD = 3e-2, TOL_STEP = 2e-3;
+static const char* DEFAULT_CKPT = "build/ref/gpt2_ref.bin";
+static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state.bin";
+#else
+static const double TOL_LOGITS = 3e-2, TOL_LOSS = 5e-3, TOL_GRAD = 1e-1, TOL_STEP = 1e-2;
+static const char* DEFAULT_CKPT = "build/ref/gpt2_ref_bf16.bin";
+static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_bf16.bin";
+#endif
+
+static int g_passed = 0, g_failed = 0;
+
+static void record(int ok) { if (ok) g_passed++; else g_failed++; }
+
+// One comparison row: n values of a (already on the host, fp32) against ref.
+static void compare_row(const char* name, const float* a, const float* ref, size_t n, double tol) {
+    double d2 = 0.0, r2 = 0.0, maxabs = 0.0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) { bad++; continue; }
+        double d = (double)a[i] - (double)ref[i];
+        d2 += d * d;
+        r2 += (double)ref[i] * ref[i];
+        if (fabs(d) > maxabs) maxabs = fabs(d);
+    }
+    double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+    int ok = bad == 0 && rel <= tol;
+    printf("  %-10s %10zu  %10.3e  %10.3e  %8.1e  %s%s\n", name, n, maxabs, rel, tol, ok ? "ok" : "FAIL",
+           bad ? " (non-finite)" : "");
+    record(ok);
+}
+
+// Device floatX array -> host floats.
+static float* download_floatX(const floatX* d, size_t n) {
+    floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
+    cudaCheck(cudaMemcpy(tmp, d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    float* out = (float*)malloc_check(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) out[i] = (float)tmp[i];
+    free(tmp);
+    return out;
+}
+
+// Build a model from a checkpoint with activations for B x T.
+static void build_model(GPT2* m, const char* ckpt, int B, int T) {
+    GPT2Config cfg;
+    float* params = checkpoint_read_model(ckpt, &cfg);
+    gpt2_allocate_parameters(m, &cfg, 1);
+    gpt2_set_parameters(m, params);
+    free(params);
+    gpt2_allocate_activations(m, B, T, 1, 1);
+}
+
+int main(int argc, char** argv) {
+    const char* ckpt = DEFAULT_CKPT;
+    const char* state_path = DEFAULT_STATE;
+    if (argc == 3) { ckpt = argv[1]; state_path = argv[2]; }
+    else if (argc != 1) die("usage: %s [checkpoint debug_state]", argv[0]);
+
+    GPT2 model;
+    GPT2Config cfg;
+    checkpoint_read_header(ckpt, &cfg);
+    DebugState ref;
+    debug_state_read(state_path, &cfg, &ref);
+    const int B = ref.B, T = ref.T, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    build_model(&model, ckpt, B, T);
+    printf("%s build vs %s (%s weights)\n", PRECISION_MODE_NAME, state_path, ref.bf16_weights ? "bf16-rounded" : "fp32");
+    printf("  L=%d C=%d NH=%d B=%d T=%d params=%zu\n", cfg.num_layers, cfg.channels, cfg.num_heads, B, T, model.num_parameters);
+    printf("  %-10s %10s  %10s  %10s  %8s\n", "tensor", "elements", "max abs", "rel (L2)", "tol");
+
+    // forward: logits and loss
+    float loss = gpt2_evaluate(&model, ref.x, ref.y, B, T);
+    float* logits_p = download_floatX(model.acts.output, (size_t)B * T * Vp);
+    float* logits = (float*)malloc_check((size_t)B * T * V * sizeof(float));
+    for (size_t r = 0; r < (size_t)B * T; r++) memcpy(logits + r * V, logits_p + r * Vp, V * sizeof(float));
+    compare_row("logits", logits, ref.logits, (size_t)B * T * V, TOL_LOGITS);
+    compare_row("loss", &loss, &ref.loss, 1, TOL_LOSS);
+    free(logits_p);
+    free(logits);
+
+    // backward: every gradient
+    gpt2_zero_grad(&model);
+    gpt2_forward_backward(&model, ref.x, ref.y, B, T, 1.0f);
+    float* grads = download_floatX(model.grads_memory, model.num_parameters);
+#if defined(ENABLE_FP16)
+    for (size_t i = 0; i < model.num_parameters; i++) grads[i] /= model.loss_scale;
+#endif
+    size_t off = 0;
+    for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
+        char name[32];
+        snprintf(name, sizeof(name), "d%s", PARAM_TENSOR_NAMES[t]);
+        compare_row(name, grads + off, ref.grads + off, model.param_sizes[t], TOL_GRAD);
+        off += model.param_sizes[t];
+    }
+
+    // determinism of one pass
+    gpt2_zero_grad(&model);
+    gpt2_forward_backward(&model, ref.x, ref.y, B, T, 1.0f);
+    float* grads2 = download_floatX(model.grads_memory, model.num_parameters);
+    int same = memcmp(grads, grads2, model.num_parameters * sizeof(float)) == 0;
+#if defined(ENABLE_FP16)
+    for (size_t i = 0; i < model.num_parameters; i++) grads2[i] /= model.loss_scale;
+    same = memcmp(grads, grads2, model.num_parameters * sizeof(float)) == 0;
+#endif
+    printf("  determinism: two forward+backward passes %s\n", same ? "bit-identical" : "DIFFER");
+    record(same);
+    free(grads);
+    free(grads2);
+
+    // training steps, on a fresh model, twice (the second run must match the first bit for bit)
+    float* final_params[2] = {NULL, NULL};
+    for (int run = 0; run < 2; run++) {
+        GPT2 m2;
+        build_model(&m2, ckpt, B, T);
+        int all_ok = 1;
+        if (run == 0) printf("  %d training steps (lr %g, betas %g/%g, eps %g, wd %g, clip %g):\n", ref.num_steps, ref.lr,
+                             ref.beta1, ref.beta2, ref.eps, ref.weight_decay, ref.grad_clip);
+        for (int step = 0; step < ref.num_steps; step++) {
+            gpt2_zero_grad(&m2);
+            float l = gpt2_forward_backward(&m2, ref.x, ref.y, B, T, 1.0f);
+            UpdateResult u = gpt2_update(&m2, ref.lr, ref.beta1, ref.beta2, ref.eps, ref.weight_decay, ref.grad_clip, step + 1);
+            double rel = fabs((double)l - ref.step_losses[step]) / fabs((double)ref.step_losses[step]);
+            int ok = isfinite(l) && rel <= TOL_STEP && !u.skipped;
+            all_ok &= ok;
+            if (run == 0)
+                printf("    step %2d  loss %.6f  ref %.6f  rel %.2e  norm %.4f  %s\n", step, l, ref.step_losses[step], rel,
+                       u.grad_norm, ok ? "ok" : "FAIL");
+        }
+        if (run == 0) {
+            printf("  %-32s tol %.1e  %s\n", "step losses", TOL_STEP, all_ok ? "ok" : "FAIL");
+            record(all_ok);
+        }
+        final_params[run] = download_floatX(m2.params_memory, m2.num_parameters);
+        gpt2_free(&m2);
+    }
+    int same_params = memcmp(final_params[0], final_params[1], model.num_parameters * sizeof(float)) == 0;
+    printf("  determinism: two %d-step training runs end with %s parameters\n", ref.num_steps, same_params ? "bit-identical" : "DIFFERENT");
+    record(same_params);
+    free(final_params[0]);
+    free(final_params[1]);
+
+    debug_state_free(&ref);
+    gpt2_free(&model);
+    printf("\n%d passed, %d failed\n", g_passed, g_failed);
+    return g_failed ? 1 : 0;
+}

@@ -1,0 +1,362 @@
+/*
+train_gpt2.cu - GPT-2 training on an NVIDIA GPU: command line -> config -> model -> training loop.
+
+The model (llmc/model.cuh) computes what the CPU reference train_gpt2.c specifies; the numeric mode
+(storage precision, later SF16 boundaries and FP8/TCFP-12 GEMMs) is fixed at compile time by
+llmc/precision.h and printed at start-up and into every log and checkpoint.
+
+Checkpoints (-n N, and at the end with -o): model_<step>.bin (the parameters exactly as trained:
+bf16 version 5 in the BF16 build, fp32 version 3 otherwise) and state_<step>.bin (AdamW moments,
+master weights, data-loader position, loss scale). -y 1 resumes from the newest pair in -o and
+continues bit-exactly: the losses printed are those an uninterrupted run prints.
+*/
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "llmc/utils.h"
+#include "llmc/cli.h"
+#include "llmc/train_config.h"
+#include "llmc/gpt2_config.h"
+#include "llmc/gpt2_init.h"
+#include "llmc/checkpoint.h"
+#include "llmc/train_state.h"
+#include "llmc/dataloader.h"
+#include "llmc/tokenizer.h"
+#include "llmc/schedulers.h"
+#include "llmc/logger.h"
+#include "llmc/rand.h"
+#include "llmc/mfu.h"
+#include "llmc/model.cuh"
+
+// The numeric configuration of this build and run, one line (goes into logs and state files).
+static void numeric_config_string(char* out, size_t n, const GPT2* m, int tf32) {
+    snprintf(out, n, "precision=%s gemm=%s master_weights=%d recompute=%d gelu_fusion=%d%s",
+             PRECISION_MODE_NAME, gemm_backend_name(&m->gemm), m->master_weights != NULL, m->recompute,
+             m->gelu_fusion, tf32 ? " tf32=1" : "");
+}
+
+// Write model_<step>.bin and state_<step>.bin into dir.
+static void save_checkpoint(const char* dir, int step, GPT2* m, const DataLoader* loader, const char* numeric_config) {
+    char path[4096];
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    // the parameters as trained (floatX), widened: exact in every build
+    size_t n = m->num_parameters;
+    floatX* px = (floatX*)malloc_check(n * sizeof(floatX));
+    cudaCheck(cudaMemcpy(px, m->params_memory, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    float* params = (float*)malloc_check(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) params[i] = (float)px[i];
+    free(px);
+    snprintf(path, sizeof(path), "%s/model_%08d.bin", dir, step);
+    int version = sizeof(floatX) == 2 && strcmp(PRECISION_MODE_NAME, "BF16") == 0 ? CHECKPOINT_VERSION_BF16 : CHECKPOINT_VERSION_FP32;
+    checkpoint_write_model(path, &m->config, params, version);
+    free(params);
+
+    TrainState s;
+    memset(&s, 0, sizeof(s));
+    s.rank = 0; s.nranks = 1; s.step = step; s.has_master = m->master_weights != NULL;
+    s.floatx_bytes = (int)sizeof(floatX); s.B = m->B; s.T = m->T;
+    s.num_parameters = n;
+    s.loader = dataloader_get_state(loader);
+    s.seed = m->seed;
+    s.loss_scale = m->loss_scale;
+    s.good_steps = m->good_steps;
+    snprintf(s.numeric_config, sizeof(s.numeric_config), "%s", numeric_config);
+    float* mh = (float*)malloc_check(n * sizeof(float));
+    float* vh = (float*)malloc_check(n * sizeof(float));
+    float* wh = s.has_master ? (float*)malloc_check(n * sizeof(float)) : NULL;
+    cudaCheck(cudaMemcpy(mh, m->m_memory, n * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(vh, m->v_memory, n * sizeof(float), cudaMemcpyDeviceToHost));
+    if (wh) cudaCheck(cudaMemcpy(wh, m->master_weights, n * sizeof(float), cudaMemcpyDeviceToHost));
+    snprintf(path, sizeof(path), "%s/state_%08d.bin", dir, step);
+    train_state_write(path, &s, mh, vh, wh);
+    free(mh); free(vh); free(wh);
+    printf("wrote %s/model_%08d.bin and state_%08d.bin\n", dir, step, step);
+}
+
+// Newest step in dir that has both model_<step>.bin and state_<step>.bin, or -1.
+static int find_latest_checkpoint(const char* dir) {
+    DIR* d = opendir(dir);
+    if (!d) return -1;
+    int best = -1;
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        int step = -1, consumed = 0;
+        if (sscanf(e->d_name, "state_%8d.bin%n", &step, &consumed) == 1 && consumed == (int)strlen(e->d_name) && step > best) {
+            char path[4096];
+            struct stat st;
+            snprintf(path, sizeof(path), "%s/model_%08d.bin", dir, step);
+            if (stat(path, &st) == 0) best = step;
+        }
+    }
+    closedir(d);
+    return best;
+}
+
+// Restore optimizer state, master weights, loader position and loss scale from state_<step>.bin.
+static void load_state(const char* dir, int step, GPT2* m, DataLoader* loader) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/state_%08d.bin", dir, step);
+    TrainState s;
+    float *mh, *vh, *wh;
+    train_state_read(path, m->num_parameters, &s, &mh, &vh, &wh);
+    if (s.floatx_bytes != (int)sizeof(floatX)) die("%s: written by a build with %d-byte floatX, this build has %d", path, s.floatx_bytes, (int)sizeof(floatX));
+    if (s.B != m->B || s.T != m->T) die("%s: written with B=%d T=%d; resume with the same -b and -t for an exact continuation", path, s.B, s.T);
+    size_t n = m->num_parameters;
+    cudaCheck(cudaMemcpy(m->m_memory, mh, n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(m->v_memory, vh, n * sizeof(float), cudaMemcpyHostToDevice));
+    if (m->master_weights) {
+        if (!wh) die("%s: has no master weights but this run keeps them (-w 1); resume with -w 0", path);
+        cudaCheck(cudaMemcpy(m->master_weights, wh, n * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    dataloader_set_state(loader, s.loader);
+    m->seed = s.seed;
+    m->loss_scale = s.loss_scale;
+    m->good_steps = s.good_steps;
+    free(mh); free(vh); free(wh);
+    printf("resumed from %s (step %d): %s\n", path, step, s.numeric_config);
+}
+
+// Sample gen_tokens tokens after <|endoftext|> (temperature 1, seeded by the step so that resumed
+// runs sample the same text) and print them through the tokenizer.
+static void sample_and_print(GPT2* m, const Tokenizer* tok, int have_tok, int gen_tokens, int step, int seed) {
+    int T = m->T < gen_tokens + 1 ? m->T : gen_tokens + 1;
+    const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    int* seq = (int*)calloc_check(T, sizeof(int));
+    seq[0] = have_tok ? tok->eot_token : 50256;
+    float* probs = (float*)malloc_check(Vp * sizeof(float));
+    floatX* logits = (floatX*)malloc_check(Vp * sizeof(floatX));
+    Rng rng;
+    rng_init(&rng, (uint64_t)seed * 1000003ull + (uint64_t)step);
+    printf("generating:\n---\n");
+    for (int t = 1; t < T; t++) {
+        // the forward runs on the whole (1, T) window; the causal mask makes positions >= t irrelevant
+        gpt2_upload_batch(m, seq, NULL, 1, T);
+        gpt2_forward(m, 1, T);
+        cudaCheck(cudaMemcpyAsync(logits, m->acts.output + (size_t)(t - 1) * Vp, Vp * sizeof(floatX), cudaMemcpyDeviceToHost, m->stream));
+        cudaCheck(cudaStreamSynchronize(m->stream));
+        float maxv = -INFINITY;
+        for (int i = 0; i < V; i++) maxv = fmaxf(maxv, (float)logits[i]);
+        double sum = 0.0;
+        for (int i = 0; i < V; i++) { probs[i] = expf((float)logits[i] - maxv); sum += probs[i]; }
+        for (int i = 0; i < V; i++) probs[i] = (float)(probs[i] / sum);
+        seq[t] = sample_from_probs(probs, V, rng_uniform(&rng));
+        if (have_tok) safe_print_token(tokenizer_decode(tok, seq[t]));
+        else printf("%d ", seq[t]);
+        fflush(stdout);
+    }
+    printf("\n---\n");
+    free(seq); free(probs); free(logits);
+}
+
+static const char* TRAIN_DOC =
+    "GPT-2 trainer on an NVIDIA GPU (build: " PRECISION_MODE_NAME "). Trains from scratch\n"
+    "(-e dN[,cC][,hNH][,tMAXT]) or from a checkpoint (-e file.bin) on llm.c token shards.";
+
+int main(int argc, char** argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    TrainConfig tc = {};
+    tc.train_pattern = "data/tinyshakespeare/tiny_shakespeare_train.bin";
+    tc.val_pattern = "data/tinyshakespeare/tiny_shakespeare_val.bin";
+    tc.tokenizer_path = "data/gpt2_tokenizer.bin";
+    tc.model_spec = "d12";
+    tc.lr_schedule = "cosine";
+    tc.B = 4; tc.T = 1024; tc.total_batch_size = -1; tc.warmup = 0; tc.max_steps = -1;
+    tc.val_every = 20; tc.val_max_batches = 20; tc.sample_every = 20; tc.gen_tokens = 64;
+    tc.seed = 1337; tc.lr = 3e-4f; tc.final_lr_frac = 1.0f; tc.weight_decay = 0.0f; tc.grad_clip = 1.0f;
+    int resume = 0, recompute = 1, master_weights = 1, zero_stage = 0, gelu_fusion = 1, tf32 = 0;
+    CliFlag flags[TRAIN_CONFIG_NUM_FLAGS + 6];
+    int nflags = train_config_flags(&tc, flags);
+    flags[nflags++] = {"-y", CLI_INT, &resume, "1 = resume from the newest checkpoint in -o"};
+    flags[nflags++] = {"-r", CLI_INT, &recompute, "recompute in backward: 0 none, 1 GELU, 2 GELU + LayerNorm"};
+    flags[nflags++] = {"-w", CLI_INT, &master_weights, "1 = keep fp32 master weights for AdamW"};
+    flags[nflags++] = {"-z", CLI_INT, &zero_stage, "ZeRO stage (0 on one GPU)"};
+    flags[nflags++] = {"-ge", CLI_INT, &gelu_fusion, "1 = fuse GELU into the fc GEMM epilogue"};
+    flags[nflags++] = {"-f", CLI_INT, &tf32, "1 = allow TF32 tensor cores for FP32 GEMMs (FP32 build)"};
+    cli_parse(argc, argv, flags, nflags, TRAIN_DOC);
+    train_config_validate(&tc);
+    if (recompute < 0 || recompute > 2) die("-r: expected 0, 1 or 2, got %d", recompute);
+    if (master_weights != 0 && master_weights != 1) die("-w: expected 0 or 1, got %d", master_weights);
+    if (zero_stage != 0) die("-z: ZeRO stage %d needs the multi-GPU trainer; a single GPU runs stage 0", zero_stage);
+    if (gelu_fusion != 0 && gelu_fusion != 1) die("-ge: expected 0 or 1, got %d", gelu_fusion);
+    if (tf32 != 0 && tf32 != 1) die("-f: expected 0 or 1, got %d", tf32);
+#if !defined(ENABLE_FP32)
+    if (tf32) die("-f 1: TF32 applies to the FP32 build only (this build is %s)", PRECISION_MODE_NAME);
+#endif
+    if (resume && !tc.out_dir) die("-y 1: needs -o, the folder holding the checkpoints to resume from");
+    const int B = tc.B, T = tc.T, total_batch_size = tc.total_batch_size, grad_accum_steps = tc.grad_accum_steps;
+    const char* out_dir = tc.out_dir;
+
+    int device = 0;
+    cudaCheck(cudaSetDevice(device));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
+
+    // ---- model
+    GPT2Config config;
+    float* host_params = NULL;
+    if (train_config_spec_is_checkpoint(tc.model_spec)) {
+        host_params = checkpoint_read_model(tc.model_spec, &config);
+    } else {
+        gpt2_config_from_descriptor(&config, tc.model_spec);
+        host_params = (float*)malloc_check(gpt2_num_parameters(&config) * sizeof(float));
+        gpt2_init_params(host_params, &config, (uint64_t)tc.seed);
+    }
+    if (T > config.max_seq_len) die("-t: T=%d exceeds the model's maxT=%d", T, config.max_seq_len);
+    GPT2 model;
+    gpt2_allocate_parameters(&model, &config, master_weights);
+    model.seed = (unsigned long long)tc.seed * 0x9E3779B97F4A7C15ull + 1;
+    gemm_set_tf32(&model.gemm, tf32);
+    gpt2_allocate_activations(&model, B, T, recompute, gelu_fusion);
+
+    // ---- data
+    DataLoader train_loader, val_loader;
+    dataloader_init(&train_loader, tc.train_pattern, B, T, 0, 1, config.vocab_size);
+    int have_val = tc.val_every > 0;
+    if (have_val) dataloader_init(&val_loader, tc.val_pattern, B, T, 0, 1, config.vocab_size);
+    if (tc.max_steps < 0) tc.max_steps = (int)(train_loader.num_tokens / total_batch_size);
+    if (tc.max_steps <= 0) die("-x: the train shards hold fewer tokens than one step (%d)", total_batch_size);
+    if (have_val) {
+        int avail = (int)(val_loader.num_tokens / ((size_t)B * T + 1));
+        if (tc.val_max_batches > avail) tc.val_max_batches = avail > 0 ? avail : 1;
+    }
+    Tokenizer tokenizer;
+    struct stat st;
+    int have_tok = stat(tc.tokenizer_path, &st) == 0;
+    if (have_tok) tokenizer_init(&tokenizer, tc.tokenizer_path);
+    else printf("note: tokenizer %s not found: samples print token ids\n", tc.tokenizer_path);
+    LearningRateScheduler sched;
+    lr_scheduler_init(&sched, tc.lr_schedule, tc.lr, tc.warmup, tc.max_steps, tc.final_lr_frac);
+
+    // ---- resume or start
+    int start_step = 0;
+    if (resume) {
+        ensure_output_dir(out_dir);
+        int latest = find_latest_checkpoint(out_dir);
+        if (latest < 0) {
+            printf("-y 1: no checkpoint in %s, starting from scratch\n", out_dir);
+        } else {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/model_%08d.bin", out_dir, latest);
+            GPT2Config ck;
+            free(host_params);
+            host_params = checkpoint_read_model(path, &ck);
+            if (memcmp(&ck, &config, sizeof(ck)) != 0) die("%s: model shape differs from -e %s", path, tc.model_spec);
+            start_step = latest;
+        }
+    }
+    gpt2_set_parameters(&model, host_params);
+    free(host_params);
+    if (start_step > 0) load_state(out_dir, start_step, &model, &train_loader);
+
+    char numeric[256];
+    numeric_config_string(numeric, sizeof(numeric), &model, tf32);
+    size_t n = model.num_parameters;
+    double mib = 1024.0 * 1024.0;
+    size_t free_b, total_b;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    const char* peak_prec = tf32 ? "TF32" : PRECISION_MODE_NAME;
+    float peak = device_peak_tflops(prop.name, peak_prec);
+    print_config_rule();
+    print_config_row("device", "%s", prop.name);
+    print_config_row("precision, GEMM", "%s, %s", PRECISION_MODE_NAME, gemm_backend_name(&model.gemm));
+    print_config_row("master weights, recompute", "%d, %d", model.master_weights != NULL, recompute);
+    print_config_row("model", "%s", tc.model_spec);
+    print_config_row("L, C, NH, maxT", "%d, %d, %d, %d", config.num_layers, config.channels, config.num_heads, config.max_seq_len);
+    print_config_row("V, Vp", "%d, %d", config.vocab_size, config.padded_vocab_size);
+    print_config_row("parameters", "%zu", n);
+    print_config_row("B, T, grad accum", "%d, %d, %d", B, T, grad_accum_steps);
+    print_config_row("steps, lr, schedule", "%d, %g, %s", tc.max_steps, tc.lr, tc.lr_schedule);
+    print_config_row("warmup, final lr frac", "%d, %g", tc.warmup, tc.final_lr_frac);
+    print_config_row("weight decay, grad clip", "%g, %g", tc.weight_decay, tc.grad_clip);
+    print_config_row("train / val tokens", "%zu / %zu", train_loader.num_tokens, have_val ? val_loader.num_tokens : 0);
+    print_config_rule();
+    printf("numeric config: %s\n", numeric);
+    printf("memory plan (MiB): params %.0f, grads %.0f, AdamW m+v %.0f, master %.0f, activations %.0f; device %.0f free of %.0f\n",
+           n * sizeof(floatX) / mib, n * sizeof(floatX) / mib, 2.0 * n * sizeof(float) / mib,
+           model.master_weights ? n * sizeof(float) / mib : 0.0, model.acts_bytes / mib, free_b / mib, total_b / mib);
+
+    Logger logger;
+    if (out_dir) ensure_output_dir(out_dir);
+    logger_init(&logger, out_dir, start_step > 0);
+    char line[1024];
+    snprintf(line, sizeof(line), "train_gpt2cu %s model=%s L=%d C=%d NH=%d B=%d T=%d accum=%d lr=%g device=%s",
+             numeric, tc.model_spec, config.num_layers, config.channels, config.num_heads, B, T, grad_accum_steps, tc.lr, prop.name);
+    logger_comment(&logger, line);
+
+    double flops_per_step = gpt2_flops_per_token(n, config.num_layers, config.channels, T) * total_batch_size;
+    double* step_seconds = (double*)calloc_check((size_t)tc.max_steps + 1, sizeof(double));
+    int timed_steps = 0;
+    for (int step = start_step; step <= tc.max_steps; step++) {
+        int last = step == tc.max_steps;
+        if (have_val && (step % tc.val_every == 0 || last)) {
+            dataloader_reset(&val_loader);
+            double sum = 0.0;
+            for (int i = 0; i < tc.val_max_batches; i++) {
+                dataloader_next_batch(&val_loader);
+                sum += gpt2_evaluate(&model, val_loader.inputs, val_loader.targets, B, T);
+            }
+            float val_loss = (float)(sum / tc.val_max_batches);
+            printf("step %5d | val loss %.6f\n", step, val_loss);
+            logger_log_val(&logger, step, val_loss);
+        }
+        if (tc.sample_every > 0 && step > 0 && (step % tc.sample_every == 0 || last))
+            sample_and_print(&model, &tokenizer, have_tok, tc.gen_tokens, step, tc.seed);
+        if (out_dir && step > start_step && ((tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) || last))
+            save_checkpoint(out_dir, step, &model, &train_loader, numeric);
+        if (last) break;
+
+        double t0 = wall_seconds();
+        gpt2_zero_grad(&model);
+        double loss_sum = 0.0;
+        for (int micro = 0; micro < grad_accum_steps; micro++) {
+            if (!tc.overfit_single_batch || (step == start_step && micro == 0)) dataloader_next_batch(&train_loader);
+            loss_sum += gpt2_forward_backward(&model, train_loader.inputs, train_loader.targets, B, T, 1.0f / grad_accum_steps);
+        }
+        float loss = (float)(loss_sum / grad_accum_steps);
+        if (!isfinite(loss))
+            die("step %d: train loss is %f; stopping before the update (checkpoints written so far are intact)", step + 1, loss);
+        float step_lr = get_learning_rate(&sched, step);
+        UpdateResult u = gpt2_update(&model, step_lr, 0.9f, 0.95f, 1e-8f, tc.weight_decay, tc.grad_clip, step + 1);
+        cudaCheck(cudaStreamSynchronize(model.stream));
+        double dt = wall_seconds() - t0;
+        if (step > start_step + 2) step_seconds[timed_steps++] = dt;  // the first 3 steps are warm-up
+        double tok_s = total_batch_size / dt;
+        double mfu = peak > 0 ? flops_per_step / dt / (peak * 1e12) * 100.0 : -1.0;
+        char mfu_str[32];
+        if (mfu >= 0) snprintf(mfu_str, sizeof(mfu_str), "%.1f%%", mfu);
+        else snprintf(mfu_str, sizeof(mfu_str), "n/a");
+        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s | MFU %s%s\n", step + 1, tc.max_steps,
+               loss, u.grad_norm, step_lr, dt * 1e3, tok_s, mfu_str, u.skipped ? " | skipped (overflow)" : "");
+#if defined(ENABLE_FP16)
+        if (u.skipped) printf("  FP16 loss scale lowered to %g\n", model.loss_scale);
+#endif
+        logger_log_train(&logger, step + 1, loss, step_lr, u.grad_norm);
+    }
+    if (timed_steps > 0) {
+        qsort(step_seconds, timed_steps, sizeof(double), [](const void* a, const void* b) {
+            double x = *(const double*)a, y = *(const double*)b;
+            return (x > y) - (x < y);
+        });
+        double median = step_seconds[timed_steps / 2];
+        double mfu = peak > 0 ? flops_per_step / median / (peak * 1e12) * 100.0 : -1.0;
+        printf("median step %.2f ms, %.0f tok/s, MFU %.1f%% over %d steps after 3 warm-up steps\n", median * 1e3,
+               total_batch_size / median, mfu, timed_steps);
+    }
+    free(step_seconds);
+    size_t peak_used = 0;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    peak_used = total_b - free_b;
+    printf("device memory in use at the end: %.0f MiB\n", peak_used / mib);
+
+    logger_free(&logger);
+    if (have_tok) tokenizer_free(&tokenizer);
+    dataloader_free(&train_loader);
+    if (have_val) dataloader_free(&val_loader);
+    gpt2_free(&model);
+    return 0;
+}
