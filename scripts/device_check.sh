@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Build, test and benchmark on a GPU machine in one call; prints a short table last.
+#
+#   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg
+#                                            (default: build ref kernels tests train resume)
+# Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
+# BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
+# Binaries already in build/<variant>/ (e.g. compiled elsewhere and carried) are used when they run;
+# otherwise `build` compiles them here. Data: data/ must hold the Tiny Shakespeare shards (and the
+# Gutenberg shards for `bench`/`gutenberg`).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+RESULTS=${OUT:-/tmp/device_check_out}
+OUT=/tmp/device_check
+mkdir -p "$OUT" "$RESULTS"
+export NCCL_NVLS_ENABLE=0   # never use NVLink multicast on shared machines
+VARIANTS=(bf16 fp32 fp16)
+declare -A PREC=([bf16]=BF16 [fp32]=FP32 [fp16]=FP16)
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(build ref kernels tests train resume)
+TABLE="$OUT/table.txt"
+: > "$TABLE"
+row() { printf '%-34s %s\n' "$1" "$2" | tee -a "$TABLE"; }
+has_stage() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader | tee "$OUT/gpu.txt"
+row "device" "$(head -n1 "$OUT/gpu.txt")"
+row "commit" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+dirty')"
+
+if has_stage build; then
+    for v in "${VARIANTS[@]}"; do
+        if [ -x "build/$v/train_gpt2cu" ] && ! ldd "build/$v/train_gpt2cu" | grep -q "not found" \
+           && "build/$v/train_gpt2cu" --help >/dev/null 2>&1; then row "build $v" "carried binaries run"; continue; fi
+        t0=$(date +%s)
+        if make -j"${BUILD_JOBS:-16}" --no-print-directory cuda PRECISION="${PREC[$v]}" > "$OUT/build_$v.log" 2>&1; then
+            row "build $v" "ok ($(( $(date +%s) - t0 )) s)"
+        else
+            row "build $v" "FAILED (see build_$v.log)"; tail -n 30 "$OUT/build_$v.log"
+        fi
+    done
+fi
+
+if has_stage ref; then
+    t0=$(date +%s)
+    if python3 dev/reference/gpt2_reference.py --device cuda --out-dir build/ref > "$OUT/reference.log" 2>&1; then
+        row "reference state (torch, GPU)" "ok ($(( $(date +%s) - t0 )) s)"
+    else
+        row "reference state" "FAILED"; tail -n 20 "$OUT/reference.log"
+    fi
+fi
+
+if has_stage kernels; then
+    for bin in build/bf16/dev/*; do
+        name=$(basename "$bin")
+        timeout 300 "$bin" > "$OUT/kernel_$name.log" 2>&1
+        rc=$?
+        row "kernel $name (bf16)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/kernel_$name.log" | tail -n1) rc=$rc"
+    done
+    for v in fp32 fp16; do
+        for bin in build/$v/dev/*; do
+            name=$(basename "$bin")
+            timeout 300 "$bin" --check-only > "$OUT/kernel_${name}_$v.log" 2>&1
+            rc=$?
+            row "kernel $name ($v, check)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/kernel_${name}_$v.log" | tail -n1) rc=$rc"
+        done
+    done
+fi
+
+if has_stage tests; then
+    for v in "${VARIANTS[@]}"; do
+        timeout 300 "build/$v/test_gpt2cu" > "$OUT/test_gpt2cu_$v.log" 2>&1
+        rc=$?
+        row "test_gpt2cu $v" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/test_gpt2cu_$v.log" | tail -n1) rc=$rc"
+    done
+fi
+
+if has_stage train; then
+    for v in "${VARIANTS[@]}"; do
+        timeout 300 "build/$v/train_gpt2cu" -e d4 -b 16 -t 256 -x 60 -l 1e-3 -u 10 -v 30 -m 8 -s 60 -g 32 \
+            -o "$OUT/ts_$v" > "$OUT/train_ts_$v.log" 2>&1
+        rc=$?
+        row "train d4 tinyshakespeare $v" "rc=$rc $(grep 'val loss' "$OUT/train_ts_$v.log" | tail -n1 | sed 's/.*|//')"
+    done
+fi
+
+if has_stage resume; then
+    # an uninterrupted 20-step run vs 10 steps + resume for 10: the printed losses must be identical
+    v=bf16
+    args=(-e d4 -b 8 -t 256 -x 20 -l 1e-3 -u 5 -v 0 -s 0 -n 10)
+    rm -rf "$OUT/res_a" "$OUT/res_b"
+    "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_a" > "$OUT/resume_full.log" 2>&1
+    "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_b" > "$OUT/resume_part1.log" 2>&1
+    rm -f "$OUT/res_b/model_00000020.bin" "$OUT/res_b/state_00000020.bin"
+    "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_b" -y 1 > "$OUT/resume_part2.log" 2>&1
+    a=$(grep -E '^step +[0-9]+/20' "$OUT/resume_full.log" | awk -F'|' '$1 ~ /step +(1[1-9]|20)\// {print $1 $2 $3}')
+    b=$(grep -E '^step +[0-9]+/20' "$OUT/resume_part2.log" | awk -F'|' '{print $1 $2 $3}')
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then row "resume bit-exact ($v)" "ok (steps 11-20 identical)"; else row "resume bit-exact ($v)" "FAIL"; diff <(echo "$a") <(echo "$b") | head; fi
+fi
+
+if has_stage bench; then
+    steps=${BENCH_STEPS:-20}
+    for cfg in "d12 64" "d24 32"; do
+        set -- $cfg
+        log="$OUT/bench_$1.log"
+        timeout 400 build/bf16/train_gpt2cu -e "$1" -b "$2" -t 1024 -x "$steps" -v 0 -s 0 -l 6e-4 \
+            -i "data/gutenberg/gutenberg_train_*.bin" > "$log" 2>&1
+        row "bench $1 B=$2 T=1024 bf16" "$(grep 'median step' "$log" | sed 's/median step //') $(grep -o 'device memory in use.*' "$log")"
+    done
+fi
+
+if has_stage gutenberg; then
+    v=${GUTENBERG_VARIANT:-bf16}
+    timeout 590 "build/$v/train_gpt2cu" -e d12 -b 64 -t 1024 -x 300 -l 6e-4 -u 30 -q 0.1 -c 0.1 -v 50 -m 10 -s 0 \
+        -i "data/gutenberg/gutenberg_train_*.bin" -j "data/gutenberg/gutenberg_val_*.bin" -o "$OUT/gutenberg_$v" \
+        -n 300 > "$OUT/gutenberg_$v.log" 2>&1
+    rm -f "$OUT"/gutenberg_*/model_*.bin "$OUT"/gutenberg_*/state_*.bin   # too large to bring back
+    row "gutenberg d12 300 steps $v" "$(grep 'val loss' "$OUT/gutenberg_$v.log" | tail -n1 | sed 's/.*|//')"
+fi
+
+find "$OUT" -name '*.bin' -size +1M -delete   # checkpoints are too large to bring back
+tar -czf "$RESULTS/logs.tgz" -C "$OUT" .
+cp "$TABLE" "$RESULTS/table.txt"
+echo
+echo "==== summary ===="
+cat "$TABLE"
