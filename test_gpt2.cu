@@ -11,9 +11,11 @@ The BF16 build is compared with the state computed from bf16-rounded weights (th
 actually holds), the others with the fp32 state. The reference is float64, so the errors printed
 are this build's. Metric: ‖a − ref‖₂ / ‖ref‖₂ per tensor, plus the max absolute error.
 
-Tolerances (per build, below) come from the storage precision: BF16 keeps 8 significant bits in
-every activation and gradient (unit roundoff 2^-9 = 2e-3; a few dozen roundings along the chain
-give ~1e-2), FP16 11 bits (2^-12), FP32 is limited by --use_fast_math intrinsics and summation order.
+Tolerances (per build, below) are 3-4x the errors measured on an H200 (2026-11-21, reference state
+of dev/reference with its defaults: L=2 C=128 NH=4 B=4 T=64), which sit where the storage precision
+puts them: BF16 keeps 8 significant bits (unit roundoff 2^-9 = 2e-3; measured: logits 5.3e-3,
+gradients <= 5.0e-3, step losses <= 1.4e-4), FP16 11 bits (7.8e-4, 7.6e-4, 5.3e-5), FP32 is limited
+by summation order and --use_fast_math intrinsics (9.2e-7, 6.7e-7, 1.2e-7).
 
 usage: test_gpt2cu [checkpoint debug_state]     (defaults under build/ref/, see above)
 Ends with `N passed, N failed`; exit status 1 if anything failed.
@@ -30,15 +32,15 @@ Ends with `N passed, N failed`; exit status 1 if anything failed.
 #include "llmc/model.cuh"
 
 #if defined(ENABLE_FP32)
-static const double TOL_LOGITS = 1e-4, TOL_LOSS = 1e-5, TOL_GRAD = 1e-3, TOL_STEP = 1e-4;
+static const double TOL_LOGITS = 4e-6, TOL_LOSS = 1e-6, TOL_GRAD = 3e-6, TOL_STEP = 1e-6;
 static const char* DEFAULT_CKPT = "build/ref/gpt2_ref.bin";
 static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state.bin";
 #elif defined(ENABLE_FP16)
-static const double TOL_LOGITS = 5e-3, TOL_LOSS = 1e-3, TOL_GRAD = 3e-2, TOL_STEP = 2e-3;
+static const double TOL_LOGITS = 3e-3, TOL_LOSS = 1e-4, TOL_GRAD = 3e-3, TOL_STEP = 2e-4;
 static const char* DEFAULT_CKPT = "build/ref/gpt2_ref.bin";
 static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state.bin";
 #else
-static const double TOL_LOGITS = 3e-2, TOL_LOSS = 5e-3, TOL_GRAD = 1e-1, TOL_STEP = 1e-2;
+static const double TOL_LOGITS = 2e-2, TOL_LOSS = 1e-4, TOL_GRAD = 2e-2, TOL_STEP = 5e-4;
 static const char* DEFAULT_CKPT = "build/ref/gpt2_ref_bf16.bin";
 static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_bf16.bin";
 #endif
