@@ -52,14 +52,14 @@ fi
 if has_stage kernels; then
     for bin in build/bf16/dev/*; do
         name=$(basename "$bin")
-        timeout 300 "$bin" > "$OUT/kernel_$name.log" 2>&1
+        timeout "${KERNEL_TIMEOUT:-240}" "$bin" > "$OUT/kernel_$name.log" 2>&1
         rc=$?
         row "kernel $name (bf16)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/kernel_$name.log" | tail -n1) rc=$rc"
     done
-    for v in fp32 fp16; do
+    for v in ${KERNEL_CHECK_VARIANTS:-fp32 fp16}; do
         for bin in build/$v/dev/*; do
             name=$(basename "$bin")
-            timeout 300 "$bin" --check-only > "$OUT/kernel_${name}_$v.log" 2>&1
+            timeout "${KERNEL_TIMEOUT:-240}" "$bin" --check-only > "$OUT/kernel_${name}_$v.log" 2>&1
             rc=$?
             row "kernel $name ($v, check)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/kernel_${name}_$v.log" | tail -n1) rc=$rc"
         done
