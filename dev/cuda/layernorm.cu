@@ -103,7 +103,11 @@ static std::vector<float> make_rows(int N, int C, uint64_t seed, bool constant_r
     std::vector<float> x((size_t)N * C);
     for (int n = 0; n < N; n++) {
         const float shift = r.uniform(-2.0f, 2.0f), scale = r.uniform(0.25f, 3.0f);
-        for (int c = 0; c < C; c++) x[(size_t)n * C + c] = (n == 0 && constant_row0) ? shift : shift + scale * r.normal();
+        for (int c = 0; c < C; c++)
+            // the constant row uses a multiple of 1/64 (8 significant bits): its fp32 row sum is exact, so
+            // mean = x exactly and out = bias exactly; an arbitrary constant would leave a rounding error
+            // of the mean that rstd = 1/sqrt(eps) = 316 amplifies past any fp32 tolerance
+            x[(size_t)n * C + c] = (n == 0 && constant_row0) ? roundf(shift * 64.0f) / 64.0f : shift + scale * r.normal();
     }
     round_to_floatX(x);
     return x;
