@@ -168,8 +168,8 @@ int main(int argc, char** argv) {
     tc.B = 4; tc.T = 1024; tc.total_batch_size = -1; tc.warmup = 0; tc.max_steps = -1;
     tc.val_every = 20; tc.val_max_batches = 20; tc.sample_every = 20; tc.gen_tokens = 64;
     tc.seed = 1337; tc.lr = 3e-4f; tc.final_lr_frac = 1.0f; tc.weight_decay = 0.0f; tc.grad_clip = 1.0f;
-    int resume = 0, recompute = 1, master_weights = 1, zero_stage = 0, gelu_fusion = 1, tf32 = 0;
-    CliFlag flags[TRAIN_CONFIG_NUM_FLAGS + 6];
+    int resume = 0, recompute = 1, master_weights = 1, zero_stage = 0, gelu_fusion = 1, tf32 = 0, profile = 0;
+    CliFlag flags[TRAIN_CONFIG_NUM_FLAGS + 7];
     int nflags = train_config_flags(&tc, flags);
     flags[nflags++] = {"-y", CLI_INT, &resume, "1 = resume from the newest checkpoint in -o"};
     flags[nflags++] = {"-r", CLI_INT, &recompute, "recompute in backward: 0 none, 1 GELU, 2 GELU + LayerNorm"};
@@ -177,6 +177,7 @@ int main(int argc, char** argv) {
     flags[nflags++] = {"-z", CLI_INT, &zero_stage, "ZeRO stage (0 on one GPU)"};
     flags[nflags++] = {"-ge", CLI_INT, &gelu_fusion, "1 = fuse GELU into the fc GEMM epilogue"};
     flags[nflags++] = {"-f", CLI_INT, &tf32, "1 = allow TF32 tensor cores for FP32 GEMMs (FP32 build)"};
+    flags[nflags++] = {"-prof", CLI_INT, &profile, "1 = print the step time by kernel family at the end"};
     cli_parse(argc, argv, flags, nflags, TRAIN_DOC);
     train_config_validate(&tc);
     if (recompute < 0 || recompute > 2) die("-r: expected 0, 1 or 2, got %d", recompute);
@@ -184,6 +185,7 @@ int main(int argc, char** argv) {
     if (zero_stage != 0) die("-z: ZeRO stage %d needs the multi-GPU trainer; a single GPU runs stage 0", zero_stage);
     if (gelu_fusion != 0 && gelu_fusion != 1) die("-ge: expected 0 or 1, got %d", gelu_fusion);
     if (tf32 != 0 && tf32 != 1) die("-f: expected 0 or 1, got %d", tf32);
+    if (profile != 0 && profile != 1) die("-prof: expected 0 or 1, got %d", profile);
 #if !defined(ENABLE_FP32)
     if (tf32) die("-f 1: TF32 applies to the FP32 build only (this build is %s)", PRECISION_MODE_NAME);
 #endif
@@ -212,6 +214,9 @@ int main(int argc, char** argv) {
     model.seed = (unsigned long long)tc.seed * 0x9E3779B97F4A7C15ull + 1;
     gemm_set_tf32(&model.gemm, tf32);
     gpt2_allocate_activations(&model, B, T, recompute, gelu_fusion);
+    KernelProfiler* profiler = (KernelProfiler*)malloc_check(sizeof(KernelProfiler));
+    prof_init(profiler, profile);
+    model.prof = profiler;
 
     // ---- data
     DataLoader train_loader, val_loader;
@@ -311,6 +316,8 @@ int main(int argc, char** argv) {
         if (last) break;
 
         double t0 = wall_seconds();
+        profiler->n = 0;  // drop what evaluation and sampling recorded
+        if (step == start_step + 3) prof_reset(profiler);  // the first 3 steps are warm-up
         gpt2_zero_grad(&model);
         double loss_sum = 0.0;
         for (int micro = 0; micro < grad_accum_steps; micro++) {
@@ -324,6 +331,7 @@ int main(int argc, char** argv) {
         UpdateResult u = gpt2_update(&model, step_lr, 0.9f, 0.95f, 1e-8f, tc.weight_decay, tc.grad_clip, step + 1);
         cudaCheck(cudaStreamSynchronize(model.stream));
         double dt = wall_seconds() - t0;
+        prof_collect(profiler, model.stream);
         if (step > start_step + 2) step_seconds[timed_steps++] = dt;  // the first 3 steps are warm-up
         double tok_s = total_batch_size / dt;
         double mfu = peak > 0 ? flops_per_step / dt / (peak * 1e12) * 100.0 : -1.0;
@@ -348,6 +356,9 @@ int main(int argc, char** argv) {
                total_batch_size / median, mfu, timed_steps);
     }
     free(step_seconds);
+    prof_print(profiler);
+    prof_free(profiler);
+    free(profiler);
     size_t peak_used = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     peak_used = total_b - free_b;

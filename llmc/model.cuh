@@ -29,6 +29,7 @@
 #include "fused_classifier.cuh"
 #include "adamw.cuh"
 #include "global_norm.cuh"
+#include "profiler.cuh"
 
 // The 16 parameter tensors in checkpoint order (doc/FORMATS.md), pointers into one flat buffer.
 struct ParameterTensors {
@@ -126,6 +127,7 @@ struct GPT2 {
     float loss_scale;
     int good_steps;
     unsigned long long seed; // stochastic rounding seed (each update derives its own from it and the step)
+    KernelProfiler* prof;    // optional per-family timing (NULL: off)
 };
 
 #define LOSS_SCALE_INIT 65536.0f
@@ -255,7 +257,9 @@ static inline void gpt2_forward(GPT2* m, int B, int T) {
     cudaStream_t s = m->stream;
     GemmContext* g = &m->gemm;
 
+    prof_mark(m->prof, PROF_ENCODER, s);
     encoder_forward(a.encoded, m->inputs, p.wte, p.wpe, B, T, C, s);
+    prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, N, C, s);
     for (int l = 0; l < L; l++) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
@@ -269,19 +273,27 @@ static inline void gpt2_forward(GPT2* m, int B, int T) {
         floatX* fch_gelu = a.fch_gelu + (m->recompute >= 1 ? 0 : l * 4 * BTC);
         floatX* residual3 = a.residual3 + l * BTC;
 
+        prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, N, C, 3 * C, NULL);
+        prof_mark(m->prof, PROF_ATTENTION_FWD, s);
         attention_forward(atty, lse, qkv, B, T, C, NH, s);
+        prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, a.output, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, N, C, C, NULL);
+        prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
         fused_residual_layernorm_forward(residual2, ln2, a.ln2_mean + l * N, a.ln2_rstd + l * N, residual, a.output,
                                          p.ln2w + l * C, p.ln2b + l * C, N, C, s);
+        prof_mark(m->prof, PROF_MATMUL_FWD, s);
         if (m->gelu_fusion) {
             matmul_forward(g, fch_gelu, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, fch);
         } else {
             matmul_forward(g, fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, NULL);
+            prof_mark(m->prof, PROF_GELU, s);
             gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
         }
+        prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, a.output, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, N, 4 * C, C, NULL);
         // the residual add is fused with the next LayerNorm: ln1 of layer l+1, or the final one
+        prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
         if (l + 1 < L) {
             floatX* next_ln1 = a.ln1 + (m->recompute >= 2 ? 0 : (l + 1) * BTC);
             fused_residual_layernorm_forward(residual3, next_ln1, a.ln1_mean + (l + 1) * N, a.ln1_rstd + (l + 1) * N,
@@ -291,6 +303,7 @@ static inline void gpt2_forward(GPT2* m, int B, int T) {
                                              p.lnfw, p.lnfb, N, C, s);
         }
     }
+    prof_mark(m->prof, PROF_MATMUL_FWD, s);
     matmul_forward(g, a.output, a.lnf, p.wte, NULL, N, C, Vp, NULL);
 }
 
@@ -322,6 +335,7 @@ static inline floatX* gpt2_layernorm_input(GPT2* m, int l, int which, int B, int
     ActivationTensors& a = m->acts;
     const ParameterTensors& p = m->params;
     if (m->recompute < 2) return (which == 1 ? a.ln1 : a.ln2) + l * BTC;
+    prof_mark(m->prof, PROF_LAYERNORM_FWD, m->stream);
     if (which == 1) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
         layernorm_forward(a.ln1, a.ln1_mean + l * N, a.ln1_rstd + l * N, residual, p.ln1w + l * C, p.ln1b + l * C, N, C, m->stream);
@@ -343,6 +357,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
     const int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
     const int N = B * T;
     const size_t BTC = (size_t)N * C;
+    prof_mark(m->prof, PROF_OTHER, m->stream);
     gpt2_upload_batch(m, inputs, targets, B, T);
     gpt2_forward(m, B, T);
 
@@ -357,9 +372,13 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
     float dloss = loss_weight / N;
 #endif
     // classifier: losses, and dlogits written over the logits
+    prof_mark(m->prof, PROF_CLASSIFIER, s);
     fused_classifier(a.output, a.losses, dloss, m->targets, B, T, V, Vp, true, s);
+    prof_mark(m->prof, PROF_MATMUL_BWD, s);
     matmul_backward(g, a.dbtc, gr.wte, NULL, a.output, a.lnf, p.wte, m->scratch, N, C, Vp, NULL);
+    prof_mark(m->prof, PROF_OTHER, s);
     cudaCheck(cudaMemsetAsync(a.dresidual, 0, BTC * sizeof(floatX), s));
+    prof_mark(m->prof, PROF_LAYERNORM_BWD, s);
     layernorm_backward(a.dresidual, gr.lnfw, gr.lnfb, m->scratch, a.dbtc, a.residual3 + (L - 1) * BTC, p.lnfw,
                        a.lnf_mean, a.lnf_rstd, N, C, s);
 
@@ -370,29 +389,41 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
         float* lse = a.att_lse + (size_t)l * B * NH * T;
         floatX* fch = a.fch + l * 4 * BTC;
         floatX* fch_gelu = a.fch_gelu + (m->recompute >= 1 ? 0 : l * 4 * BTC);
-        if (m->recompute >= 1) gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
+        if (m->recompute >= 1) {
+            prof_mark(m->prof, PROF_GELU, s);
+            gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
+        }
 
         // MLP block: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         // dfch = (dresidual . fcprojw) * gelu'(fch), fused into the GEMM epilogue
+        prof_mark(m->prof, PROF_MATMUL_BWD, s);
         matmul_backward(g, a.dbt4c, gr.fcprojw + (size_t)l * 4 * C * C, gr.fcprojb + l * C, a.dresidual, fch_gelu,
                         p.fcprojw + (size_t)l * 4 * C * C, m->scratch, N, 4 * C, C, fch);
         floatX* ln2 = gpt2_layernorm_input(m, l, 2, B, T);
+        prof_mark(m->prof, PROF_MATMUL_BWD, s);
         matmul_backward(g, a.dbtc, gr.fcw + (size_t)l * 4 * C * C, gr.fcb + l * 4 * C, a.dbt4c, ln2,
                         p.fcw + (size_t)l * 4 * C * C, m->scratch, N, C, 4 * C, NULL);
+        prof_mark(m->prof, PROF_LAYERNORM_BWD, s);
         layernorm_backward(a.dresidual, gr.ln2w + l * C, gr.ln2b + l * C, m->scratch, a.dbtc, a.residual2 + l * BTC,
                            p.ln2w + l * C, a.ln2_mean + l * N, a.ln2_rstd + l * N, N, C, s);
         // attention block: residual2 = residual + attproj(attention(qkv(ln1(residual))))
+        prof_mark(m->prof, PROF_MATMUL_BWD, s);
         matmul_backward(g, a.dbtc, gr.attprojw + (size_t)l * C * C, gr.attprojb + l * C, a.dresidual, atty,
                         p.attprojw + (size_t)l * C * C, m->scratch, N, C, C, NULL);
         floatX* dqkv = a.dbt4c;  // (B,T,3C) fits in the (B,T,4C) scratch
+        prof_mark(m->prof, PROF_ATTENTION_BWD, s);
         attention_backward(dqkv, m->scratch, a.dbtc, qkv, atty, lse, B, T, C, NH, s);
         floatX* ln1 = gpt2_layernorm_input(m, l, 1, B, T);
+        prof_mark(m->prof, PROF_MATMUL_BWD, s);
         matmul_backward(g, a.dbtc, gr.qkvw + (size_t)l * 3 * C * C, gr.qkvb + l * 3 * C, dqkv, ln1,
                         p.qkvw + (size_t)l * 3 * C * C, m->scratch, N, C, 3 * C, NULL);
+        prof_mark(m->prof, PROF_LAYERNORM_BWD, s);
         layernorm_backward(a.dresidual, gr.ln1w + l * C, gr.ln1b + l * C, m->scratch, a.dbtc, residual,
                            p.ln1w + l * C, a.ln1_mean + l * N, a.ln1_rstd + l * N, N, C, s);
     }
+    prof_mark(m->prof, PROF_ENCODER, s);
     encoder_backward(gr.wte, gr.wpe, &m->encoder_ws, a.dresidual, m->inputs_host, B, T, C, s);
+    prof_mark(m->prof, PROF_OTHER, s);
     return gpt2_mean_loss(m, B, T);
 }
 
@@ -418,6 +449,7 @@ static inline float gpt2_grad_norm_raw(GPT2* m) {
 static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay,
                                        float grad_clip, int step) {
     UpdateResult r;
+    prof_mark(m->prof, PROF_OPTIMIZER, m->stream);
     float raw = gpt2_grad_norm_raw(m);
 #if defined(ENABLE_FP16)
     r.grad_norm = raw / m->loss_scale;
