@@ -57,10 +57,16 @@ struct Case {
 struct Err {
     double d2 = 0, r2 = 0, maxabs = 0;
     size_t outside = 0, nonfinite = 0;
+    double worst_ratio = 0, worst_got = 0, worst_ref = 0, worst_bound = 0;  // the element closest to (or past) its bound
+    size_t worst_i = 0, count = 0;
     void add(double got, double ref, double bound) {
+        count++;
         if (!isfinite(got)) { nonfinite++; return; }
         const double e = fabs(got - ref);
         if (e > bound) outside++;
+        if (e / bound > worst_ratio) {
+            worst_ratio = e / bound; worst_got = got; worst_ref = ref; worst_bound = bound; worst_i = count - 1;
+        }
         d2 += e * e;
         r2 += ref * ref;
         maxabs = std::max(maxabs, e);
@@ -69,6 +75,9 @@ struct Err {
     bool report(const char* name, Tally& tally) const {
         printf("    %s: rel %.3e, maxabs %.3e, outside bound %zu, non-finite %zu (tol rel 1e-6)\n", name, rel(), maxabs,
                outside, nonfinite);
+        if (outside)
+            printf("    worst element %zu: got %.9e ref %.9e |diff| %.3e bound %.3e (%.1fx)\n", worst_i, worst_got,
+                   worst_ref, fabs(worst_got - worst_ref), worst_bound, worst_ratio);
         return tally.check(name, outside == 0 && nonfinite == 0 && rel() <= 1e-6);
     }
 };
@@ -158,6 +167,11 @@ static Result run_case(const Case& c, uint64_t seed, Tally& tally) {
     em.report("m", tally);
     ev.report("v", tally);
     ep.report(kHasMaster ? "master (fp32)" : "params (fp32)", tally);
+    if (ep.outside) {
+        const size_t w = off + ep.worst_i;
+        printf("    inputs of that element: p0 %.9e g %.9e m0 %.9e v0 %.9e -> m %.9e v %.9e\n", p0[w], (double)g[w],
+               m0[w], v0[w], m1[w], v1[w]);
+    }
     res.master_rel = ep.rel();
     if (kHasMaster) {
         printf("    params: %zu of %zu not a valid rounding of the master\n", round_bad, n);
