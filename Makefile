@@ -197,5 +197,9 @@ $(BUILD)/$(VARIANT)/dev/%: dev/cuda/%.cu $(CUDA_DEPS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(NVCC_LDFLAGS) -o $@
 
+# `make print-VAR` prints a variable (scripts ask e.g. HAVE_CUDA this way)
+print-%:
+	@echo '$($*)'
+
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu

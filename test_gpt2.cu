@@ -87,6 +87,38 @@ static void build_model(GPT2* m, const char* ckpt, int B, int T) {
     gpt2_allocate_activations(m, B, T, 1, 1);
 }
 
+#if defined(ENABLE_FP16)
+// Dynamic loss scaling: with a loss scale that overflows fp16 the step must be skipped (parameters
+// and optimizer state untouched) and the scale halved; after LOSS_SCALE_WINDOW good steps it doubles.
+static void check_loss_scaling(const char* ckpt, const DebugState* ref) {
+    GPT2 m;
+    build_model(&m, ckpt, ref->B, ref->T);
+    float* before = download_floatX(m.params_memory, m.num_parameters);
+    m.loss_scale = 1e30f;  // dloss = 1e30 / (B*T): every dlogit overflows fp16
+    gpt2_zero_grad(&m);
+    gpt2_forward_backward(&m, ref->x, ref->y, ref->B, ref->T, 1.0f);
+    UpdateResult u = gpt2_update(&m, ref->lr, ref->beta1, ref->beta2, ref->eps, ref->weight_decay, ref->grad_clip, 1);
+    float* after = download_floatX(m.params_memory, m.num_parameters);
+    int unchanged = memcmp(before, after, m.num_parameters * sizeof(float)) == 0;
+    int ok = u.skipped == 1 && m.loss_scale == 5e29f && unchanged && m.good_steps == 0;
+    printf("  loss scaling: overflow -> step skipped %d, params unchanged %d, scale halved to %g  %s\n", u.skipped,
+           unchanged, m.loss_scale, ok ? "ok" : "FAIL");
+    record(ok);
+    // growth: one good step short of the window, then a good step doubles the scale
+    m.loss_scale = 1024.0f;
+    m.good_steps = LOSS_SCALE_WINDOW - 1;
+    gpt2_zero_grad(&m);
+    gpt2_forward_backward(&m, ref->x, ref->y, ref->B, ref->T, 1.0f);
+    u = gpt2_update(&m, ref->lr, ref->beta1, ref->beta2, ref->eps, ref->weight_decay, ref->grad_clip, 1);
+    ok = u.skipped == 0 && m.loss_scale == 2048.0f && m.good_steps == 0;
+    printf("  loss scaling: %d good steps -> scale doubled to %g  %s\n", LOSS_SCALE_WINDOW, m.loss_scale, ok ? "ok" : "FAIL");
+    record(ok);
+    free(before);
+    free(after);
+    gpt2_free(&m);
+}
+#endif
+
 int main(int argc, char** argv) {
     const char* ckpt = DEFAULT_CKPT;
     const char* state_path = DEFAULT_STATE;
@@ -175,6 +207,9 @@ int main(int argc, char** argv) {
     free(final_params[0]);
     free(final_params[1]);
 
+#if defined(ENABLE_FP16)
+    check_loss_scaling(ckpt, &ref);
+#endif
     debug_state_free(&ref);
     gpt2_free(&model);
     printf("\n%d passed, %d failed\n", g_passed, g_failed);

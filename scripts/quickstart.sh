@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Quick start: prepare Tiny Shakespeare and train a GPT-2 on it.
-#   - with a working NVIDIA GPU and a CUDA trainer in this checkout: the GPU trainer (d12),
+#   - with a working NVIDIA GPU and nvcc: the CUDA trainer on a d6 model (L=6, C=384), 150 steps,
 #   - otherwise the CPU fp32 reference trainer on a small model (d4: L=4, C=256, NH=4; T=256),
 #     one epoch (300 steps, a few minutes on 2 cores), printing validation loss and samples.
 # Outputs go to log_quickstart/ (main.log, checkpoints). Extra arguments are passed to the trainer.
@@ -9,9 +9,9 @@ cd "$(dirname "$0")/.."
 
 make --no-print-directory data                       # tokenized shards + tokenizer in data/
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
-   && make -n train_gpt2cu >/dev/null 2>&1; then
+   && [ "$(make -s --no-print-directory print-HAVE_CUDA)" = 1 ]; then
     make --no-print-directory train_gpt2cu
-    exec ./train_gpt2cu -e d12 -b 16 -t 1024 -x 300 -v 50 -s 100 -o log_quickstart "$@"
+    exec ./train_gpt2cu -e d6 -b 32 -t 256 -x 150 -l 1e-3 -u 20 -q 0.1 -c 0.1 -v 50 -m 8 -s 50 -o log_quickstart "$@"
 fi
 echo "no GPU trainer available here: training the CPU reference on a small model"
 make --no-print-directory train_gpt2
