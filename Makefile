@@ -117,7 +117,8 @@ TS_VAL := $(DATA)/tinyshakespeare/tiny_shakespeare_val.bin
 TS_TRAIN := $(DATA)/tinyshakespeare/tiny_shakespeare_train.bin
 TOKENIZER := $(DATA)/gpt2_tokenizer.bin
 REF_DIR := $(BUILD)/ref
-REF_FILES := $(REF_DIR)/gpt2_ref.bin $(REF_DIR)/gpt2_ref_bf16.bin $(REF_DIR)/gpt2_ref_debug_state.bin $(REF_DIR)/gpt2_ref_debug_state_bf16.bin
+REF_FILES := $(REF_DIR)/gpt2_ref.bin $(REF_DIR)/gpt2_ref_bf16.bin $(REF_DIR)/gpt2_ref_debug_state.bin $(REF_DIR)/gpt2_ref_debug_state_bf16.bin \
+             $(REF_DIR)/gpt2_ref_debug_state_q115.bin $(REF_DIR)/gpt2_ref_debug_state_q115_tf.bin
 
 # ---------------------------------------------------------------------------------------------
 # Targets
@@ -158,7 +159,7 @@ venv: $(VENV)/bin/python
 $(VENV)/bin/python:
 	$(PY_BASE) -m venv --system-site-packages $(VENV) || \
 	  { echo "error: cannot create $(VENV) (Debian: apt-get install python3-venv)"; exit 1; }
-	$(VENV)/bin/python -m pip install -q 'tiktoken>=0.6' 'pytest>=7' numpy
+	$(VENV)/bin/python -m pip install -q 'tiktoken>=0.6' 'pytest>=7' numpy 'ml_dtypes>=0.5,<0.6'
 
 # Tiny Shakespeare shards and the tokenizer (from ../shared/data offline, else downloaded).
 data: $(TS_VAL)
@@ -169,7 +170,7 @@ $(TS_VAL) $(TS_TRAIN) $(TOKENIZER) &: dev/data/tinyshakespeare.py dev/data/data_
 reference: $(REF_FILES)
 $(REF_FILES) &: dev/reference/gpt2_reference.py $(TS_VAL)
 	@$(PYTHON) -c 'import torch' 2>/dev/null || { echo "error: $(PYTHON) has no PyTorch (Debian: apt-get install python3-torch, then rm -rf $(VENV))"; exit 1; }
-	$(PYTHON) dev/reference/gpt2_reference.py --data $(TS_VAL) --out-dir $(REF_DIR) --device cpu
+	$(PYTHON) dev/reference/gpt2_reference.py --data $(TS_VAL) --out-dir $(REF_DIR) --device cpu --sf16-states
 
 # Every host test; the last line of output is `N passed, N failed`.
 test: $(HOST_TEST_BINS) $(BUILD)/cpu/test_gpt2 $(BUILD)/cpu/train_gpt2 $(REF_FILES) $(TOKENIZER)
