@@ -39,6 +39,16 @@ static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state.bin";
 static const double TOL_LOGITS = 3e-3, TOL_LOSS = 1e-4, TOL_GRAD = 3e-3, TOL_STEP = 2e-4;
 static const char* DEFAULT_CKPT = "build/ref/gpt2_ref.bin";
 static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state.bin";
+#elif defined(ENABLE_Q115)
+// SF16 builds are compared with the reference that simulates the same Q1.15 boundaries
+// (dev/reference --sf16), on the bf16-rounded weights.
+static const double TOL_LOGITS = 2e-2, TOL_LOSS = 1e-3, TOL_GRAD = 3e-2, TOL_STEP = 2e-3;
+static const char* DEFAULT_CKPT = "build/ref/gpt2_ref_bf16.bin";
+#if defined(SF16_TRUE_FORWARD)
+static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_q115_tf.bin";
+#else
+static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_q115.bin";
+#endif
 #else
 static const double TOL_LOGITS = 2e-2, TOL_LOSS = 1e-4, TOL_GRAD = 2e-2, TOL_STEP = 5e-4;
 static const char* DEFAULT_CKPT = "build/ref/gpt2_ref_bf16.bin";
@@ -119,6 +129,54 @@ static void check_loss_scaling(const char* ckpt, const DebugState* ref) {
 }
 #endif
 
+#if defined(ENABLE_Q115)
+// Of the n floatX values at d: how many are neither a Q1.15 value nor +-1.0, and how many are +-1.0.
+// (+-1.0 is what BF16 storage makes of saturated values: the Q1.15 maximum 1 - 2^-15 is not a BF16
+// value and rounds to nearest 1.0; doc/SF16.md.)
+static size_t count_not_q115(const floatX* d, size_t n, size_t* saturated) {
+    float* h = download_floatX(d, n);
+    size_t bad = 0, sat = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabsf(h[i]) == 1.0f) sat++;
+        else bad += simulate_q115(h[i]) != h[i];
+    }
+    free(h);
+    if (saturated) *saturated = sat;
+    return bad;
+}
+
+// After a forward pass every tensor stored at a boundary holds only Q1.15 values; the backward
+// pass quantizes nothing (its gradients include values off the 2^-15 grid).
+static void check_sf16_boundaries(const char* ckpt, const DebugState* ref) {
+    GPT2 m;
+    build_model(&m, ckpt, ref->B, ref->T);
+    gpt2_evaluate(&m, ref->x, ref->y, ref->B, ref->T);
+    const GPT2Config& c = m.config;
+    const size_t BTC = (size_t)ref->B * ref->T * c.channels, L = c.num_layers;
+    const ActivationTensors& a = m.acts;
+    struct { const char* name; const floatX* p; size_t n; } t[] = {
+        {"encoded (wte+wpe)", a.encoded, BTC},          {"ln1", a.ln1, L * BTC},
+        {"qkv (matmul out)", a.qkv, L * 3 * BTC},      {"residual2", a.residual2, L * BTC},
+        {"ln2", a.ln2, L * BTC},                        {"fch (matmul out)", a.fch, L * 4 * BTC},
+        {"fch_gelu (last layer)", a.fch_gelu, 4 * BTC}, {"residual3", a.residual3, L * BTC},
+        {"lnf", a.lnf, BTC},                            {"logits", a.output, (size_t)ref->B * ref->T * c.padded_vocab_size},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        size_t sat = 0, bad = count_not_q115(t[i].p, t[i].n, &sat);
+        printf("  SF16 boundary %-22s %10zu values, %zu saturated to +-1, %zu not Q1.15  %s\n", t[i].name, t[i].n, sat,
+               bad, bad ? "FAIL" : "ok");
+        record(bad == 0);
+    }
+    gpt2_zero_grad(&m);
+    gpt2_forward_backward(&m, ref->x, ref->y, ref->B, ref->T, 1.0f);
+    size_t off_grid = count_not_q115(m.grads_memory, m.num_parameters, NULL);
+    printf("  SF16 backward untouched: %zu of %zu gradient values are off the Q1.15 grid  %s\n", off_grid,
+           m.num_parameters, off_grid > 0 ? "ok" : "FAIL");
+    record(off_grid > 0);
+    gpt2_free(&m);
+}
+#endif
+
 int main(int argc, char** argv) {
     const char* ckpt = DEFAULT_CKPT;
     const char* state_path = DEFAULT_STATE;
@@ -130,9 +188,20 @@ int main(int argc, char** argv) {
     checkpoint_read_header(ckpt, &cfg);
     DebugState ref;
     debug_state_read(state_path, &cfg, &ref);
+#if defined(ENABLE_Q115) && defined(SF16_TRUE_FORWARD)
+    const int expected_sf16 = 2;
+#elif defined(ENABLE_Q115)
+    const int expected_sf16 = 1;
+#else
+    const int expected_sf16 = 0;
+#endif
+    if (ref.sf16_mode != expected_sf16)
+        die("%s: SF16 mode %d, but this build (%s) needs a state with mode %d (dev/reference --sf16)", state_path,
+            ref.sf16_mode, BOUNDARY_MODE_NAME, expected_sf16);
     const int B = ref.B, T = ref.T, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     build_model(&model, ckpt, B, T);
-    printf("%s build vs %s (%s weights)\n", PRECISION_MODE_NAME, state_path, ref.bf16_weights ? "bf16-rounded" : "fp32");
+    printf("%s build (boundaries: %s) vs %s (%s weights)\n", PRECISION_MODE_NAME, BOUNDARY_MODE_NAME, state_path,
+           ref.bf16_weights ? "bf16-rounded" : "fp32");
     printf("  L=%d C=%d NH=%d B=%d T=%d params=%zu\n", cfg.num_layers, cfg.channels, cfg.num_heads, B, T, model.num_parameters);
     printf("  %-10s %10s  %10s  %10s  %8s\n", "tensor", "elements", "max abs", "rel (L2)", "tol");
 
@@ -209,6 +278,9 @@ int main(int argc, char** argv) {
 
 #if defined(ENABLE_FP16)
     check_loss_scaling(ckpt, &ref);
+#endif
+#if defined(ENABLE_Q115)
+    check_sf16_boundaries(ckpt, &ref);
 #endif
     debug_state_free(&ref);
     gpt2_free(&model);

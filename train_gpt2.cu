@@ -35,10 +35,27 @@ continues bit-exactly: the losses printed are those an uninterrupted run prints.
 
 // The numeric configuration of this build and run, one line (goes into logs and state files).
 static void numeric_config_string(char* out, size_t n, const GPT2* m, int tf32) {
-    snprintf(out, n, "precision=%s gemm=%s master_weights=%d recompute=%d gelu_fusion=%d%s",
-             PRECISION_MODE_NAME, gemm_backend_name(&m->gemm), m->master_weights != NULL, m->recompute,
+    snprintf(out, n, "precision=%s boundaries=%s gemm=%s master_weights=%d recompute=%d gelu_fusion=%d%s",
+             PRECISION_MODE_NAME, BOUNDARY_MODE_NAME, gemm_backend_name(&m->gemm), m->master_weights != NULL, m->recompute,
              m->gelu_fusion, tf32 ? " tf32=1" : "");
 }
+
+#if defined(ENABLE_Q115)
+// SF16 saturation statistics on the current train batch: per boundary site, the fraction of values
+// clipped at +-1 and of non-zero values flushed to 0 (printed, and logged as `s:<step> q115:<site>:...`).
+static void print_boundary_stats(GPT2* m, Logger* lg, const DataLoader* loader, int step) {
+    unsigned long long counts[NUM_BOUNDARY_SITES][3];
+    gpt2_boundary_stats(m, loader->inputs, loader->targets, m->B, m->T, counts);
+    printf("q115 stats at step %d (one forward on the current batch):\n", step);
+    for (int i = 0; i < NUM_BOUNDARY_SITES; i++) {
+        if (counts[i][0] == 0) continue;
+        double clip = (double)counts[i][1] / counts[i][0], flush = (double)counts[i][2] / counts[i][0];
+        printf("  %-14s %12llu values  clipped %.4e  flushed %.4e\n", BOUNDARY_SITE_NAMES[i], counts[i][0], clip, flush);
+        if (lg->f) fprintf(lg->f, "s:%d q115:%s clip:%.6e flush:%.6e\n", step, BOUNDARY_SITE_NAMES[i], clip, flush);
+    }
+    if (lg->f) fflush(lg->f);
+}
+#endif
 
 // Write model_<step>.bin and state_<step>.bin into dir.
 static void save_checkpoint(const char* dir, int step, GPT2* m, const DataLoader* loader, const char* numeric_config) {
@@ -169,7 +186,8 @@ int main(int argc, char** argv) {
     tc.val_every = 20; tc.val_max_batches = 20; tc.sample_every = 20; tc.gen_tokens = 64;
     tc.seed = 1337; tc.lr = 3e-4f; tc.final_lr_frac = 1.0f; tc.weight_decay = 0.0f; tc.grad_clip = 1.0f;
     int resume = 0, recompute = 1, master_weights = 1, zero_stage = 0, gelu_fusion = 1, tf32 = 0, profile = 0;
-    CliFlag flags[TRAIN_CONFIG_NUM_FLAGS + 7];
+    int q115_stats = 0;
+    CliFlag flags[TRAIN_CONFIG_NUM_FLAGS + 8];
     int nflags = train_config_flags(&tc, flags);
     flags[nflags++] = {"-y", CLI_INT, &resume, "1 = resume from the newest checkpoint in -o"};
     flags[nflags++] = {"-r", CLI_INT, &recompute, "recompute in backward: 0 none, 1 GELU, 2 GELU + LayerNorm"};
@@ -178,6 +196,7 @@ int main(int argc, char** argv) {
     flags[nflags++] = {"-ge", CLI_INT, &gelu_fusion, "1 = fuse GELU into the fc GEMM epilogue"};
     flags[nflags++] = {"-f", CLI_INT, &tf32, "1 = allow TF32 tensor cores for FP32 GEMMs (FP32 build)"};
     flags[nflags++] = {"-prof", CLI_INT, &profile, "1 = print the step time by kernel family at the end"};
+    flags[nflags++] = {"--q115-stats", CLI_INT, &q115_stats, "SF16 build: every N steps print per boundary the fraction clipped at +-1 / flushed to 0 (0 = off)"};
     cli_parse(argc, argv, flags, nflags, TRAIN_DOC);
     train_config_validate(&tc);
     if (recompute < 0 || recompute > 2) die("-r: expected 0, 1 or 2, got %d", recompute);
@@ -186,6 +205,10 @@ int main(int argc, char** argv) {
     if (gelu_fusion != 0 && gelu_fusion != 1) die("-ge: expected 0 or 1, got %d", gelu_fusion);
     if (tf32 != 0 && tf32 != 1) die("-f: expected 0 or 1, got %d", tf32);
     if (profile != 0 && profile != 1) die("-prof: expected 0 or 1, got %d", profile);
+    if (q115_stats < 0) die("--q115-stats: must be >= 0, got %d", q115_stats);
+#if !defined(ENABLE_Q115)
+    if (q115_stats) die("--q115-stats: needs the SF16 build (make ENABLE_Q115=1); this build is %s", PRECISION_MODE_NAME);
+#endif
 #if !defined(ENABLE_FP32)
     if (tf32) die("-f 1: TF32 applies to the FP32 build only (this build is %s)", PRECISION_MODE_NAME);
 #endif
@@ -269,6 +292,7 @@ int main(int argc, char** argv) {
     print_config_rule();
     print_config_row("device", "%s", prop.name);
     print_config_row("precision, GEMM", "%s, %s", PRECISION_MODE_NAME, gemm_backend_name(&model.gemm));
+    print_config_row("storage boundaries", "%s", BOUNDARY_MODE_NAME);
     print_config_row("master weights, recompute", "%d, %d", model.master_weights != NULL, recompute);
     print_config_row("model", "%s", tc.model_spec);
     print_config_row("L, C, NH, maxT", "%d, %d, %d, %d", config.num_layers, config.channels, config.num_heads, config.max_seq_len);
@@ -344,6 +368,15 @@ int main(int argc, char** argv) {
         if (u.skipped) printf("  FP16 loss scale lowered to %g\n", model.loss_scale);
 #endif
         logger_log_train(&logger, step + 1, loss, step_lr, u.grad_norm);
+#if defined(ENABLE_Q115)
+        if (q115_stats > 0 && ((step + 1) % q115_stats == 0 || step == start_step))
+            print_boundary_stats(&model, &logger, &train_loader, step + 1);
+#endif
+        if (step == start_step) {
+            char summary[256];
+            gemm_compute_summary(&model.gemm, summary, sizeof(summary));
+            printf("%s\n", summary);
+        }
     }
     if (timed_steps > 0) {
         qsort(step_seconds, timed_steps, sizeof(double), [](const void* a, const void* b) {

@@ -28,11 +28,27 @@
 //   * generic path (any HS <= 256, any floatX including fp32): one warp per query (or key) row,
 //     keys streamed through shared memory in chunks of 32; correct and deterministic, not fast.
 //
-// Boundary hooks (identity in the plain builds): the scaled scores pass through
-// boundary_value<ATTN_SCORES> right before the softmax reads them, and the probabilities through
-// boundary_value<ATTN_PROBS> right before they are rounded to floatX for P.V. The forward applies the
-// probability hook to the not-yet-normalized exp(s - m_running) (normalization by l happens once at
-// the end); the backward recomputes P = exp(s - lse), already normalized, and applies the same hooks.
+// Boundary hooks (llmc/boundary.cuh; identity in the plain builds). Every score s = scale * q.k is
+// read as s^ = boundary_value<ATTN_SCORES>(s * scale) (attn_score / attn_gen_score below), the same
+// expression in every kernel and pass, before masking and before the softmax. The probabilities that
+// multiply V are the normalized p_ij = exp(s^_ij - lse_i) passed through boundary_value<ATTN_PROBS>
+// and then rounded to floatX: P^ = boundary(p). So
+//   O_i = sum_j P^_ij v_j,   lse_i = log sum_{j <= i} exp(s^_ij).
+// The forward has two modes, a compile-time template parameter PL (kProbsFromLse) of the forward
+// kernels, chosen by kAttnProbsFromLse = !boundary_is_identity<ATTN_PROBS>():
+//   * PL = false (plain builds, where the probability hook is the identity): the usual single pass.
+//     P = exp(s^ - m_running) unnormalized, O rescaled by the online max and divided by the row sum
+//     once at the end. Mathematically the same O; the generated code is that of the single-pass kernel.
+//   * PL = true (SF16: the hook is a quantizer, which does not commute with the final division by the
+//     row sum, so it must see the normalized value): pass 1 is the online max/sum over s^ only (no
+//     P.V, V not loaded) and yields lse; pass 2 streams the key tiles again, recomputes s^ and
+//     P^ = boundary_value<ATTN_PROBS>(exp(s^ - lse)) with exactly the expression the backward uses
+//     (attn_prob_from_lse / attn_gen_prob_from_lse, lse read back as the stored fp32 value), and
+//     accumulates O = sum P^ V in fp32: no running max, no rescaling, no final division. Costs one
+//     more Q.K^T per tile (3 instead of 2 tile matmuls); deterministic like the single pass.
+// The backward always recomputes P^ from lse the same way, so in PL mode forward and backward use
+// bit-identical probabilities (the dK/dV kernel computes the transposed product K.Q^T, whose fp32
+// dot products come out of the same mma).
 #pragma once
 
 #include <stdint.h>
@@ -121,6 +137,20 @@ __device__ __forceinline__ float2 attn_unpack(uint32_t u) {
 }
 
 #define ATTN_LOG2E 1.4426950408889634f
+
+// Forward mode (see the header comment): true when the probability hook is not the identity, i.e.
+// the forward must compute P from the final lse in a second pass.
+static constexpr bool kAttnProbsFromLse = !boundary_is_identity<ATTN_PROBS>();
+
+// The two hooked quantities, one expression each, shared by every kernel (tensor-core path: exp2 on
+// the SFU with lse2 = lse * log2(e)). raw = the fp32 dot product q.k, shat = attn_score(raw, scale).
+__device__ __forceinline__ float attn_score(float raw, float scale) { return boundary_value<ATTN_SCORES>(raw * scale); }
+__device__ __forceinline__ float attn_prob(float shat, float lse2) {
+    return boundary_value<ATTN_PROBS>(attn_exp2(fmaf(shat, ATTN_LOG2E, -lse2)));
+}
+__device__ __forceinline__ float attn_prob_from_lse(float raw, float scale, float lse2) {
+    return attn_prob(attn_score(raw, scale), lse2);
+}
 
 // ------------------------------------------------------------------------------------------------
 // Tensor-core building blocks. Fragment layouts are those of mma.m16n8k16 (PTX ISA, "Matrix
@@ -262,10 +292,11 @@ __device__ __forceinline__ void attn_store_rows(floatX* sRows, const float (&acc
 // are this thread's first row and column (g and 2*tq offsets included). MASK is a template
 // parameter so that tiles off the diagonal carry no masking code at all.
 
-// Forward online-softmax step: scale (and mask) the scores, raise the running row max m, rescale
-// the running sum l and the output accumulator o by exp(m_old - m_new), and leave the hooked,
+// Forward online-softmax step: scale, hook (and mask) the scores, raise the running row max m,
+// rescale the running sum l and the output accumulator o by exp(m_old - m_new), and leave the hooked,
 // not yet normalized probabilities exp(s - m_new) in s. Rows span the 4 lanes of a quad.
-template <bool MASK, int WM, int NS, int NO>
+// STATS (pass 1 of the two-pass forward): only m and l are updated; o and s are left alone.
+template <bool MASK, bool STATS, int WM, int NS, int NO>
 __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&o)[WM][NO][4], float (&m)[WM][2],
                                                  float (&l)[WM][2], float scale, int col0, int row0) {
     #pragma unroll
@@ -278,7 +309,7 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
             for (int n = 0; n < NS; n++)
                 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    float v = boundary_value<ATTN_SCORES>(s[mi][n][2 * hh + e] * scale);
+                    float v = attn_score(s[mi][n][2 * hh + e], scale);
                     if (MASK && col0 + n * 8 + e > row) v = -INFINITY;
                     s[mi][n][2 * hh + e] = v;
                     mx = fmaxf(mx, v);
@@ -290,10 +321,12 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
             const float m_new = fmaxf(m[mi][hh], mx);
             const float alpha = attn_exp2((m[mi][hh] - m_new) * ATTN_LOG2E);
             m[mi][hh] = m_new;
-            #pragma unroll
-            for (int n = 0; n < NO; n++) {
-                o[mi][n][2 * hh] *= alpha;
-                o[mi][n][2 * hh + 1] *= alpha;
+            if constexpr (!STATS) {
+                #pragma unroll
+                for (int n = 0; n < NO; n++) {
+                    o[mi][n][2 * hh] *= alpha;
+                    o[mi][n][2 * hh + 1] *= alpha;
+                }
             }
             const float mb = m_new * ATTN_LOG2E;
             float sum = 0.f;
@@ -303,14 +336,37 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
                 for (int e = 0; e < 2; e++) {
                     const float p = attn_exp2(fmaf(s[mi][n][2 * hh + e], ATTN_LOG2E, -mb));
                     sum += p;
-                    s[mi][n][2 * hh + e] = boundary_value<ATTN_PROBS>(p);
+                    if constexpr (!STATS) s[mi][n][2 * hh + e] = boundary_value<ATTN_PROBS>(p);
                 }
             l[mi][hh] = l[mi][hh] * alpha + sum;
         }
 }
 
-// Backward, query-major (dQ kernel): s <- dS = P * (dP - D) with P = exp(s*scale - lse) recomputed
-// exactly as the forward produced it; lse2 = lse*log2(e) and D per row, masked entries give 0.
+// Forward pass 2 of the two-pass mode: s <- P^ = boundary(exp(s^ - lse)), the normalized hooked
+// probabilities, computed with the backward's expression (attn_score, attn_prob); masked entries
+// give 0. The mask is applied to s^ before the probability hook, like pass 1 does before the
+// softmax, so that the hook (and its --q115-stats counters) never sees a future key's value.
+template <bool MASK, int WM, int NS>
+__device__ __forceinline__ void attn_fwd_p_lse(float (&s)[WM][NS][4], const float (&lse2)[WM][2], float scale,
+                                               int col0, int row0) {
+    #pragma unroll
+    for (int mi = 0; mi < WM; mi++)
+        #pragma unroll
+        for (int n = 0; n < NS; n++)
+            #pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int hh = r >> 1;
+                const bool masked = MASK && col0 + n * 8 + (r & 1) > row0 + mi * 16 + 8 * hh;
+                float v = attn_score(s[mi][n][r], scale);
+                if (masked) v = -INFINITY;  // exp2(-inf) = 0
+                float p = attn_prob(v, lse2[mi][hh]);
+                if (masked) p = 0.f;  // whatever the hook makes of 0
+                s[mi][n][r] = p;
+            }
+}
+
+// Backward, query-major (dQ kernel): s <- dS = P^ * (dP - D) with P^ = boundary(exp(s^ - lse))
+// recomputed by attn_prob_from_lse; lse2 = lse*log2(e) and D per row, masked entries give 0.
 template <bool MASK, int WM, int NS>
 __device__ __forceinline__ void attn_dq_ds(float (&s)[WM][NS][4], const float (&dp)[WM][NS][4], const float (&lse2)[WM][2],
                                            const float (&D)[WM][2], float scale, int col0, int row0) {
@@ -321,14 +377,13 @@ __device__ __forceinline__ void attn_dq_ds(float (&s)[WM][NS][4], const float (&
             #pragma unroll
             for (int r = 0; r < 4; r++) {
                 const int hh = r >> 1;
-                const float v = boundary_value<ATTN_SCORES>(s[mi][n][r] * scale);
-                float p = boundary_value<ATTN_PROBS>(attn_exp2(fmaf(v, ATTN_LOG2E, -lse2[mi][hh])));
+                float p = attn_prob_from_lse(s[mi][n][r], scale, lse2[mi][hh]);
                 if (MASK && col0 + n * 8 + (r & 1) > row0 + mi * 16 + 8 * hh) p = 0.f;
                 s[mi][n][r] = p * (dp[mi][n][r] - D[mi][hh]);
             }
 }
 
-// Backward, key-major (dK/dV kernel): s <- P^T = exp(s*scale - lse[query]), rows are keys and
+// Backward, key-major (dK/dV kernel): s <- P^T (attn_prob_from_lse with lse[query]), rows are keys and
 // columns queries; L points at the lse values of the query tile (L[0] is query col0 - 2*tq).
 template <bool MASK, int WM, int NS>
 __device__ __forceinline__ void attn_dkv_p(float (&s)[WM][NS][4], const float* L, float scale, int col0, int row0, int tq) {
@@ -340,8 +395,7 @@ __device__ __forceinline__ void attn_dkv_p(float (&s)[WM][NS][4], const float* L
         for (int mi = 0; mi < WM; mi++)
             #pragma unroll
             for (int r = 0; r < 4; r++) {
-                const float v = boundary_value<ATTN_SCORES>(s[mi][n][r] * scale);
-                float p = boundary_value<ATTN_PROBS>(attn_exp2(fmaf(v, ATTN_LOG2E, -lq2[r & 1])));
+                float p = attn_prob_from_lse(s[mi][n][r], scale, lq2[r & 1]);
                 if (MASK && col0 + n * 8 + (r & 1) < row0 + mi * 16 + 8 * (r >> 1)) p = 0.f;
                 s[mi][n][r] = p;
             }
@@ -354,7 +408,9 @@ __device__ __forceinline__ void attn_dkv_p(float (&s)[WM][NS][4], const float* L
 // statistics in registers. K/V tiles of BC keys are double-buffered in shared memory: tile j+1 is
 // in flight while tile j is used. Key tiles entirely above the diagonal are never loaded; within
 // the loaded ones a warp skips tiles above its own rows, and only tiles crossing the diagonal pay
-// for the mask.
+// for the mask. PL (kProbsFromLse, see the header comment): the key loop runs twice, first for the
+// row statistics only (K tiles only), then for P^ = boundary(exp(s^ - lse)) and O = P^ V (K and V);
+// the Q fragments stay in registers across both.
 
 template <int HS, int WM, int NW, int BC, int MINB = 1>
 struct AttnFwdTC {
@@ -362,7 +418,7 @@ struct AttnFwdTC {
     static constexpr size_t smem_bytes = (size_t)(BR + 4 * BC) * LDS * sizeof(floatX);
 };
 
-template <int HS, int WM, int NW, int BC, int MINB>
+template <int HS, int WM, int NW, int BC, int MINB, bool PL = kAttnProbsFromLse>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floatX* __restrict__ qkv,
                    int T, int NH, float scale) {
@@ -394,7 +450,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
 
     attn_load_tile<HS, BR, NT>(sQ, gQ, C3, q0, T);
     attn_load_tile<HS, BC, NT>(sK, gK, C3, 0, T);
-    attn_load_tile<HS, BC, NT>(sV, gV, C3, 0, T);
+    if (!PL) attn_load_tile<HS, BC, NT>(sV, gV, C3, 0, T);  // pass 1 of PL needs no V
     attn_cp_async_commit();
 
     uint32_t qf[WM][KS][4];
@@ -408,11 +464,12 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
         l[mi][0] = l[mi][1] = 0.f;
     }
 
+    // The only pass (PL = false), or pass 1: row statistics (PL = true).
     for (int j = 0; j < n_kv; j++) {
         const int buf = j & 1;
         if (j + 1 < n_kv) {
             attn_load_tile<HS, BC, NT>(sK + (buf ^ 1) * BC * LDS, gK, C3, (j + 1) * BC, T);
-            attn_load_tile<HS, BC, NT>(sV + (buf ^ 1) * BC * LDS, gV, C3, (j + 1) * BC, T);
+            if (!PL) attn_load_tile<HS, BC, NT>(sV + (buf ^ 1) * BC * LDS, gV, C3, (j + 1) * BC, T);
         }
         attn_cp_async_commit();  // possibly empty: keeps the group count uniform
         attn_cp_async_wait<1>();  // tile j (and Q) have landed
@@ -430,18 +487,22 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
             attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
             // Only tiles crossing the diagonal (some key after some row of the warp) pay for the mask.
-            if (k0 + BC - 1 > wr0) attn_fwd_softmax<true>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
-            else attn_fwd_softmax<false>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+            if (k0 + BC - 1 > wr0) attn_fwd_softmax<true, PL>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+            else attn_fwd_softmax<false, PL>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
 
-            uint32_t pa[WM][BC / 16][4];
-            attn_c_to_a<WM, NS>(pa, s);
-            attn_mma_ab<WM, NO, BC / 16, LDS>(o, pa, attn_smem_addr(sV + buf * BC * LDS), lane);
+            if constexpr (!PL) {
+                uint32_t pa[WM][BC / 16][4];
+                attn_c_to_a<WM, NS>(pa, s);
+                attn_mma_ab<WM, NO, BC / 16, LDS>(o, pa, attn_smem_addr(sV + buf * BC * LDS), lane);
+            }
         }
         __syncthreads();  // everyone is done with buffer `buf` before it is refilled
     }
 
-    if (live) {
-        float inv[WM][2];
+    if constexpr (PL) {
+        // lse per row (every lane of the quad ends with the same sum), stored, and kept as lse2 =
+        // lse * log2(e) computed from the stored fp32 value exactly as the backward kernels do.
+        float lse2[WM][2];
         #pragma unroll
         for (int mi = 0; mi < WM; mi++)
             #pragma unroll
@@ -449,16 +510,67 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                 float sum = l[mi][hh];
                 sum += __shfl_xor_sync(0xffffffffu, sum, 1);
                 sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-                inv[mi][hh] = 1.f / sum;
+                const float L = m[mi][hh] + logf(sum);
                 const int row = wr0 + mi * 16 + g + 8 * hh;
-                if (tq == 0 && row < T) lse[(size_t)bh * T + row] = m[mi][hh] + logf(sum);
-                #pragma unroll
-                for (int n = 0; n < NO; n++) {
-                    o[mi][n][2 * hh] *= inv[mi][hh];
-                    o[mi][n][2 * hh + 1] *= inv[mi][hh];
-                }
+                if (live && tq == 0 && row < T) lse[(size_t)bh * T + row] = L;
+                lse2[mi][hh] = L * ATTN_LOG2E;
             }
-        attn_store_rows<WM, HS>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane);
+
+        // Pass 2: O = sum over key tiles of P^ V, same double-buffered schedule, K and V tiles.
+        // The last pass-1 iteration ended with a barrier and left only an empty cp.async group.
+        attn_load_tile<HS, BC, NT>(sK, gK, C3, 0, T);
+        attn_load_tile<HS, BC, NT>(sV, gV, C3, 0, T);
+        attn_cp_async_commit();
+        for (int j = 0; j < n_kv; j++) {
+            const int buf = j & 1;
+            if (j + 1 < n_kv) {
+                attn_load_tile<HS, BC, NT>(sK + (buf ^ 1) * BC * LDS, gK, C3, (j + 1) * BC, T);
+                attn_load_tile<HS, BC, NT>(sV + (buf ^ 1) * BC * LDS, gV, C3, (j + 1) * BC, T);
+            }
+            attn_cp_async_commit();
+            attn_cp_async_wait<1>();
+            __syncthreads();
+
+            const int k0 = j * BC;
+            if (live && k0 <= wr1) {  // qf was loaded in pass 1 (tile 0)
+                float s[WM][NS][4];
+                #pragma unroll
+                for (int mi = 0; mi < WM; mi++)
+                    #pragma unroll
+                    for (int n = 0; n < NS; n++) s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.f;
+                attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
+
+                if (k0 + BC - 1 > wr0) attn_fwd_p_lse<true>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
+                else attn_fwd_p_lse<false>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
+
+                uint32_t pa[WM][BC / 16][4];
+                attn_c_to_a<WM, NS>(pa, s);
+                attn_mma_ab<WM, NO, BC / 16, LDS>(o, pa, attn_smem_addr(sV + buf * BC * LDS), lane);
+            }
+            __syncthreads();
+        }
+        if (live) attn_store_rows<WM, HS>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane);
+    } else {
+        if (live) {
+            float inv[WM][2];
+            #pragma unroll
+            for (int mi = 0; mi < WM; mi++)
+                #pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    float sum = l[mi][hh];
+                    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+                    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+                    inv[mi][hh] = 1.f / sum;
+                    const int row = wr0 + mi * 16 + g + 8 * hh;
+                    if (tq == 0 && row < T) lse[(size_t)bh * T + row] = m[mi][hh] + logf(sum);
+                    #pragma unroll
+                    for (int n = 0; n < NO; n++) {
+                        o[mi][n][2 * hh] *= inv[mi][hh];
+                        o[mi][n][2 * hh + 1] *= inv[mi][hh];
+                    }
+                }
+            attn_store_rows<WM, HS>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane);
+        }
     }
 }
 
@@ -739,10 +851,10 @@ static inline void attn_set_smem(Kernel kernel, size_t bytes) {
     if (bytes > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
-template <int HS, int WM, int NW, int BC, int MINB = 1>
+template <int HS, int WM, int NW, int BC, int MINB = 1, bool PL = kAttnProbsFromLse>
 void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream) {
     using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
-    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB>;
+    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
     kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS));
@@ -791,8 +903,17 @@ __device__ __forceinline__ float attn_warp_max(float v) {
 }
 __device__ __forceinline__ float attn_round_x(float v) { return (float)(floatX)v; }
 
+// The generic path's hooked score and normalized probability (expf instead of the SFU exp2), one
+// expression each, shared by the forward (both passes) and both backward kernels.
+__device__ __forceinline__ float attn_gen_score(float dot, float scale) { return boundary_value<ATTN_SCORES>(dot * scale); }
+__device__ __forceinline__ float attn_gen_prob_from_lse(float dot, float scale, float lse_r) {
+    return boundary_value<ATTN_PROBS>(expf(attn_gen_score(dot, scale) - lse_r));
+}
+
 // Rows [r0, r0+CHUNK) of two HS-wide column blocks (at +off_a, +off_b of a row of stride ld) into
 // float smem tiles of row stride HS+1 (odd stride: lanes reading different rows hit different banks).
+// LOAD_B = false loads the first block only.
+template <bool LOAD_B = true>
 __device__ __forceinline__ void attn_gen_load2(float* sa, float* sb, const floatX* base, int ld, int off_a, int off_b,
                                                int r0, int T, int HS) {
     const int LDK = HS + 1;
@@ -800,11 +921,13 @@ __device__ __forceinline__ void attn_gen_load2(float* sa, float* sb, const float
         const int r = idx / HS, d = idx % HS, row = r0 + r;
         const bool valid = row < T;
         sa[r * LDK + d] = valid ? (float)base[(size_t)row * ld + off_a + d] : 0.f;
-        sb[r * LDK + d] = valid ? (float)base[(size_t)row * ld + off_b + d] : 0.f;
+        if (LOAD_B) sb[r * LDK + d] = valid ? (float)base[(size_t)row * ld + off_b + d] : 0.f;
     }
 }
 
-template <int DPL>
+// Forward, one warp per query row. PL (kProbsFromLse): pass 1 = online max/sum only (K chunks only),
+// pass 2 = P^ from lse and O = sum P^ V without rescaling (see the header comment).
+template <int DPL, bool PL = kAttnProbsFromLse>
 __global__ void __launch_bounds__(ATTN_GEN_ROWS * 32)
 attn_fwd_generic_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale) {
     extern __shared__ float gsm[];
@@ -829,9 +952,10 @@ attn_fwd_generic_kernel(floatX* out, float* lse, const floatX* qkv, int T, int N
     for (int i = 0; i < DPL; i++) o[i] = 0.f;
     float m = -INFINITY, l = 0.f;
     const int last = min(r0 + ATTN_GEN_ROWS, T) - 1;
+    // The only pass (PL = false), or pass 1: row statistics (PL = true).
     for (int c0 = 0; c0 <= last; c0 += ATTN_GEN_CHUNK) {
         __syncthreads();  // previous chunk fully consumed
-        attn_gen_load2(sK, sV, base, C3, C, 2 * C, c0, T, HS);
+        attn_gen_load2<!PL>(sK, sV, base, C3, C, 2 * C, c0, T, HS);
         __syncthreads();
         if (!live || c0 > row) continue;
         const int key = c0 + lane;
@@ -839,32 +963,73 @@ attn_fwd_generic_kernel(floatX* out, float* lse, const floatX* qkv, int T, int N
         if (key <= row) {
             float dot = 0.f;
             for (int d = 0; d < HS; d++) dot = fmaf(q[d], sK[lane * LDK + d], dot);
-            s = boundary_value<ATTN_SCORES>(dot * scale);
+            s = attn_gen_score(dot, scale);
         }
         const float m_new = fmaxf(m, attn_warp_max(s));  // chunk 0 has key 0 <= row: finite
         const float alpha = expf(m - m_new);
         const float p = key <= row ? expf(s - m_new) : 0.f;
         l = l * alpha + attn_warp_sum(p);
         m = m_new;
-        pw[lane] = attn_round_x(boundary_value<ATTN_PROBS>(p));
-        __syncwarp();
-        #pragma unroll
-        for (int i = 0; i < DPL; i++) {
-            const int d = lane + 32 * i;
-            if (d < HS) {
-                float acc = 0.f;
-                for (int k = 0; k < ATTN_GEN_CHUNK; k++) acc = fmaf(pw[k], sV[k * LDK + d], acc);
-                o[i] = o[i] * alpha + acc;
+        if constexpr (!PL) {
+            pw[lane] = attn_round_x(boundary_value<ATTN_PROBS>(p));
+            __syncwarp();
+            #pragma unroll
+            for (int i = 0; i < DPL; i++) {
+                const int d = lane + 32 * i;
+                if (d < HS) {
+                    float acc = 0.f;
+                    for (int k = 0; k < ATTN_GEN_CHUNK; k++) acc = fmaf(pw[k], sV[k * LDK + d], acc);
+                    o[i] = o[i] * alpha + acc;
+                }
             }
+            __syncwarp();
         }
-        __syncwarp();
     }
-    if (live) {
-        floatX* orow = out + ((size_t)b * T + row) * C + h * HS;
-        #pragma unroll
-        for (int i = 0; i < DPL; i++)
-            if (lane + 32 * i < HS) orow[lane + 32 * i] = (floatX)(o[i] / l);
-        if (lane == 0) lse[(size_t)bh * T + row] = m + logf(l);
+    if constexpr (PL) {
+        // m and l are warp-uniform (butterfly reductions), so every lane holds the same lse, the value
+        // stored and read back by the backward kernels.
+        const float lse_r = m + logf(l);
+        if (live && lane == 0) lse[(size_t)bh * T + row] = lse_r;
+        // Pass 2.
+        for (int c0 = 0; c0 <= last; c0 += ATTN_GEN_CHUNK) {
+            __syncthreads();
+            attn_gen_load2(sK, sV, base, C3, C, 2 * C, c0, T, HS);
+            __syncthreads();
+            if (!live || c0 > row) continue;
+            const int key = c0 + lane;
+            float p = 0.f;
+            if (key <= row) {
+                float dot = 0.f;
+                for (int d = 0; d < HS; d++) dot = fmaf(q[d], sK[lane * LDK + d], dot);
+                p = attn_gen_prob_from_lse(dot, scale, lse_r);
+            }
+            pw[lane] = attn_round_x(p);
+            __syncwarp();
+            #pragma unroll
+            for (int i = 0; i < DPL; i++) {
+                const int d = lane + 32 * i;
+                if (d < HS) {
+                    float acc = 0.f;
+                    for (int k = 0; k < ATTN_GEN_CHUNK; k++) acc = fmaf(pw[k], sV[k * LDK + d], acc);
+                    o[i] += acc;
+                }
+            }
+            __syncwarp();
+        }
+        if (live) {
+            floatX* orow = out + ((size_t)b * T + row) * C + h * HS;
+            #pragma unroll
+            for (int i = 0; i < DPL; i++)
+                if (lane + 32 * i < HS) orow[lane + 32 * i] = (floatX)o[i];
+        }
+    } else {
+        if (live) {
+            floatX* orow = out + ((size_t)b * T + row) * C + h * HS;
+            #pragma unroll
+            for (int i = 0; i < DPL; i++)
+                if (lane + 32 * i < HS) orow[lane + 32 * i] = (floatX)(o[i] / l);
+            if (lane == 0) lse[(size_t)bh * T + row] = m + logf(l);
+        }
     }
 }
 
@@ -920,8 +1085,7 @@ attn_bwd_dq_generic_kernel(floatX* dqkv, float* Dbuf, const floatX* dout, const 
                 dot = fmaf(q[d], sK[lane * LDK + d], dot);
                 dp = fmaf(dov[d], sV[lane * LDK + d], dp);
             }
-            const float s = boundary_value<ATTN_SCORES>(dot * scale);
-            const float p = boundary_value<ATTN_PROBS>(expf(s - lse_r));
+            const float p = attn_gen_prob_from_lse(dot, scale, lse_r);
             ds = p * (dp - D);
         }
         dsw[lane] = ds;
@@ -998,8 +1162,7 @@ attn_bwd_dkv_generic_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
                 dot = fmaf(sQ[lane * LDK + d], kk[d], dot);
                 dp = fmaf(sdO[lane * LDK + d], vv[d], dp);
             }
-            const float s = boundary_value<ATTN_SCORES>(dot * scale);
-            p = boundary_value<ATTN_PROBS>(expf(s - sl[lane]));
+            p = attn_gen_prob_from_lse(dot, scale, sl[lane]);
             ds = p * (dp - sDD[lane]);
         }
         pw[lane] = attn_round_x(p);
@@ -1047,12 +1210,13 @@ static inline void attn_dispatch_dpl(int HS, F&& f) {
     }
 }
 
+template <bool PL = kAttnProbsFromLse>
 static inline void attention_forward_generic(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int HS,
                                              cudaStream_t stream) {
     const size_t smem = (size_t)(2 * ATTN_GEN_CHUNK * (HS + 1) + ATTN_GEN_ROWS * HS + ATTN_GEN_ROWS * ATTN_GEN_CHUNK) * sizeof(float);
     const dim3 grid(ceil_div(T, ATTN_GEN_ROWS), B * NH);
     attn_dispatch_dpl(HS, [&](auto dpl) {
-        auto kernel = attn_fwd_generic_kernel<decltype(dpl)::value>;
+        auto kernel = attn_fwd_generic_kernel<decltype(dpl)::value, PL>;
         attn_set_smem(kernel, smem);
         kernel<<<grid, ATTN_GEN_ROWS * 32, smem, stream>>>(out, lse, qkv, T, NH, HS, 1.0f / sqrtf((float)HS));
         cudaCheckLaunch();
@@ -1097,13 +1261,13 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 
 // Templated on the element type only so that the tensor-core kernels are never instantiated in
 // fp32 builds (if constexpr discards the dependent branch).
-template <typename T>
+template <bool PL, typename T>
 static inline bool attn_forward_tc_dispatch(T* out, float* lse, const T* qkv, int B, int Tn, int NH, int HS,
                                             cudaStream_t stream) {
     if constexpr (sizeof(T) == 2) {
         if (!attn_aligned16(out) || !attn_aligned16(qkv)) return false;
-        if (HS == 64) { attention_forward_tc<ATTN_FWD_CFG_64>(out, lse, qkv, B, Tn, NH, stream); return true; }
-        if (HS == 128) { attention_forward_tc<ATTN_FWD_CFG_128>(out, lse, qkv, B, Tn, NH, stream); return true; }
+        if (HS == 64) { attention_forward_tc<ATTN_FWD_CFG_64, PL>(out, lse, qkv, B, Tn, NH, stream); return true; }
+        if (HS == 128) { attention_forward_tc<ATTN_FWD_CFG_128, PL>(out, lse, qkv, B, Tn, NH, stream); return true; }
     }
     return false;
 }
@@ -1138,19 +1302,32 @@ static inline void attn_check_shape(int B, int T, int C, int NH) {
     }
 }
 
+// Forward with an explicit mode: PL = false single pass, PL = true two passes (P from the final
+// lse). attention_forward uses the build's kAttnProbsFromLse; dev/cuda/attention.cu also runs PL =
+// true in the plain builds, where both modes compute the same attention, to test the second pass
+// without a quantizer.
+template <bool PL>
+static inline void attention_forward_mode(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
+                                          cudaStream_t stream) {
+    attn_check_shape(B, T, C, NH);
+    const int HS = C / NH;
+    if (attn_forward_tc_dispatch<PL>(out, lse, qkv, B, T, NH, HS, stream)) return;
+    attention_forward_generic<PL>(out, lse, qkv, B, T, NH, HS, stream);
+}
+
 // Causal self-attention forward.
 //   out (B,T,C) floatX   <- softmax(Q K^T / sqrt(HS) + causal mask) V per head, heads side by side
 //   lse (B,NH,T) float   <- natural-log log-sum-exp of each row of the scaled, masked scores
 //   qkv (B,T,3C) floatX  :  [q | k | v], head h at columns h*HS.. of each third, HS = C/NH
+// With boundary hooks (SF16): scores s^ = boundary(scaled score), lse over s^, and
+// out_i = sum_j boundary(exp(s^_ij - lse_i)) v_j (normalized probabilities through the hook; two
+// passes over the keys, see the header comment).
 // No temporary memory: the T x T scores exist only tile by tile in registers (online softmax,
 // Milakov & Gimelshein 2018; FlashAttention-2 tiling, Dao 2023). Softmax statistics and all
 // accumulation in fp32. Deterministic. Uses the tensor-core kernel for bf16/fp16 with HS 64 or 128
 // and 16-byte aligned pointers, the generic kernel otherwise (HS <= 256). Asynchronous on `stream`.
 void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
-    attn_check_shape(B, T, C, NH);
-    const int HS = C / NH;
-    if (attn_forward_tc_dispatch(out, lse, qkv, B, T, NH, HS, stream)) return;
-    attention_forward_generic(out, lse, qkv, B, T, NH, HS, stream);
+    attention_forward_mode<kAttnProbsFromLse>(out, lse, qkv, B, T, C, NH, stream);
 }
 
 // Causal self-attention backward (gradients of attention_forward).
@@ -1158,6 +1335,9 @@ void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T,
 //   scratch (B,NH,T) float  :  caller-provided workspace of B*NH*T floats, receives D = rowsum(dout*out)
 //   dout    (B,T,C) floatX, qkv (B,T,3C) floatX, out (B,T,C) floatX and lse (B,NH,T) float as
 //   produced by attention_forward for the same qkv.
+// With boundary hooks the gradient passes straight through both quantizers (their derivative is
+// taken as 1), with the forward's P^ and s^ in the softmax Jacobian: dV = P^T dO, dP = dO V^T,
+// D = rowsum(dO * O) = sum_j P^_ij dP_ij, dS = P^ (dP - D), dQ = scale dS K, dK = scale dS^T Q.
 // P is recomputed from lse (exact softmax, no T x T buffer); dS = P (dP - D) as in the
 // FlashAttention-2 backward pass (Dao 2023). Two kernels instead of atomics make it bit-deterministic: one over query
 // tiles (D, dQ), then one over key tiles (dK, dV). fp32 accumulation. Asynchronous on `stream`.

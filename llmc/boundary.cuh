@@ -1,10 +1,21 @@
 // boundary.cuh - what a forward kernel calls on a value it is about to store (or feed to the next
-// stage) at a named tensor boundary.
+// stage) at a named tensor boundary: the one place where the SF16 mode acts.
 //
-// In the plain builds this is the identity on the float value (the kernel then casts to floatX).
-// The SF16 mode (ENABLE_Q115) replaces boundary_value() with its quantize-dequantize policy here and
-// nowhere else, so kernels never contain #ifdef ENABLE_Q115. Backward kernels never call it.
+// Plain builds: boundary_value<Site>(v) is the identity (the kernel then casts to floatX).
+// SF16 (ENABLE_Q115, doc/SF16.md): every site is a Q1.15 quantize-dequantize, simulate_q115(v)
+// (llmc/numerics/q115.h: clamp to +-(1 - 2^-15), round to the 2^-15 grid, ties to even). Under
+// SF16_TRUE_FORWARD the matmul outputs are first passed through simulate_q131 (the Q1.31 register
+// the seed describes). Kernels never contain #ifdef ENABLE_Q115. Backward kernels call it only to
+// recompute a forward value exactly (the attention backward re-forms the quantized scores and P);
+// gradients themselves are never quantized.
+//
+// Diagnostics (--q115-stats in the trainer): when boundary_stats_enabled is set on the device (only
+// during one forward-only pass; the two-pass SF16 attention forward sees each score twice), every call also counts, per site, the values seen, the values clipped at +-1 and the non-zero
+// values flushed to 0 (warp-aggregated atomics; off by default, then a single predicated branch).
 #pragma once
+
+#include "precision.h"
+#include "numerics/q115.h"
 
 enum BoundarySite {
     MATMUL_OUT,     // output of a linear layer (after bias)
@@ -14,9 +25,53 @@ enum BoundarySite {
     LAYERNORM_OUT,  // normalized, affine-transformed LayerNorm output
     RESIDUAL_OUT,   // residual stream after an add
     GELU_OUT,       // GELU activation output
-    ENCODER_OUT     // wte + wpe sum
+    ENCODER_OUT,    // wte + wpe sum
+    NUM_BOUNDARY_SITES
 };
 
-// Value v (fp32 in registers) as it crosses boundary `Site`. Plain build: unchanged.
+static const char* const BOUNDARY_SITE_NAMES[NUM_BOUNDARY_SITES] = {
+    "matmul_out", "attn_scores", "attn_probs", "logits", "layernorm_out", "residual_out", "gelu_out", "encoder_out"};
+
+// True when boundary_value<Site> is the identity in this build (lets callers skip whole passes,
+// e.g. the post-GEMM quantization kernel, or choose the single-pass attention forward).
 template <BoundarySite Site>
-__device__ __forceinline__ float boundary_value(float v) { return v; }
+__host__ __device__ constexpr bool boundary_is_identity() {
+#if defined(ENABLE_Q115)
+    return false;
+#else
+    return true;
+#endif
+}
+
+#if defined(ENABLE_Q115)
+// Per-site counters [site][0 = values, 1 = clipped, 2 = flushed], and the switch that enables them.
+__device__ unsigned long long boundary_counts[NUM_BOUNDARY_SITES][3];
+__device__ int boundary_stats_enabled;
+
+// Add this warp's counts for one site: one atomic per warp and counter.
+__device__ __forceinline__ void boundary_count(int site, float v) {
+    unsigned mask = __activemask();
+    unsigned clipped = __ballot_sync(mask, q115_is_clipped(v));
+    unsigned flushed = __ballot_sync(mask, q115_is_flushed(v));
+    int lane = threadIdx.x % 32;
+    if (lane == __ffs(mask) - 1) {
+        atomicAdd(&boundary_counts[site][0], (unsigned long long)__popc(mask));
+        if (clipped) atomicAdd(&boundary_counts[site][1], (unsigned long long)__popc(clipped));
+        if (flushed) atomicAdd(&boundary_counts[site][2], (unsigned long long)__popc(flushed));
+    }
+}
+#endif
+
+// Value v (fp32 in registers) as it crosses boundary `Site`.
+template <BoundarySite Site>
+__device__ __forceinline__ float boundary_value(float v) {
+#if defined(ENABLE_Q115)
+#if defined(SF16_TRUE_FORWARD)
+    if (Site == MATMUL_OUT) v = simulate_q131(v);
+#endif
+    if (boundary_stats_enabled) boundary_count(Site, v);
+    return simulate_q115(v);
+#else
+    return v;
+#endif
+}

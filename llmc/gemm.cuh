@@ -120,10 +120,16 @@ struct GemmContext {
 };
 
 // Compute type for this build: the one place that chooses it. CUBLAS_COMPUTE_32F for every storage
-// type: fp32 accumulation for BF16/FP16, and true fp32 (no TF32) for FP32 builds. A later
-// SF16_TRUE_FORWARD mode returns CUBLAS_COMPUTE_32F_FAST_16BF here; planning then falls back to
-// CUBLAS_COMPUTE_32F for any GEMM that has no algorithm with the requested type (see gemm_plan_build).
-static inline cublasComputeType_t gemm_default_compute_type() { return CUBLAS_COMPUTE_32F; }
+// type: fp32 accumulation for BF16/FP16, and true fp32 (no TF32) for FP32 builds. SF16_TRUE_FORWARD
+// returns CUBLAS_COMPUTE_32F_FAST_16BF; planning then falls back to CUBLAS_COMPUTE_32F for any GEMM
+// that has no algorithm with the requested type (see gemm_plan_build; gemm_compute_summary reports it).
+static inline cublasComputeType_t gemm_default_compute_type() {
+#if defined(SF16_TRUE_FORWARD)
+    return CUBLAS_COMPUTE_32F_FAST_16BF;  // the seed's true-forward compute mode (fp32 accumulation, BF16 products)
+#else
+    return CUBLAS_COMPUTE_32F;
+#endif
+}
 
 template <typename T> struct GemmDataType;
 template <> struct GemmDataType<float> { static constexpr cudaDataType_t value = CUDA_R_32F; };
@@ -686,6 +692,33 @@ static inline void gemm_backend_backward_dweight(GemmContext* ctx, floatX* dweig
 // ------------------------------------------------------------------------------------------------
 // The front
 
+// The MATMUL_OUT storage boundary applied in place to n floatX values (n % 8 == 0, 16-byte aligned):
+// the seed's q115_simulate_kernel (SF16), identity in plain builds where it is never launched.
+__global__ void gemm_boundary_kernel(floatX* x, size_t packets) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packets; i += (size_t)gridDim.x * blockDim.x) {
+        x128 v = load128(x + i * x128::size);
+        #pragma unroll
+        for (int k = 0; k < x128::size; k++) v[k] = (floatX)boundary_value<MATMUL_OUT>((float)v[k]);
+        store128(x + i * x128::size, v);
+    }
+}
+
+static inline void gemm_boundary_apply(floatX* x, size_t n, cudaStream_t stream) {
+    const size_t packets = n / x128::size;
+    gemm_boundary_kernel<<<gemm_elementwise_blocks(packets), 256, 0, stream>>>(x, packets);
+    cudaCheckLaunch();
+}
+
+// One line on the compute type: requested, and how many cached GEMM plans fell back to 32F
+// (SF16_TRUE_FORWARD asks for CUBLAS_COMPUTE_32F_FAST_16BF; cuBLASLt may refuse it for some shapes).
+static inline void gemm_compute_summary(const GemmContext* ctx, char* out, size_t n) {
+    int fallback = 0;
+    for (int i = 0; i < ctx->num_plans; i++) fallback += ctx->plans[i].compute_type != ctx->compute_type;
+    snprintf(out, n, "GEMM compute type %s requested; %d of %d GEMM plans use it%s", gemm_compute_type_name(ctx->compute_type),
+             ctx->num_plans - fallback, ctx->num_plans, fallback ? " (the others fell back to CUBLAS_COMPUTE_32F)" : "");
+}
+
+
 // Linear layer forward (train_gpt2.c matmul_forward), on ctx->stream.
 //   inp (N, C), weight (OC, C), bias (OC) or NULL; row-major floatX.
 //   pre_gelu == NULL: out (N, OC) = inp · weightᵀ + bias                          (overwrites out)
@@ -702,6 +735,19 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
     if (!matmul_forward_args_ok(err, sizeof(err), out, inp, weight, bias, N, C, OC, pre_gelu)) {
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
+    }
+    if (!boundary_is_identity<MATMUL_OUT>()) {
+        // SF16: the GEMM output (after bias) is quantized as stored, before anything reads it; so GELU
+        // is never fused here: it must read the quantized pre-activation (and quantizes its own output)
+        floatX* y = pre_gelu ? pre_gelu : out;
+        gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
+        gemm_boundary_apply(y, (size_t)N * OC, ctx->stream);
+        if (pre_gelu) {
+            const size_t packets = (size_t)N * OC / x128::size;
+            gemm_gelu_forward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(out, pre_gelu, packets);
+            cudaCheckLaunch();
+        }
+        return;
     }
     if (pre_gelu == NULL) {
         gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, NULL);

@@ -326,6 +326,22 @@ static inline float gpt2_evaluate(GPT2* m, const int* inputs, const int* targets
     return gpt2_mean_loss(m, B, T);
 }
 
+#if defined(ENABLE_Q115)
+// SF16 saturation statistics: one forward pass on the batch with the boundary counters enabled.
+// counts[site][0..2] = values seen, clipped at +-1, non-zero values flushed to 0 (llmc/boundary.cuh).
+static inline void gpt2_boundary_stats(GPT2* m, const int* inputs, const int* targets, int B, int T,
+                                       unsigned long long counts[NUM_BOUNDARY_SITES][3]) {
+    unsigned long long zeros[NUM_BOUNDARY_SITES][3] = {};
+    int on = 1, off = 0;
+    cudaCheck(cudaMemcpyToSymbolAsync(boundary_counts, zeros, sizeof(zeros), 0, cudaMemcpyHostToDevice, m->stream));
+    cudaCheck(cudaMemcpyToSymbolAsync(boundary_stats_enabled, &on, sizeof(int), 0, cudaMemcpyHostToDevice, m->stream));
+    gpt2_evaluate(m, inputs, targets, B, T);
+    cudaCheck(cudaMemcpyToSymbolAsync(boundary_stats_enabled, &off, sizeof(int), 0, cudaMemcpyHostToDevice, m->stream));
+    cudaCheck(cudaMemcpyFromSymbolAsync(counts, boundary_counts, sizeof(zeros), 0, cudaMemcpyDeviceToHost, m->stream));
+    cudaCheck(cudaStreamSynchronize(m->stream));
+}
+#endif
+
 // Recompute the LayerNorm output of layer l (ln1 if which == 1, else ln2) into its buffer when
 // recompute >= 2 discarded it. Deterministic kernels make it bit-identical to the forward's.
 static inline floatX* gpt2_layernorm_input(GPT2* m, int l, int which, int B, int T) {

@@ -35,12 +35,28 @@ typedef __nv_bfloat16 floatX;
 #if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
 #error "FP8=1 / TCFP12=1: the FP8 and TCFP-12 GEMM backends are not implemented in this version"
 #endif
-#if defined(ENABLE_Q115)
-#error "ENABLE_Q115=1: the SF16 boundary mode is not implemented in this version"
+
+// SF16 (doc/SF16.md): BF16 storage with Q1.15 quantize-dequantize at every forward storage boundary
+// (llmc/boundary.cuh). SF16_TRUE_FORWARD adds the Q1.31 register simulation on matmul outputs and
+// the CUBLAS_COMPUTE_32F_FAST_16BF compute type (gemm.cuh).
+#if defined(ENABLE_Q115) && defined(ENABLE_CUDNN)
+#error "ENABLE_CUDNN is not supported with ENABLE_Q115. Disable USE_CUDNN for SF16 builds."
 #endif
 #if defined(SF16_TRUE_FORWARD) && !defined(ENABLE_Q115)
 #error "SF16_TRUE_FORWARD=1 is only valid with ENABLE_Q115=1"
 #endif
+#if defined(ENABLE_Q115) && !defined(ENABLE_BF16)
+#error "ENABLE_Q115 stores BF16: it cannot be combined with ENABLE_FP16 or ENABLE_FP32"
+#endif
 #if defined(ENABLE_CUDNN)
 #error "USE_CUDNN=1: cuDNN attention is not implemented in this version (the flash-attention kernels are built in)"
+#endif
+
+// Name of the storage-boundary mode, for the start-up table and logs.
+#if defined(ENABLE_Q115) && defined(SF16_TRUE_FORWARD)
+#define BOUNDARY_MODE_NAME "SF16 true-forward (Q1.31 + Q1.15)"
+#elif defined(ENABLE_Q115)
+#define BOUNDARY_MODE_NAME "SF16 (Q1.15)"
+#else
+#define BOUNDARY_MODE_NAME "none"
 #endif

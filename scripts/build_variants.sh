@@ -8,6 +8,8 @@ variants=(
     "PRECISION=BF16"
     "PRECISION=FP16"
     "PRECISION=FP32"
+    "ENABLE_Q115=1"
+    "ENABLE_Q115=1 SF16_TRUE_FORWARD=1"
 )
 jobs=$(nproc 2>/dev/null || echo 2)
 for v in "${variants[@]}"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build, test and benchmark on a GPU machine in one call; prints a short table last.
 #
-#   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg
+#   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg sf16
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -42,7 +42,7 @@ fi
 
 if has_stage ref; then
     t0=$(date +%s)
-    if python3 dev/reference/gpt2_reference.py --device cuda --out-dir build/ref > "$OUT/reference.log" 2>&1; then
+    if python3 dev/reference/gpt2_reference.py --device cuda --out-dir build/ref --sf16-states > "$OUT/reference.log" 2>&1; then
         row "reference state (torch, GPU)" "ok ($(( $(date +%s) - t0 )) s)"
     else
         row "reference state" "FAILED"; tail -n 20 "$OUT/reference.log"
@@ -115,6 +115,28 @@ if has_stage gutenberg; then
         -n 300 > "$OUT/gutenberg_$v.log" 2>&1
     rm -f "$OUT"/gutenberg_*/model_*.bin "$OUT"/gutenberg_*/state_*.bin   # too large to bring back
     row "gutenberg d12 300 steps $v" "$(grep 'val loss' "$OUT/gutenberg_$v.log" | tail -n1 | sed 's/.*|//')"
+fi
+
+if has_stage sf16; then
+    # SF16 builds: tests against the SF16 reference, step time relative to BF16 (same run), and
+    # Gutenberg loss curves with saturation statistics
+    for v in q115 q115_tf; do
+        timeout 300 "build/$v/test_gpt2cu" > "$OUT/test_gpt2cu_$v.log" 2>&1
+        rc=$?
+        row "test_gpt2cu $v" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/test_gpt2cu_$v.log" | tail -n1) rc=$rc"
+    done
+    for v in bf16 q115 q115_tf; do
+        log="$OUT/bench_sf16_$v.log"
+        timeout 200 "build/$v/train_gpt2cu" -e d12 -b 64 -t 1024 -x 23 -v 0 -s 0 -l 6e-4 \
+            -i "data/gutenberg/gutenberg_train_*.bin" > "$log" 2>&1
+        row "step time d12 B=64 $v" "$(grep 'median step' "$log" | sed 's/median step //')"
+    done
+    for v in q115 q115_tf; do
+        timeout 300 "build/$v/train_gpt2cu" -e d12 -b 64 -t 1024 -x 300 -l 6e-4 -u 30 -q 0.1 -c 0.1 -v 50 -m 10 -s 0 \
+            --q115-stats 50 -i "data/gutenberg/gutenberg_train_*.bin" -j "data/gutenberg/gutenberg_val_*.bin" \
+            -o "$OUT/gutenberg_$v" > "$OUT/gutenberg_$v.log" 2>&1
+        row "gutenberg d12 300 steps $v" "rc=$? $(grep 'val loss' "$OUT/gutenberg_$v.log" | tail -n1 | sed 's/.*|//')"
+    done
 fi
 
 find "$OUT" -name '*.bin' -size +1M -delete   # checkpoints are too large to bring back

@@ -290,14 +290,6 @@ static void time_d12(float copy_gbs) {
     printf("(median of 20 after 3 warm-up; device copy reference cudaMemcpy D2D: %.0f GB/s counted read + write)\n", copy_gbs);
 }
 
-static float copy_bandwidth_gbs() {
-    const size_t bytes = (size_t)1 << 30;
-    DeviceBuffer<char> a(bytes), b(bytes);
-    a.zero();
-    const float ms = time_median_ms([&] { cudaCheck(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, 0)); });
-    return (float)(2.0 * bytes / (ms * 1e-3) / 1e9);
-}
-
 static void check_init_master(Tally& tally) {
     printf("\n== init_master_from_params ==\n");
     for (size_t off : {(size_t)0, (size_t)3}) {
@@ -319,15 +311,8 @@ static void check_init_master(Tally& tally) {
 }
 
 int main(int argc, char** argv) {
-    bool timing = true;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--check-only")) timing = false;
-        else { fprintf(stderr, "usage: %s [--check-only]\n", argv[0]); return 2; }
-    }
-    int dev = 0;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    const bool timing = harness_parse_args(argc, argv);
+    const cudaDeviceProp prop = harness_device();
     printf("adamw harness | device: %s (sm_%d%d, %d SMs) | floatX = %s, master copy %s | timing %s\n", prop.name,
            prop.major, prop.minor, prop.multiProcessorCount, PRECISION_MODE_NAME, kHasMaster ? "fp32" : "none (params fp32)",
            timing ? "on" : "off");

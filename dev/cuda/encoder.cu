@@ -305,18 +305,8 @@ static Row run_case(const Case& cs, uint64_t seed, bool timing, Tally& tally) {
 }
 
 int main(int argc, char** argv) {
-    bool timing = true;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--check-only")) timing = false;
-        else {
-            fprintf(stderr, "usage: %s [--check-only]\n", argv[0]);
-            return 2;
-        }
-    }
-    int dev = 0;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    const bool timing = harness_parse_args(argc, argv);
+    const cudaDeviceProp prop = harness_device();
     printf("encoder harness | device: %s (sm_%d%d, %d SMs) | floatX = %s | V = %d, Vp = %d, maxT = %d\n", prop.name,
            prop.major, prop.minor, prop.multiProcessorCount, PRECISION_MODE_NAME, V, Vp, MAXT);
     printf("tolerance (norm-relative): %.0e for out, dwte, dwpe | timing: %s\n", floatX_tolerance(),

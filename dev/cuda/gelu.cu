@@ -151,24 +151,9 @@ static Result run_shape(size_t N, uint64_t seed, bool extremes, bool timing, Tal
     return res;
 }
 
-static float copy_bandwidth_gbs() {
-    const size_t bytes = (size_t)1 << 30;
-    DeviceBuffer<char> a(bytes), b(bytes);
-    a.zero();
-    const float ms = time_median_ms([&] { cudaCheck(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, 0)); });
-    return (float)(2.0 * bytes / (ms * 1e-3) / 1e9);
-}
-
 int main(int argc, char** argv) {
-    bool timing = true;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--check-only")) timing = false;
-        else { fprintf(stderr, "usage: %s [--check-only]\n", argv[0]); return 2; }
-    }
-    int dev = 0;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    const bool timing = harness_parse_args(argc, argv);
+    const cudaDeviceProp prop = harness_device();
     printf("gelu harness | device: %s (sm_%d%d, %d SMs) | floatX = %s | timing %s\n", prop.name, prop.major, prop.minor,
            prop.multiProcessorCount, PRECISION_MODE_NAME, timing ? "median of 20 after 3 warm-up" : "off");
 

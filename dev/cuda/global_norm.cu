@@ -134,24 +134,9 @@ static void check_nonfinite(Tally& tally) {
     tally.check("Inf in tensor 1 + NaN in tensor 2 -> NaN", isnan(r));
 }
 
-static float copy_bandwidth_gbs() {
-    const size_t bytes = (size_t)1 << 30;
-    DeviceBuffer<char> a(bytes), b(bytes);
-    a.zero();
-    const float ms = time_median_ms([&] { cudaCheck(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, 0)); });
-    return (float)(2.0 * bytes / (ms * 1e-3) / 1e9);
-}
-
 int main(int argc, char** argv) {
-    bool timing = true;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--check-only")) timing = false;
-        else { fprintf(stderr, "usage: %s [--check-only]\n", argv[0]); return 2; }
-    }
-    int dev = 0;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    const bool timing = harness_parse_args(argc, argv);
+    const cudaDeviceProp prop = harness_device();
     printf("global_norm harness | device: %s (sm_%d%d, %d SMs) | floatX = %s | %d partials | timing %s\n", prop.name,
            prop.major, prop.minor, prop.multiProcessorCount, PRECISION_MODE_NAME, GLOBAL_NORM_PARTIALS, timing ? "on" : "off");
 

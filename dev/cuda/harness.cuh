@@ -148,6 +148,34 @@ static inline double floatX_tolerance() {
 #endif
 }
 
+// ---- command line and device ----------------------------------------------------------------------
+
+// Parse `--check-only` (returns false: no timing) and an optional switch `extra` (e.g. "--sweep",
+// which sets *extra_set). Anything else prints the usage and exits with status 2.
+static inline bool harness_parse_args(int argc, char** argv, const char* extra = nullptr, bool* extra_set = nullptr) {
+    bool timing = true;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--check-only")) {
+            timing = false;
+        } else if (extra && !strcmp(argv[i], extra)) {
+            *extra_set = true;
+        } else {
+            fprintf(stderr, "usage: %s [--check-only]%s%s%s\n", argv[0], extra ? " [" : "", extra ? extra : "", extra ? "]" : "");
+            exit(2);
+        }
+    }
+    return timing;
+}
+
+// Properties of the current device, for the harness banner.
+static inline cudaDeviceProp harness_device() {
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    return prop;
+}
+
 // ---- timing --------------------------------------------------------------------------------------
 
 // Median milliseconds of `repeats` runs of fn() (after `warmup` runs), timed with cudaEvents on stream.
@@ -169,4 +197,14 @@ static inline float time_median_ms(F fn, int warmup = 3, int repeats = 20, cudaS
     cudaCheck(cudaEventDestroy(stop));
     std::sort(ms.begin(), ms.end());
     return ms[repeats / 2];
+}
+
+// Device-to-device copy rate on 1 GiB in GB/s, counting bytes read plus written: the memory roof a
+// memory-bound kernel is compared against.
+static inline float copy_bandwidth_gbs() {
+    const size_t bytes = (size_t)1 << 30;
+    DeviceBuffer<char> a(bytes), b(bytes);
+    a.zero();
+    const float ms = time_median_ms([&] { cudaCheck(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, 0)); });
+    return (float)(2.0 * bytes / (ms * 1e-3) / 1e9);
 }

@@ -503,14 +503,9 @@ static void check_cache_overflow(cudaStream_t stream) {
 }
 
 int main(int argc, char** argv) {
-    bool check_only = false, small_only = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--check-only")) check_only = true;
-        else if (!strcmp(argv[i], "--small")) small_only = true;
-        else { fprintf(stderr, "usage: %s [--check-only] [--small]\n", argv[0]); return 2; }
-    }
-    cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    bool small_only = false;
+    const bool check_only = !harness_parse_args(argc, argv, "--small", &small_only);
+    const cudaDeviceProp prop = harness_device();
     printf("matmul harness: %s, %s storage, backend %s, %d SMs, tolerance %.0e (GELU epilogue outputs %.0e)\n", prop.name,
            PRECISION_MODE_NAME, GEMM_BACKEND_NAME, prop.multiProcessorCount, tolerance(), gelu_tolerance());
     cudaCheck(cudaMalloc(&g_counter, sizeof(*g_counter)));

@@ -17,6 +17,10 @@ import gpt2_reference as ref  # noqa: E402
 
 SMALL = dict(L=2, C=64, NH=4, T=16, maxT=16, B=2, V=300, Vp=384)
 STEPS = 10
+# (debug state file, header word 13 = bf16 weights, word 14 = SF16 mode 0 none / 1 q115 / 2 q115_tf)
+STATES = [("gpt2_ref_debug_state.bin", 0, 0), ("gpt2_ref_debug_state_bf16.bin", 1, 0),
+          ("gpt2_ref_debug_state_q115.bin", 1, 1), ("gpt2_ref_debug_state_q115_tf.bin", 1, 2)]
+Q115_MAX = 1 - 2 ** -15
 
 
 def write_shard(path, tokens, magic=20240520):
@@ -151,7 +155,7 @@ def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("ref")
     shard = str(d / "synthetic.bin")
     write_shard(shard, np.random.default_rng(0).integers(0, SMALL["V"], 1000))
-    r = run_script(*small_args(shard, str(d)))
+    r = run_script(*small_args(shard, str(d)), "--sf16-states")
     assert r.returncode == 0, r.stderr
     return d, shard, r.stdout
 
@@ -167,6 +171,23 @@ def test_forward_matches_nn_modules():
     theirs = NNGPT(SMALL).double().load(params)(idx)
     assert ours.shape == (SMALL["B"], SMALL["T"], SMALL["Vp"])
     assert (ours - theirs).abs().max().item() < 1e-10
+
+
+def test_lm_head_matches_matmul():
+    """The LM head's autograd function (BLAS-friendly layouts) gives the values and gradients of h @ wte.T."""
+    g = torch.Generator().manual_seed(8)
+    h = torch.randn(2, 5, 16, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(384, 16, generator=g, dtype=torch.float64, requires_grad=True)
+    up = torch.randn(2, 5, 384, generator=g, dtype=torch.float64)
+    out = ref.LMHead.apply(h, w)
+    (out * up).sum().backward()
+    grads = h.grad.clone(), w.grad.clone()
+    h.grad = w.grad = None
+    plain = h @ w.T
+    (plain * up).sum().backward()
+    assert out.shape == plain.shape and torch.allclose(out, plain, rtol=1e-13, atol=1e-13)
+    assert torch.allclose(grads[0], h.grad, rtol=1e-13, atol=1e-13)
+    assert torch.allclose(grads[1], w.grad, rtol=1e-13, atol=1e-13)
 
 
 def test_init_loss_and_checkpoint_round_trip(run, tmp_path):
@@ -214,11 +235,12 @@ def test_debug_state(run):
     d, shard, _ = run
     tokens = np.fromfile(shard, dtype="<u2", offset=1024).astype(np.int64)
     BT = SMALL["B"] * SMALL["T"]
-    for name, bf16 in [("gpt2_ref_debug_state.bin", 0), ("gpt2_ref_debug_state_bf16.bin", 1)]:
+    for name, bf16, sf16 in STATES:
         head, st = np_read_state(d / name)
         assert list(head[:7]) == [20240327, 3, SMALL["B"], SMALL["T"], SMALL["V"], SMALL["Vp"], STEPS]
         opt = np.array([1e-3, 0.9, 0.95, 1e-8, 0.1, 1.0], dtype="<f4")
-        assert np.array_equal(head[7:13], opt.view("<i4")) and head[13] == bf16 and not head[14:].any()
+        assert np.array_equal(head[7:13], opt.view("<i4")) and head[13] == bf16
+        assert head[14] == sf16 and not head[15:].any()
         assert np.array_equal(st["x"], tokens[:BT]) and np.array_equal(st["y"], tokens[1:BT + 1])
         losses = st["losses"]
         assert abs(losses[0] - st["loss"]) < 1e-6 and losses[-1] < losses[0] - 0.05
@@ -263,6 +285,208 @@ def test_truncated_checkpoint(run, tmp_path):
     r = run_script(*small_args(shard, str(tmp_path), steps=1), "--init-from", bad)
     assert r.returncode != 0 and bad in r.stderr
     assert not os.path.exists(tmp_path / "gpt2_ref.bin")
+
+
+# ---------------------------------------------------------------- SF16 simulation
+
+def np_quantize(x, frac_bits):
+    """Independent Q1.F quantize-dequantize in numpy: clamp, then floor plus an explicit tie rule."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.full(x.shape, np.nan)
+    ok = ~np.isnan(x)
+    lim = 1 - 2.0 ** -frac_bits
+    s = np.minimum(np.maximum(x[ok], -lim), lim) * 2.0 ** frac_bits  # exact: power-of-two scale
+    fl = np.floor(s)
+    frac = s - fl  # exact: s and fl share the exponent range
+    up = (frac > 0.5) | ((frac == 0.5) & (np.fmod(fl, 2) != 0))  # ties go to the even integer
+    out[ok] = (fl + up) / 2.0 ** frac_bits + 0.0  # + 0.0: zero results are +0.0
+    return out
+
+
+def same_bits(a, b):
+    """Equal float64 arrays bit for bit (so +0.0 differs from -0.0), NaN compared as NaN."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    nan = np.isnan(a)
+    return np.array_equal(nan, np.isnan(b)) and np.array_equal(a[~nan].view(np.int64), b[~nan].view(np.int64))
+
+
+def q_cases():
+    """Inputs for the quantizer tests: every Q1.15 half-step (exact ties), their float64 neighbours,
+    clamp cases, Inf, NaN, signed zeros, values that flush, and random values over many scales."""
+    k = np.arange(-32768, 32768, dtype=np.float64)
+    ties = (k + 0.5) / 32768
+    rng = np.random.default_rng(5)
+    return np.concatenate([ties, np.nextafter(ties, np.inf), np.nextafter(ties, -np.inf), k / 32768,
+                           [1.0, -1.0, Q115_MAX, -Q115_MAX, 1 - 2 ** -16, -(1 - 2 ** -16), 1.5, -7.0, 1e300,
+                            -1e300, np.inf, -np.inf, np.nan, 0.0, -0.0, 2 ** -16, -2 ** -16, 1e-9, -1e-9,
+                            5e-324, 2 ** -16 + 2 ** -39, 2 ** -31, 2 ** -32, 3 * 2 ** -32, -(2 ** -32)],
+                           rng.standard_normal(20000) * np.repeat(10.0 ** np.arange(-10, 2), 20000 // 12 + 1)[:20000]])
+
+
+def test_q115_matches_numpy():
+    """q115 and q131 equal the independent numpy quantizer bit for bit (ties to even, clamp, NaN, zeros);
+    hand-checked values; the Q1.31-then-Q1.15 double rounding and float32's Q1.31 clamp to 1.0."""
+    x = q_cases()
+    t = torch.from_numpy(x)
+    assert same_bits(ref.q115(t).numpy(), np_quantize(x, 15))
+    assert same_bits(ref.q131(t).numpy(), np_quantize(x, 31))
+    assert same_bits(ref.q115_q131(t).numpy(), np_quantize(np_quantize(x, 31), 15))
+    s = 2.0 ** -15
+    cases = {0.5 * s: 0.0, 1.5 * s: 2 * s, 2.5 * s: 2 * s, 3.5 * s: 4 * s, -0.5 * s: 0.0, -1.5 * s: -2 * s,
+             -2.5 * s: -2 * s, 0.7 * s: s, 1.0: Q115_MAX, -1.0: -Q115_MAX, np.inf: Q115_MAX, -np.inf: -Q115_MAX,
+             (32767.5) * s: Q115_MAX, -(32766.5) * s: -32766 * s, -1e-9: 0.0, 0.25: 0.25}
+    got = ref.q115(torch.tensor(list(cases), dtype=torch.float64)).numpy()
+    assert same_bits(got, list(cases.values()))  # includes +0.0 for the negative values that flush
+    assert torch.isnan(ref.q115(torch.tensor([np.nan]))).all() and torch.isnan(ref.q131(torch.tensor([np.nan]))).all()
+    # the double rounding example of q115.h: direct 2^-15, through Q1.31 0
+    x = torch.tensor([2 ** -16 + 2 ** -39], dtype=torch.float64)
+    assert ref.q115(x).item() == 2 ** -15 and ref.q131(x).item() == 2 ** -16 and ref.q115_q131(x).item() == 0.0
+    assert ref.q131(torch.tensor([1.0], dtype=torch.float64)).item() == 1 - 2 ** -31
+    # which function each mode applies: Q1.31 first only on linear-layer outputs under q115_tf
+    assert ref.Boundaries("q115_tf")(x, "fc", matmul=True).item() == 0.0
+    assert ref.Boundaries("q115_tf")(x, "gelu").item() == 2 ** -15
+    assert ref.Boundaries("q115")(x, "fc", matmul=True).item() == 2 ** -15
+    assert ref.Boundaries("none")(x, "fc", matmul=True) is x
+    # float32 (--dtype float32): the clamp limit 1 - 2^-31 is 1.0f, as simulate_q131 documents
+    f = ref.q131(torch.tensor([1.5, -3.0, 1 - 2 ** -24, 2 ** -33 * 3], dtype=torch.float32)).tolist()
+    assert f == [1.0, -1.0, 1 - 2 ** -24, 2 ** -31]
+
+
+def test_q115_idempotent():
+    """Quantizing twice equals quantizing once, for every mode's boundary function."""
+    t = torch.from_numpy(q_cases())
+    for fn in (ref.q115, ref.q131, ref.q115_q131):
+        once = fn(t)
+        assert same_bits(fn(once).numpy(), once.numpy())
+    tf = ref.q115_q131(t)
+    assert same_bits(ref.q115(tf).numpy(), tf.numpy())  # the classifier's q115 after a q115_tf logits boundary
+
+
+SITES_PER_LAYER = ["ln1", "qkv", "attn_scores", "attn_probs", "attproj", "residual1",
+                   "ln2", "fc", "gelu", "fcproj", "residual2"]
+
+
+def small_batch(seed):
+    """Random token ids (B, T) and targets for SMALL."""
+    g = torch.Generator().manual_seed(seed)
+    shape = (SMALL["B"], SMALL["T"])
+    return torch.randint(0, SMALL["V"], shape, generator=g), torch.randint(0, SMALL["V"], shape, generator=g)
+
+
+def recorded_forward(params, mode, idx, y):
+    """One forward and loss under the SF16 mode with every boundary recorded: (record, logits, loss)."""
+    record = []
+    bnd = ref.Boundaries(mode, record)
+    logits = ref.forward(params, idx, SMALL["NH"], bnd)
+    loss = ref.loss_fn(logits, y, SMALL["V"], bnd)
+    return record, logits, loss
+
+
+@pytest.mark.parametrize("mode", ["q115", "q115_tf"])
+def test_boundaries_on_q115_grid(mode):
+    """Under --sf16 every stored boundary tensor of a forward pass lies on the 2^-15 grid within
+    [-1 + 2^-15, 1 - 2^-15]; the sites come in forward order; the clamp is exercised (LayerNorm with
+    unit weights), and so are values far below 1."""
+    idx, y = small_batch(3)
+    g = torch.Generator().manual_seed(4)
+    for params in (ref.init_params(SMALL, 1337),
+                   [torch.randn(s, generator=g, dtype=torch.float32) * 0.3 for s in ref.shapes(SMALL)]):
+        params = [torch.from_numpy(ref.bf16_to_f32(ref.bf16_bits(p.numpy())).reshape(p.shape)).double() for p in params]
+        record, logits, _ = recorded_forward(params, mode, idx, y)
+        names = [n for n, _ in record]
+        assert names == ["encoder"] + SITES_PER_LAYER * SMALL["L"] + ["lnf", "logits", "classifier"]
+        assert record[-2][1] is not None and torch.equal(record[-2][1], logits.detach())
+        clamped = 0
+        for name, t in record:
+            assert t.dtype == torch.float64 and not torch.isnan(t).any(), name
+            assert t.abs().max().item() <= Q115_MAX, name
+            assert torch.equal(t * 32768, torch.round(t * 32768)), name
+            clamped += int((t.abs() == Q115_MAX).sum())
+        assert clamped > 0
+        assert any(((t != 0) & (t.abs() < 2 ** -8)).any() for _, t in record)
+
+
+def small_model_inside(seed):
+    """Random float64 parameters for SMALL whose activations all stay well inside (-1, 1)."""
+    g = torch.Generator().manual_seed(seed)
+    params = [torch.randn(s, generator=g, dtype=torch.float64) * 0.05 for s in ref.shapes(SMALL)]
+    for i in (2, 8, 14):  # LayerNorm weights: normalized values up to ~4, so scale them down
+        params[i] = params[i] * 0.2 + 0.15
+    return params
+
+
+def grads_of(params, mode, idx, y, bnd_class=None):
+    """Loss and gradients of the mean loss under the SF16 mode."""
+    p = [t.clone().requires_grad_(True) for t in params]
+    bnd = (bnd_class or ref.Boundaries)(mode)
+    loss = ref.loss_fn(ref.forward(p, idx, SMALL["NH"], bnd), y, SMALL["V"], bnd)
+    loss.backward()
+    return loss.detach(), [t.grad for t in p]
+
+
+class DetachBoundaries(ref.Boundaries):
+    """The same boundaries written as x + (q(x) - x).detach()."""
+
+    def __call__(self, t, site, matmul=False):
+        if self.mode == "none":
+            return t
+        fn = ref.q115_q131 if matmul and self.mode == "q115_tf" else ref.q115
+        return t + (fn(t) - t).detach()
+
+
+def test_straight_through_gradients():
+    """Backward is straight-through: on a model with activations well inside (-1, 1) the gradients
+    under q115 differ from the unquantized ones only by the quantization noise; the custom autograd
+    function gives bit-identical values and gradients to the x + (q(x) - x).detach() form; a single
+    boundary passes the gradient unchanged even where it clamps."""
+    params = small_model_inside(6)
+    idx, y = small_batch(7)
+    record, _, _ = recorded_forward(params, "none", idx, y)
+    for name, t in record:  # the premise: inside (-1, 1), except softmax rows with one visible token (1.0)
+        assert t.abs().max().item() < (1.0 + 1e-12 if name == "attn_probs" else 0.9), name
+    loss0, g0 = grads_of(params, "none", idx, y)
+    for mode in ("q115", "q115_tf"):
+        loss, g = grads_of(params, mode, idx, y)
+        assert 0 < abs(loss.item() - loss0.item()) < 1e-5
+        for name, a, b in zip(ref.NAMES, g, g0):
+            rel = ((a - b).norm() / b.norm()).item()
+            assert rel < 2e-3, (mode, name, rel)
+        assert any(not torch.equal(a, b) for a, b in zip(g, g0))
+        loss_d, g_d = grads_of(params, mode, idx, y, DetachBoundaries)
+        assert torch.equal(loss, loss_d) and all(torch.equal(a, b) for a, b in zip(g, g_d))
+    x = torch.tensor([-3.0, -1.0, -0.3, 1e-7, 0.2, 0.99999, 2.0, np.inf], dtype=torch.float64, requires_grad=True)
+    w = torch.arange(1.0, 9.0, dtype=torch.float64)
+    for mode, matmul in [("q115", False), ("q115_tf", True)]:
+        x.grad = None
+        (ref.Boundaries(mode)(x, "site", matmul) * w).sum().backward()
+        assert torch.equal(x.grad, w)
+
+
+def test_sf16_states(run, tmp_path):
+    """The SF16 states: logits on the grid, losses fall, logits and loss equal a recomputation from the
+    bf16 checkpoint; --sf16 q115_tf alone writes the checkpoints and that state only, the same bytes."""
+    d, shard, _ = run
+    tokens = np.fromfile(shard, dtype="<u2", offset=1024).astype(np.int64)
+    BT = SMALL["B"] * SMALL["T"]
+    x = torch.from_numpy(tokens[:BT]).view(SMALL["B"], SMALL["T"])
+    y = torch.from_numpy(tokens[1:BT + 1]).view(SMALL["B"], SMALL["T"])
+    _, t16 = np_read_checkpoint(d / "gpt2_ref_bf16.bin")
+    params = [torch.from_numpy(ref.bf16_to_f32(t).astype(np.float64)).reshape(s) for t, s in zip(t16, ref.shapes(SMALL))]
+    for name, mode in [("gpt2_ref_debug_state_q115.bin", "q115"), ("gpt2_ref_debug_state_q115_tf.bin", "q115_tf")]:
+        _, st = np_read_state(d / name)
+        lg = st["logits"].astype(np.float64)
+        assert np.abs(lg).max() <= Q115_MAX and np.array_equal(lg * 32768, np.round(lg * 32768))
+        assert st["losses"][-1] < st["losses"][0] - 0.05
+        bnd = ref.Boundaries(mode)
+        logits = ref.forward(params, x, SMALL["NH"], bnd)
+        assert np.array_equal(logits[..., :SMALL["V"]].numpy().astype(np.float32), st["logits"])
+        assert abs(ref.loss_fn(logits, y, SMALL["V"], bnd).item() - st["loss"]) < 1e-6
+    r = run_script(*small_args(shard, str(tmp_path)), "--sf16", "q115_tf")
+    assert r.returncode == 0, r.stderr
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["gpt2_ref.bin", "gpt2_ref_bf16.bin", "gpt2_ref_debug_state_q115_tf.bin"]
+    for n in names:
+        assert (tmp_path / n).read_bytes() == (d / n).read_bytes(), n
 
 
 @pytest.mark.skipif(not os.path.exists(REAL_SHARD), reason="Tiny Shakespeare val shard not prepared")
