@@ -46,7 +46,8 @@ __host__ __device__ constexpr bool boundary_is_identity() {
 #if defined(ENABLE_Q115)
 // Per-site counters [site][0 = values, 1 = clipped, 2 = flushed], and the switch that enables them.
 __device__ unsigned long long boundary_counts[NUM_BOUNDARY_SITES][3];
-__device__ int boundary_stats_enabled;
+// constant memory: kernels cannot write it, so the compiler may hoist the test out of hot loops
+__constant__ int boundary_stats_enabled;
 
 // Add this warp's counts for one site: one atomic per warp and counter.
 __device__ __forceinline__ void boundary_count(int site, float v) {

@@ -114,8 +114,18 @@ Q115_HD float q115_to_float(int16_t q) {
 // code 0 come back as +0.0f. NaN -> the same NaN, bit pattern unchanged (propagates, unlike
 // float_to_q115, so a divergence stays visible).
 Q115_HD float simulate_q115(float x) {
+#if defined(__CUDA_ARCH__)
+    // Device fast path (5 instructions in the kernels' hot loops), the same function: the clamp keeps
+    // NaN (comparisons with NaN are false), x * 2^15 is exact, rintf rounds half to even (cvt.rni),
+    // the product by 2^-15 is exact, and + 0.0f turns -0 into +0 as the integer path does. Under
+    // flush-to-zero a subnormal x gives 0, as the integer path does for every |x| < 2^-16.
+    const float t = Q115_OVERFLOW_THRESHOLD;
+    const float c = x > t ? t : (x < -t ? -t : x);
+    return rintf(c * Q115_SCALE) * (1.0f / Q115_SCALE) + 0.0f;
+#else
     if ((q115_bits_(x) & Q115_ABS_MASK_) > Q115_EXP_MASK_) return x;  // NaN propagates
     return q115_to_float(float_to_q115(x));
+#endif
 }
 
 // Q1.31 quantize-dequantize round trip in fp32, the "higher-precision register simulation" that
