@@ -37,6 +37,7 @@ against the PyTorch reference of dev/reference/.
 #include "llmc/gpt2_init.h"
 #include "llmc/cli.h"
 #include "llmc/train_config.h"
+#include "llmc/train_setup.h"
 
 // ----------------------------------------------------------------------------------------------
 // Matrix products. One cache-tiled routine serves the forward product and both backward products.
@@ -45,8 +46,10 @@ against the PyTorch reference of dev/reference/.
 // GCC/Clang vector extensions keep this portable (AVX-512, AVX2, NEON) without intrinsics.
 #if defined(__AVX512F__)
 #define GEMM_VEC_BYTES 64
-#else
+#elif defined(__AVX__)
 #define GEMM_VEC_BYTES 32
+#else
+#define GEMM_VEC_BYTES 16   // SSE / NEON: what every x86-64 and arm64 has
 #endif
 typedef float vecf __attribute__((vector_size(GEMM_VEC_BYTES)));
 #define GEMM_VL (GEMM_VEC_BYTES / 4)    // floats per vector
@@ -762,23 +765,9 @@ int main(int argc, char** argv) {
     const GPT2Config* cfg = &model.config;
     if (T > cfg->max_seq_len) die("-t: T=%d exceeds the model's maxT=%d", T, cfg->max_seq_len);
 
-    DataLoader train_loader, val_loader;
-    dataloader_init(&train_loader, tc.train_pattern, B, T, 0, 1, cfg->vocab_size);
-    int have_val = tc.val_every > 0;
-    if (have_val) dataloader_init(&val_loader, tc.val_pattern, B, T, 0, 1, cfg->vocab_size);
-    if (tc.max_steps < 0) tc.max_steps = (int)(train_loader.num_tokens / total_batch_size);
-    if (tc.max_steps <= 0) die("-x: the train shards hold fewer tokens than one step (%d)", total_batch_size);
-    if (have_val) {
-        int avail = (int)(val_loader.num_tokens / ((size_t)B * T + 1));
-        if (tc.val_max_batches > avail) tc.val_max_batches = avail > 0 ? avail : 1;
-    }
-    Tokenizer tokenizer;
-    struct stat st;
-    int have_tok = stat(tc.tokenizer_path, &st) == 0;
-    if (have_tok) tokenizer_init(&tokenizer, tc.tokenizer_path);
-    else printf("note: tokenizer %s not found: samples print token ids\n", tc.tokenizer_path);
-    LearningRateScheduler sched;
-    lr_scheduler_init(&sched, tc.lr_schedule, tc.lr, tc.warmup, tc.max_steps, tc.final_lr_frac);
+    TrainSetup setup;
+    train_setup_init(&setup, &tc, cfg->vocab_size, 0, 1);
+    const int have_val = setup.have_val, have_tok = setup.have_tokenizer;
 
     int nthreads = 1;
 #ifdef _OPENMP
@@ -789,7 +778,7 @@ int main(int argc, char** argv) {
     print_config_row("L, C, NH, maxT", "%d, %d, %d, %d", cfg->num_layers, cfg->channels, cfg->num_heads, cfg->max_seq_len);
     print_config_row("V, Vp", "%d, %d", cfg->vocab_size, cfg->padded_vocab_size);
     print_config_row("parameters", "%zu", model.num_parameters);
-    print_config_row("train / val tokens", "%zu / %zu", train_loader.num_tokens, have_val ? val_loader.num_tokens : 0);
+    print_config_row("train / val tokens", "%zu / %zu", setup.train.num_tokens, have_val ? setup.val.num_tokens : 0);
     print_config_row("B, T, grad accum", "%d, %d, %d", B, T, grad_accum_steps);
     print_config_row("steps, lr, schedule", "%d, %g, %s", tc.max_steps, tc.lr, tc.lr_schedule);
     print_config_row("warmup, final lr frac", "%d, %g", tc.warmup, tc.final_lr_frac);
@@ -811,12 +800,12 @@ int main(int argc, char** argv) {
     for (int step = 0; step <= tc.max_steps; step++) {
         int last = step == tc.max_steps;
         if (have_val && (step % tc.val_every == 0 || last)) {
-            float val_loss = evaluate(&model, &val_loader, tc.val_max_batches);
+            float val_loss = evaluate(&model, &setup.val, tc.val_max_batches);
             printf("step %5d | val loss %.6f\n", step, val_loss);
             logger_log_val(&logger, step, val_loss);
         }
         if (tc.sample_every > 0 && step > 0 && (step % tc.sample_every == 0 || last))
-            sample_and_print(&model, &tokenizer, have_tok, &sample_rng, tc.gen_tokens);
+            sample_and_print(&model, &setup.tokenizer, have_tok, &sample_rng, tc.gen_tokens);
         if (out_dir && ((tc.checkpoint_every > 0 && step > 0 && step % tc.checkpoint_every == 0) || last)) {
             char path[4096];
             snprintf(path, sizeof(path), "%s/model_%08d.bin", out_dir, step);
@@ -829,8 +818,8 @@ int main(int argc, char** argv) {
         gpt2_zero_grad(&model);
         double loss_sum = 0.0;
         for (int micro = 0; micro < grad_accum_steps; micro++) {
-            if (!tc.overfit_single_batch || (step == 0 && micro == 0)) dataloader_next_batch(&train_loader);
-            gpt2_forward(&model, train_loader.inputs, train_loader.targets, B, T);
+            if (!tc.overfit_single_batch || (step == 0 && micro == 0)) dataloader_next_batch(&setup.train);
+            gpt2_forward(&model, setup.train.inputs, setup.train.targets, B, T);
             gpt2_backward(&model, 1.0f / grad_accum_steps);
             loss_sum += model.mean_loss;
         }
@@ -838,7 +827,7 @@ int main(int argc, char** argv) {
         if (!isfinite(loss))
             die("step %d: train loss is %f; stopping before the update (checkpoints written so far are intact)", step + 1, loss);
         float norm = gpt2_clip_grad_norm(&model, tc.grad_clip);
-        float step_lr = get_learning_rate(&sched, step);
+        float step_lr = get_learning_rate(&setup.sched, step);
         gpt2_update(&model, step_lr, 0.9f, 0.95f, 1e-8f, tc.weight_decay, step + 1);
         double dt = wall_seconds() - t0;
         if (step > 0) total_time += dt;  // the first step includes allocation
@@ -849,9 +838,7 @@ int main(int argc, char** argv) {
     if (tc.max_steps > 1) printf("average step time %.1f ms\n", total_time / (tc.max_steps - 1) * 1e3);
 
     logger_free(&logger);
-    if (have_tok) tokenizer_free(&tokenizer);
-    dataloader_free(&train_loader);
-    if (have_val) dataloader_free(&val_loader);
+    train_setup_free(&setup);
     gpt2_free(&model);
     return 0;
 }

@@ -21,6 +21,7 @@ continues bit-exactly: the losses printed are those an uninterrupted run prints.
 #include "llmc/utils.h"
 #include "llmc/cli.h"
 #include "llmc/train_config.h"
+#include "llmc/train_setup.h"
 #include "llmc/gpt2_config.h"
 #include "llmc/gpt2_init.h"
 #include "llmc/checkpoint.h"
@@ -242,23 +243,9 @@ int main(int argc, char** argv) {
     model.prof = profiler;
 
     // ---- data
-    DataLoader train_loader, val_loader;
-    dataloader_init(&train_loader, tc.train_pattern, B, T, 0, 1, config.vocab_size);
-    int have_val = tc.val_every > 0;
-    if (have_val) dataloader_init(&val_loader, tc.val_pattern, B, T, 0, 1, config.vocab_size);
-    if (tc.max_steps < 0) tc.max_steps = (int)(train_loader.num_tokens / total_batch_size);
-    if (tc.max_steps <= 0) die("-x: the train shards hold fewer tokens than one step (%d)", total_batch_size);
-    if (have_val) {
-        int avail = (int)(val_loader.num_tokens / ((size_t)B * T + 1));
-        if (tc.val_max_batches > avail) tc.val_max_batches = avail > 0 ? avail : 1;
-    }
-    Tokenizer tokenizer;
-    struct stat st;
-    int have_tok = stat(tc.tokenizer_path, &st) == 0;
-    if (have_tok) tokenizer_init(&tokenizer, tc.tokenizer_path);
-    else printf("note: tokenizer %s not found: samples print token ids\n", tc.tokenizer_path);
-    LearningRateScheduler sched;
-    lr_scheduler_init(&sched, tc.lr_schedule, tc.lr, tc.warmup, tc.max_steps, tc.final_lr_frac);
+    TrainSetup setup;
+    train_setup_init(&setup, &tc, config.vocab_size, 0, 1);
+    const int have_val = setup.have_val, have_tok = setup.have_tokenizer;
 
     // ---- resume or start
     int start_step = 0;
@@ -279,7 +266,7 @@ int main(int argc, char** argv) {
     }
     gpt2_set_parameters(&model, host_params);
     free(host_params);
-    if (start_step > 0) load_state(out_dir, start_step, &model, &train_loader);
+    if (start_step > 0) load_state(out_dir, start_step, &model, &setup.train);
 
     char numeric[256];
     numeric_config_string(numeric, sizeof(numeric), &model, tf32);
@@ -302,7 +289,7 @@ int main(int argc, char** argv) {
     print_config_row("steps, lr, schedule", "%d, %g, %s", tc.max_steps, tc.lr, tc.lr_schedule);
     print_config_row("warmup, final lr frac", "%d, %g", tc.warmup, tc.final_lr_frac);
     print_config_row("weight decay, grad clip", "%g, %g", tc.weight_decay, tc.grad_clip);
-    print_config_row("train / val tokens", "%zu / %zu", train_loader.num_tokens, have_val ? val_loader.num_tokens : 0);
+    print_config_row("train / val tokens", "%zu / %zu", setup.train.num_tokens, have_val ? setup.val.num_tokens : 0);
     print_config_rule();
     printf("numeric config: %s\n", numeric);
     printf("memory plan (MiB): params %.0f, grads %.0f, AdamW m+v %.0f, master %.0f, activations %.0f; device %.0f free of %.0f\n",
@@ -323,20 +310,20 @@ int main(int argc, char** argv) {
     for (int step = start_step; step <= tc.max_steps; step++) {
         int last = step == tc.max_steps;
         if (have_val && (step % tc.val_every == 0 || last)) {
-            dataloader_reset(&val_loader);
+            dataloader_reset(&setup.val);
             double sum = 0.0;
             for (int i = 0; i < tc.val_max_batches; i++) {
-                dataloader_next_batch(&val_loader);
-                sum += gpt2_evaluate(&model, val_loader.inputs, val_loader.targets, B, T);
+                dataloader_next_batch(&setup.val);
+                sum += gpt2_evaluate(&model, setup.val.inputs, setup.val.targets, B, T);
             }
             float val_loss = (float)(sum / tc.val_max_batches);
             printf("step %5d | val loss %.6f\n", step, val_loss);
             logger_log_val(&logger, step, val_loss);
         }
         if (tc.sample_every > 0 && step > 0 && (step % tc.sample_every == 0 || last))
-            sample_and_print(&model, &tokenizer, have_tok, tc.gen_tokens, step, tc.seed);
+            sample_and_print(&model, &setup.tokenizer, have_tok, tc.gen_tokens, step, tc.seed);
         if (out_dir && step > start_step && ((tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) || last))
-            save_checkpoint(out_dir, step, &model, &train_loader, numeric);
+            save_checkpoint(out_dir, step, &model, &setup.train, numeric);
         if (last) break;
 
         double t0 = wall_seconds();
@@ -345,13 +332,13 @@ int main(int argc, char** argv) {
         gpt2_zero_grad(&model);
         double loss_sum = 0.0;
         for (int micro = 0; micro < grad_accum_steps; micro++) {
-            if (!tc.overfit_single_batch || (step == start_step && micro == 0)) dataloader_next_batch(&train_loader);
-            loss_sum += gpt2_forward_backward(&model, train_loader.inputs, train_loader.targets, B, T, 1.0f / grad_accum_steps);
+            if (!tc.overfit_single_batch || (step == start_step && micro == 0)) dataloader_next_batch(&setup.train);
+            loss_sum += gpt2_forward_backward(&model, setup.train.inputs, setup.train.targets, B, T, 1.0f / grad_accum_steps);
         }
         float loss = (float)(loss_sum / grad_accum_steps);
         if (!isfinite(loss))
             die("step %d: train loss is %f; stopping before the update (checkpoints written so far are intact)", step + 1, loss);
-        float step_lr = get_learning_rate(&sched, step);
+        float step_lr = get_learning_rate(&setup.sched, step);
         UpdateResult u = gpt2_update(&model, step_lr, 0.9f, 0.95f, 1e-8f, tc.weight_decay, tc.grad_clip, step + 1);
         cudaCheck(cudaStreamSynchronize(model.stream));
         double dt = wall_seconds() - t0;
@@ -370,7 +357,7 @@ int main(int argc, char** argv) {
         logger_log_train(&logger, step + 1, loss, step_lr, u.grad_norm);
 #if defined(ENABLE_Q115)
         if (q115_stats > 0 && ((step + 1) % q115_stats == 0 || step == start_step))
-            print_boundary_stats(&model, &logger, &train_loader, step + 1);
+            print_boundary_stats(&model, &logger, &setup.train, step + 1);
 #endif
         if (step == start_step) {
             char summary[256];
@@ -398,9 +385,7 @@ int main(int argc, char** argv) {
     printf("device memory in use at the end: %.0f MiB\n", peak_used / mib);
 
     logger_free(&logger);
-    if (have_tok) tokenizer_free(&tokenizer);
-    dataloader_free(&train_loader);
-    if (have_val) dataloader_free(&val_loader);
+    train_setup_free(&setup);
     gpt2_free(&model);
     return 0;
 }
