@@ -70,7 +70,11 @@ static void save_checkpoint(const char* dir, int step, GPT2* m, const DataLoader
     for (size_t i = 0; i < n; i++) params[i] = (float)px[i];
     free(px);
     snprintf(path, sizeof(path), "%s/model_%08d.bin", dir, step);
-    int version = sizeof(floatX) == 2 && strcmp(PRECISION_MODE_NAME, "BF16") == 0 ? CHECKPOINT_VERSION_BF16 : CHECKPOINT_VERSION_FP32;
+#if defined(ENABLE_BF16)
+    const int version = CHECKPOINT_VERSION_BF16;  // the bf16 bits exactly
+#else
+    const int version = CHECKPOINT_VERSION_FP32;  // fp16 and fp32 values are exact in fp32
+#endif
     checkpoint_write_model(path, &m->config, params, version);
     free(params);
 

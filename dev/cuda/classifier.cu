@@ -37,15 +37,6 @@
 //   (bf16 2^-7, fp16 2^-10; fp32 1e-5),
 //   atol = 1e-6 dloss (p - 1 near p = 1, ex2 absolute error) + half the smallest floatX subnormal
 //   (fp16 flushes p * dloss ~ 1e-10 to 0). Norm-relative: floatX_tolerance() from harness.cuh.
-static double dlogits_rtol() {
-#if defined(ENABLE_FP32)
-    return 1e-5;
-#elif defined(ENABLE_FP16)
-    return 1.0 / 1024;
-#else
-    return 1.0 / 128;
-#endif
-}
 static double floatX_half_min_subnormal() {
 #if defined(ENABLE_FP32)
     return ldexp(1.0, -127);  // fp32 results flush to zero below 2^-126 (ftz)
@@ -248,7 +239,7 @@ static Result run_case(const Case& c, uint64_t seed, bool timing, Tally& tally) 
 
         // dlogits of the checked rows
         std::vector<floatX> out_x(Vp);
-        const double rtol = dlogits_rtol(), atol = 1e-6 * dloss + floatX_half_min_subnormal();
+        const double rtol = floatX_elem_rtol(), atol = 1e-6 * dloss + floatX_half_min_subnormal();
         size_t outside = 0, pad_nonzero = 0, nonfinite = 0;
         double e2 = 0, q2 = 0, emax = 0;
         int worst_row = -1, worst_col = -1;

@@ -55,18 +55,6 @@ struct ErrAcc {
     }
 };
 
-template <typename T>
-static std::vector<T> download_raw(const DeviceBuffer<T>& d) {
-    std::vector<T> h(d.n);
-    cudaCheck(cudaMemcpy(h.data(), d.ptr, d.n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-}
-
-template <typename T>
-static bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 static std::vector<int> make_tokens(const Case& cs, uint64_t seed) {
     HostRng r(seed);
     const int BT = cs.B * cs.T;

@@ -28,15 +28,6 @@
 // (bf16 2^-7, fp16 2^-10); fp32: 1e-5. atol = 1e-6 covers the fp32 absolute error near zeros of gelu' and fp16's underflow
 // (results below 6e-8 round to 0 or the nearest subnormal).
 // The norm-relative error must be below floatX_tolerance() (harness.cuh).
-static double elem_rtol() {
-#if defined(ENABLE_FP32)
-    return 1e-5;
-#elif defined(ENABLE_FP16)
-    return 1.0 / 1024;
-#else
-    return 1.0 / 128;
-#endif
-}
 static const double elem_atol = 1e-6;
 
 static double gelu_ref(double x) {
@@ -56,7 +47,7 @@ struct Check {
     double d2 = 0, r2 = 0;
     void add(size_t i, double got, double ref) {
         if (!isfinite(got)) { nonfinite++; return; }
-        const double err = fabs(got - ref), bound = elem_rtol() * fabs(ref) + elem_atol;
+        const double err = fabs(got - ref), bound = floatX_elem_rtol() * fabs(ref) + elem_atol;
         if (err > bound) {
             outside++;
             if (err - bound > worst_excess) { worst_excess = err - bound; worst = i; }
@@ -69,7 +60,7 @@ struct Check {
         rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
         const bool ok = outside == 0 && nonfinite == 0 && rel <= floatX_tolerance();
         printf("    %s: rel %.3e, maxabs %.3e, outside bound %zu, non-finite %zu (tol rel %.0e, elem %.1e |ref| + %.0e)\n",
-               name, rel, maxabs, outside, nonfinite, floatX_tolerance(), elem_rtol(), elem_atol);
+               name, rel, maxabs, outside, nonfinite, floatX_tolerance(), floatX_elem_rtol(), elem_atol);
         if (outside) printf("    worst element %zu\n", worst);
         tally.check(name, ok);
         return ok;

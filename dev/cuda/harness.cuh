@@ -86,6 +86,20 @@ static inline std::vector<float> download(const DeviceBuffer<T>& d) {
     return out;
 }
 
+// Raw device contents (no conversion), for bit-exact determinism checks.
+template <typename T>
+static inline std::vector<T> download_raw(const DeviceBuffer<T>& d) {
+    std::vector<T> h(d.n);
+    cudaCheck(cudaMemcpy(h.data(), d.ptr, d.n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+// Bit-identical vectors (determinism: run twice, compare).
+template <typename T>
+static inline bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
 // ---- comparison --------------------------------------------------------------------------------
 
 struct CompareResult {
@@ -174,6 +188,18 @@ static inline cudaDeviceProp harness_device() {
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
     return prop;
+}
+
+// Per-element relative tolerance of a result computed in fp32 and rounded once to floatX: twice the
+// unit roundoff u (bf16 2^-8 -> 2^-7, fp16 2^-11 -> 2^-10); fp32: 1e-5 (fast-math intrinsics).
+static inline double floatX_elem_rtol() {
+#if defined(ENABLE_FP32)
+    return 1e-5;
+#elif defined(ENABLE_FP16)
+    return 1.0 / 1024;
+#else
+    return 1.0 / 128;
+#endif
 }
 
 // ---- timing --------------------------------------------------------------------------------------

@@ -63,18 +63,6 @@ static CompareResult compare_all(const std::vector<float>& a, const std::vector<
     return e.result(tol);
 }
 
-template <typename T>
-static std::vector<T> download_raw(const DeviceBuffer<T>& d) {
-    std::vector<T> h(d.n);
-    cudaCheck(cudaMemcpy(h.data(), d.ptr, d.n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-}
-
-template <typename T>
-static bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 // float64 LayerNorm forward of x (N,C): out, mean, rstd. (train_gpt2.c layernorm_forward in double.)
 static void reference_forward(const float* x, const std::vector<float>& w, const std::vector<float>& b, int N, int C,
                               std::vector<double>& out, std::vector<double>& mean, std::vector<double>& rstd) {
