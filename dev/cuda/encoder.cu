@@ -37,24 +37,6 @@ struct Case {
     const char* what;
 };
 
-// Accumulates the norm-relative error over many values without storing the reference.
-struct ErrAcc {
-    double d2 = 0, r2 = 0, maxabs = 0;
-    size_t n = 0, nonfinite = 0;
-    void add(float a, double ref) {
-        n++;
-        if (!isfinite(a)) { nonfinite++; return; }
-        const double d = (double)a - ref;
-        d2 += d * d;
-        r2 += ref * ref;
-        maxabs = std::max(maxabs, fabs(d));
-    }
-    CompareResult result(double tol) const {
-        const double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
-        return {rel, maxabs, nonfinite, nonfinite == 0 && rel <= tol};
-    }
-};
-
 static std::vector<int> make_tokens(const Case& cs, uint64_t seed) {
     HostRng r(seed);
     const int BT = cs.B * cs.T;

@@ -109,19 +109,29 @@ struct CompareResult {
     bool ok;
 };
 
-// Compare n values of a (GPU result) with ref (float64 CPU reference); fails on any NaN/Inf.
-static inline CompareResult compare(const float* a, const double* ref, size_t n, double tol) {
+// Accumulates the norm-relative error of values against a float64 reference, one at a time (so
+// callers need not store the reference); a NaN/Inf value fails the comparison.
+struct ErrAcc {
     double d2 = 0, r2 = 0, maxabs = 0;
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(a[i])) { bad++; continue; }
-        double d = (double)a[i] - ref[i];
+    size_t nonfinite = 0;
+    void add(float a, double ref) {
+        if (!isfinite(a)) { nonfinite++; return; }
+        const double d = (double)a - ref;
         d2 += d * d;
-        r2 += ref[i] * ref[i];
+        r2 += ref * ref;
         maxabs = std::max(maxabs, fabs(d));
     }
-    double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
-    return {rel, maxabs, bad, bad == 0 && rel <= tol};
+    CompareResult result(double tol) const {
+        const double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+        return {rel, maxabs, nonfinite, nonfinite == 0 && rel <= tol};
+    }
+};
+
+// Compare n values of a (GPU result) with ref (float64 CPU reference); fails on any NaN/Inf.
+static inline CompareResult compare(const float* a, const double* ref, size_t n, double tol) {
+    ErrAcc e;
+    for (size_t i = 0; i < n; i++) e.add(a[i], ref[i]);
+    return e.result(tol);
 }
 
 static inline CompareResult compare(const std::vector<float>& a, const std::vector<double>& ref, double tol) {

@@ -41,22 +41,6 @@ struct Case {
     const char* what;
 };
 
-struct ErrAcc {
-    double d2 = 0, r2 = 0, maxabs = 0;
-    size_t nonfinite = 0;
-    void add(float a, double ref) {
-        if (!isfinite(a)) { nonfinite++; return; }
-        const double d = (double)a - ref;
-        d2 += d * d;
-        r2 += ref * ref;
-        maxabs = std::max(maxabs, fabs(d));
-    }
-    CompareResult result(double tol) const {
-        const double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
-        return {rel, maxabs, nonfinite, nonfinite == 0 && rel <= tol};
-    }
-};
-
 static CompareResult compare_all(const std::vector<float>& a, const std::vector<double>& ref, double tol) {
     ErrAcc e;
     for (size_t i = 0; i < ref.size(); i++) e.add(a[i], ref[i]);
