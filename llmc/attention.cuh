@@ -144,12 +144,17 @@ static constexpr bool kAttnProbsFromLse = !boundary_is_identity<ATTN_PROBS>();
 
 // The two hooked quantities, one expression each, shared by every kernel (tensor-core path: exp2 on
 // the SFU with lse2 = lse * log2(e)). raw = the fp32 dot product q.k, shat = attn_score(raw, scale).
-__device__ __forceinline__ float attn_score(float raw, float scale) { return boundary_value<ATTN_SCORES>(raw * scale); }
+// CNT: whether the hooks may count --q115-stats (boundary.cuh): true only in the forward kernels'
+// counting instantiation, never in the backward, so that training kernels carry no statistics code.
+template <bool CNT>
+__device__ __forceinline__ float attn_score(float raw, float scale) { return boundary_value<ATTN_SCORES, CNT>(raw * scale); }
+template <bool CNT>
 __device__ __forceinline__ float attn_prob(float shat, float lse2) {
-    return boundary_value<ATTN_PROBS>(attn_exp2(fmaf(shat, ATTN_LOG2E, -lse2)));
+    return boundary_value<ATTN_PROBS, CNT>(attn_exp2(fmaf(shat, ATTN_LOG2E, -lse2)));
 }
+template <bool CNT>
 __device__ __forceinline__ float attn_prob_from_lse(float raw, float scale, float lse2) {
-    return attn_prob(attn_score(raw, scale), lse2);
+    return attn_prob<CNT>(attn_score<CNT>(raw, scale), lse2);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -296,7 +301,7 @@ __device__ __forceinline__ void attn_store_rows(floatX* sRows, const float (&acc
 // rescale the running sum l and the output accumulator o by exp(m_old - m_new), and leave the hooked,
 // not yet normalized probabilities exp(s - m_new) in s. Rows span the 4 lanes of a quad.
 // STATS (pass 1 of the two-pass forward): only m and l are updated; o and s are left alone.
-template <bool MASK, bool STATS, int WM, int NS, int NO>
+template <bool MASK, bool STATS, bool CNT, int WM, int NS, int NO>
 __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&o)[WM][NO][4], float (&m)[WM][2],
                                                  float (&l)[WM][2], float scale, int col0, int row0) {
     #pragma unroll
@@ -309,7 +314,7 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
             for (int n = 0; n < NS; n++)
                 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    float v = attn_score(s[mi][n][2 * hh + e], scale);
+                    float v = attn_score<CNT>(s[mi][n][2 * hh + e], scale);
                     if (MASK && col0 + n * 8 + e > row) v = -INFINITY;
                     s[mi][n][2 * hh + e] = v;
                     mx = fmaxf(mx, v);
@@ -336,7 +341,7 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
                 for (int e = 0; e < 2; e++) {
                     const float p = attn_exp2(fmaf(s[mi][n][2 * hh + e], ATTN_LOG2E, -mb));
                     sum += p;
-                    if constexpr (!STATS) s[mi][n][2 * hh + e] = boundary_value<ATTN_PROBS>(p);
+                    if constexpr (!STATS) s[mi][n][2 * hh + e] = boundary_value<ATTN_PROBS, CNT>(p);
                 }
             l[mi][hh] = l[mi][hh] * alpha + sum;
         }
@@ -346,7 +351,7 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
 // probabilities, computed with the backward's expression (attn_score, attn_prob); masked entries
 // give 0. The mask is applied to s^ before the probability hook, like pass 1 does before the
 // softmax, so that the hook (and its --q115-stats counters) never sees a future key's value.
-template <bool MASK, int WM, int NS>
+template <bool MASK, bool CNT, int WM, int NS>
 __device__ __forceinline__ void attn_fwd_p_lse(float (&s)[WM][NS][4], const float (&lse2)[WM][2], float scale,
                                                int col0, int row0) {
     #pragma unroll
@@ -357,9 +362,9 @@ __device__ __forceinline__ void attn_fwd_p_lse(float (&s)[WM][NS][4], const floa
             for (int r = 0; r < 4; r++) {
                 const int hh = r >> 1;
                 const bool masked = MASK && col0 + n * 8 + (r & 1) > row0 + mi * 16 + 8 * hh;
-                float v = attn_score(s[mi][n][r], scale);
+                float v = attn_score<CNT>(s[mi][n][r], scale);
                 if (masked) v = -INFINITY;  // exp2(-inf) = 0
-                float p = attn_prob(v, lse2[mi][hh]);
+                float p = attn_prob<CNT>(v, lse2[mi][hh]);
                 if (masked) p = 0.f;  // whatever the hook makes of 0
                 s[mi][n][r] = p;
             }
@@ -377,7 +382,7 @@ __device__ __forceinline__ void attn_dq_ds(float (&s)[WM][NS][4], const float (&
             #pragma unroll
             for (int r = 0; r < 4; r++) {
                 const int hh = r >> 1;
-                float p = attn_prob_from_lse(s[mi][n][r], scale, lse2[mi][hh]);
+                float p = attn_prob_from_lse<false>(s[mi][n][r], scale, lse2[mi][hh]);
                 if (MASK && col0 + n * 8 + (r & 1) > row0 + mi * 16 + 8 * hh) p = 0.f;
                 s[mi][n][r] = p * (dp[mi][n][r] - D[mi][hh]);
             }
@@ -395,7 +400,7 @@ __device__ __forceinline__ void attn_dkv_p(float (&s)[WM][NS][4], const float* L
         for (int mi = 0; mi < WM; mi++)
             #pragma unroll
             for (int r = 0; r < 4; r++) {
-                float p = attn_prob_from_lse(s[mi][n][r], scale, lq2[r & 1]);
+                float p = attn_prob_from_lse<false>(s[mi][n][r], scale, lq2[r & 1]);
                 if (MASK && col0 + n * 8 + (r & 1) < row0 + mi * 16 + 8 * (r >> 1)) p = 0.f;
                 s[mi][n][r] = p;
             }
@@ -418,7 +423,7 @@ struct AttnFwdTC {
     static constexpr size_t smem_bytes = (size_t)(BR + 4 * BC) * LDS * sizeof(floatX);
 };
 
-template <int HS, int WM, int NW, int BC, int MINB, bool PL = kAttnProbsFromLse>
+template <int HS, int WM, int NW, int BC, int MINB, bool PL = kAttnProbsFromLse, bool CNT = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floatX* __restrict__ qkv,
                    int T, int NH, float scale) {
@@ -487,8 +492,8 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
             attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
             // Only tiles crossing the diagonal (some key after some row of the warp) pay for the mask.
-            if (k0 + BC - 1 > wr0) attn_fwd_softmax<true, PL>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
-            else attn_fwd_softmax<false, PL>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+            if (k0 + BC - 1 > wr0) attn_fwd_softmax<true, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+            else attn_fwd_softmax<false, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
 
             if constexpr (!PL) {
                 uint32_t pa[WM][BC / 16][4];
@@ -540,8 +545,8 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                     for (int n = 0; n < NS; n++) s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.f;
                 attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
-                if (k0 + BC - 1 > wr0) attn_fwd_p_lse<true>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
-                else attn_fwd_p_lse<false>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
+                if (k0 + BC - 1 > wr0) attn_fwd_p_lse<true, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
+                else attn_fwd_p_lse<false, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
 
                 uint32_t pa[WM][BC / 16][4];
                 attn_c_to_a<WM, NS>(pa, s);
@@ -851,10 +856,13 @@ static inline void attn_set_smem(Kernel kernel, size_t bytes) {
     if (bytes > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
+// CNT: the --q115-stats counting instantiation (boundary.cuh); the plain builds never need it.
 template <int HS, int WM, int NW, int BC, int MINB = 1, bool PL = kAttnProbsFromLse>
 void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream) {
     using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
-    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL>;
+    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false>;
+    if constexpr (!boundary_is_identity<ATTN_SCORES>())
+        if (boundary_stats_active()) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
     kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS));
@@ -905,6 +913,8 @@ __device__ __forceinline__ float attn_round_x(float v) { return (float)(floatX)v
 
 // The generic path's hooked score and normalized probability (expf instead of the SFU exp2), one
 // expression each, shared by the forward (both passes) and both backward kernels.
+// The generic kernels (head sizes other than 64 / 128, never a hot path) keep the hooks' counting
+// branch in all instantiations.
 __device__ __forceinline__ float attn_gen_score(float dot, float scale) { return boundary_value<ATTN_SCORES>(dot * scale); }
 __device__ __forceinline__ float attn_gen_prob_from_lse(float dot, float scale, float lse_r) {
     return boundary_value<ATTN_PROBS>(expf(attn_gen_score(dot, scale) - lse_r));

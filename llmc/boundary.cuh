@@ -9,13 +9,20 @@
 // recompute a forward value exactly (the attention backward re-forms the quantized scores and P);
 // gradients themselves are never quantized.
 //
-// Diagnostics (--q115-stats in the trainer): when boundary_stats_enabled is set on the device (only
-// during one forward-only pass; the two-pass SF16 attention forward sees each score twice), every call also counts, per site, the values seen, the values clipped at +-1 and the non-zero
-// values flushed to 0 (warp-aggregated atomics; off by default, then a single predicated branch).
+// Diagnostics (--q115-stats in the trainer): while boundary_stats_set(1) is in force (only during one
+// forward-only pass; the two-pass SF16 attention forward sees each score twice), every call with
+// Count = true also counts, per site, the values seen, the values clipped at +-1 and the non-zero
+// values flushed to 0 (warp-aggregated atomics). Off by default; then the cost is one uniform branch
+// on a constant, which the memory-bound kernels do not notice. The attention kernels, whose hooks sit
+// between tensor-core instructions, must not carry even that branch: a warp-collective call inside
+// their unrolled loops made the SF16 attention forward 11x slower (H100, doc/benchmarks.md). They are
+// instantiated twice, with Count = false (training) and Count = true (chosen by the launcher while
+// boundary_stats_active()), and the backward kernels always use Count = false.
 #pragma once
 
 #include "precision.h"
 #include "numerics/q115.h"
+#include "cuda_common.cuh"
 
 enum BoundarySite {
     MATMUL_OUT,     // output of a linear layer (after bias)
@@ -49,6 +56,15 @@ __device__ unsigned long long boundary_counts[NUM_BOUNDARY_SITES][3];
 // constant memory: kernels cannot write it, so the compiler may hoist the test out of hot loops
 __constant__ int boundary_stats_enabled;
 
+// Host mirror of boundary_stats_enabled (launchers read it to pick their counting instantiation).
+static int boundary_stats_host_enabled = 0;
+
+// Switch the counters on (1) or off (0) for the kernels enqueued after this call on `stream`.
+static inline void boundary_stats_set(int on, cudaStream_t stream) {
+    cudaCheck(cudaMemcpyToSymbolAsync(boundary_stats_enabled, &on, sizeof(int), 0, cudaMemcpyHostToDevice, stream));
+    boundary_stats_host_enabled = on;
+}
+
 // Add this warp's counts for one site: one atomic per warp and counter.
 __device__ __forceinline__ void boundary_count(int site, float v) {
     unsigned mask = __activemask();
@@ -63,14 +79,24 @@ __device__ __forceinline__ void boundary_count(int site, float v) {
 }
 #endif
 
-// Value v (fp32 in registers) as it crosses boundary `Site`.
-template <BoundarySite Site>
+// True while boundary_stats_set(1) is in force (always false in plain builds).
+static inline bool boundary_stats_active() {
+#if defined(ENABLE_Q115)
+    return boundary_stats_host_enabled != 0;
+#else
+    return false;
+#endif
+}
+
+// Value v (fp32 in registers) as it crosses boundary `Site`. Count = false compiles the statistics
+// out entirely (see the header comment).
+template <BoundarySite Site, bool Count = true>
 __device__ __forceinline__ float boundary_value(float v) {
 #if defined(ENABLE_Q115)
 #if defined(SF16_TRUE_FORWARD)
     if (Site == MATMUL_OUT) v = simulate_q131(v);
 #endif
-    if (boundary_stats_enabled) boundary_count(Site, v);
+    if (Count && boundary_stats_enabled) boundary_count(Site, v);
     return simulate_q115(v);
 #else
     return v;

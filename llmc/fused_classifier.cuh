@@ -90,11 +90,19 @@ __device__ __forceinline__ void classifier_merge(float& m, float& s, float m2, f
     m = M;
 }
 
-// Read packet i of a row as floats through the LOGITS boundary.
+// A logit as the softmax reads it: the LM head's MATMUL_OUT boundary, then the LOGITS read boundary.
+// The first is idempotent on logits that matmul_forward already stored quantized, and supplies the
+// boundary when the training step skipped that pass (matmul_forward_logits); it never counts toward
+// --q115-stats, whose forward stores the logits through matmul_forward.
+__device__ __forceinline__ float classifier_logit(float x) {
+    return boundary_value<LOGITS>(boundary_value<MATMUL_OUT, false>(x));
+}
+
+// Read packet i of a row as floats through the boundaries (classifier_logit).
 __device__ __forceinline__ void classifier_load(float (&x)[x128::size], const floatX* row, int i) {
     const x128 packet = load128(row + (size_t)i * x128::size);
     #pragma unroll
-    for (int k = 0; k < x128::size; k++) x[k] = boundary_value<LOGITS>((float)packet[k]);
+    for (int k = 0; k < x128::size; k++) x[k] = classifier_logit((float)packet[k]);
 }
 
 // One block per row. STAGED: the row is copied to dynamic shared memory (Vp * sizeof(floatX) bytes)
@@ -137,7 +145,7 @@ fused_classifier_kernel(floatX* logits, float* losses, float dloss, const int* t
     }
     // read the target logit now: the __syncthreads below orders this read before any dlogits store
     float x_target = 0.0f;
-    if (threadIdx.x == 0 && target_ok) x_target = boundary_value<LOGITS>((float)src[target]);
+    if (threadIdx.x == 0 && target_ok) x_target = classifier_logit((float)src[target]);
 
     // merge across the block in a fixed order: butterfly within warps, then warps 0, 1, 2, ... in sequence
     #pragma unroll

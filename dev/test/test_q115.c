@@ -414,6 +414,32 @@ static void test_chain(void) {
           (long long)diff_unexplained, (long long)diff);
 }
 
+// simulate_q115_fast (the device path, compiled here for the host) equals the integer path bit for bit:
+// every float with 2^-18 <= |x| < 4 (all ties, the clamp boundary and the grid, 2 x 20 binades, each
+// value once), and every 97th bit pattern elsewhere (subnormals, large values, Inf). NaN in, NaN out.
+static void test_fast_path(void) {
+    long long bad = 0, checked = 0;
+    uint32_t first_bad = 0;
+    const uint32_t lo = 0x36800000u /* 2^-18 */, hi = 0x40800000u /* 4 */;
+    for (uint32_t sign = 0; sign < 2; sign++)
+        for (uint32_t u = lo; u < hi; u++) {
+            const float x = f_from_bits(u | (sign << 31));
+            if (!same_bits(simulate_q115_fast(x), simulate_q115(x)) && bad++ == 0) first_bad = u | (sign << 31);
+            checked++;
+        }
+    for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 97) {
+        const float x = f_from_bits((uint32_t)u);
+        if (isnan(x)) {
+            if (!isnan(simulate_q115_fast(x)) && bad++ == 0) first_bad = (uint32_t)u;
+        } else if (!same_bits(simulate_q115_fast(x), simulate_q115(x)) && bad++ == 0) {
+            first_bad = (uint32_t)u;
+        }
+        checked++;
+    }
+    CHECK(bad == 0, "simulate_q115_fast differs from the integer path at %lld of %lld floats (first 0x%08X)", bad,
+          checked, first_bad);
+}
+
 // Independent references over >= 10^7 random floats in [-2, 2], random bit patterns, specials.
 static void test_references(void) {
     int64_t bad1 = 0, bad2 = 0, bad_sim = 0, bad31a = 0, bad31b = 0;
@@ -476,5 +502,6 @@ int main(void) {
     test_ordered_sweep();
     test_chain();
     test_references();
+    test_fast_path();
     return test_summary();
 }

@@ -113,18 +113,48 @@ Q115_HD float q115_to_float(int16_t q) {
 // (+-Inf -> +-0.999969482421875f), round to the 2^-15 grid with ties to even, values that round to
 // code 0 come back as +0.0f. NaN -> the same NaN, bit pattern unchanged (propagates, unlike
 // float_to_q115, so a divergence stays visible).
+Q115_HD float simulate_q115_fast(float x);
+
 Q115_HD float simulate_q115(float x) {
 #if defined(__CUDA_ARCH__)
-    // Device fast path (5 instructions in the kernels' hot loops), the same function: the clamp keeps
-    // NaN (comparisons with NaN are false), x * 2^15 is exact, rintf rounds half to even (cvt.rni),
-    // the product by 2^-15 is exact, and + 0.0f turns -0 into +0 as the integer path does. Under
-    // flush-to-zero a subnormal x gives 0, as the integer path does for every |x| < 2^-16.
-    const float t = Q115_OVERFLOW_THRESHOLD;
-    const float c = x > t ? t : (x < -t ? -t : x);
-    return rintf(c * Q115_SCALE) * (1.0f / Q115_SCALE) + 0.0f;
+    return simulate_q115_fast(x);  // the same function for every non-NaN x (see below)
 #else
     if ((q115_bits_(x) & Q115_ABS_MASK_) > Q115_EXP_MASK_) return x;  // NaN propagates
     return q115_to_float(float_to_q115(x));
+#endif
+}
+
+// 1.5 * 2^23: adding it to a float y with |y| <= 2^22 leaves y's integer part in the low mantissa bits,
+// rounded to nearest, ties to even (the float addition's own rounding).
+#define Q115_RINT_MAGIC_ 12582912.0f
+
+// simulate_q115 in 5 full-rate float instructions (NaN-propagating min and max, FMA, add, multiply),
+// the device path of simulate_q115; also compiled on the host (compare-selects instead of min/max),
+// where dev/test/test_q115.c checks it bit for bit against the integer path over every float. Why it
+// is the same function, for non-NaN x:
+// the clamp keeps |c| <= 1 - 2^-15, so y = c * 2^15 (exact) has |y| < 2^15 and y + 1.5 * 2^23 rounds
+// y to an integer with ties to even (the float grid there has spacing 1); subtracting the constant
+// is exact, and so is the product by 2^-15. A result of zero is +0 (1.5 * 2^23 + (-0) = 1.5 * 2^23).
+// Under the device's flush-to-zero a subnormal x reads as 0, the integer path's result for every
+// |x| < 2^-16. NaN: the clamp lets NaN through (PTX min.NaN / max.NaN, sm_80 and later, return NaN
+// if an operand is NaN, unlike fminf / fmaxf; on the host the comparisons fail), so a NaN comes out (on
+// the device the canonical NaN, not the input's payload). The *_rn intrinsics keep nvcc from fusing or
+// reordering the three operations; the host uses volatile for the same purpose.
+Q115_HD float simulate_q115_fast(float x) {
+    const float t = Q115_OVERFLOW_THRESHOLD;
+#if defined(__CUDA_ARCH__)
+    float c;
+#if __CUDA_ARCH__ >= 800
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(c) : "f"(x), "f"(-t));
+    asm("min.NaN.f32 %0, %0, %1;" : "+f"(c) : "f"(t));
+#else
+    c = x > t ? t : (x < -t ? -t : x);
+#endif
+    return __fmul_rn(__fadd_rn(__fmaf_rn(c, Q115_SCALE, Q115_RINT_MAGIC_), -Q115_RINT_MAGIC_), 1.0f / Q115_SCALE);
+#else
+    const float c = x > t ? t : (x < -t ? -t : x);
+    volatile float shifted = c * Q115_SCALE + Q115_RINT_MAGIC_;
+    return (shifted - Q115_RINT_MAGIC_) * (1.0f / Q115_SCALE);
 #endif
 }
 
