@@ -435,10 +435,19 @@ __device__ __forceinline__ float gemm_gelu_tanh_grad(float x) {
 }
 
 // out[i] = gelu_tanh(pre[i]) for n_packets 16-byte packets; out passes the GELU_OUT boundary.
-__global__ void __launch_bounds__(256) gemm_gelu_forward_kernel(floatX* __restrict__ out, const floatX* __restrict__ pre,
+// BOUND_PRE (SF16): pre is the raw GEMM output; it first passes the MATMUL_OUT boundary and is stored
+// back, so the one kernel is the pre-activation's q115_simulate_kernel and the GELU (one read of pre
+// instead of two).
+template <bool BOUND_PRE>
+__global__ void __launch_bounds__(256) gemm_gelu_forward_kernel(floatX* __restrict__ out, floatX* __restrict__ pre,
                                                                 size_t n_packets) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n_packets; i += (size_t)gridDim.x * blockDim.x) {
-        const x128 p = load128(pre + i * x128::size);
+        x128 p = load128(pre + i * x128::size);
+        if constexpr (BOUND_PRE) {
+            #pragma unroll
+            for (int k = 0; k < x128::size; k++) p[k] = (floatX)boundary_value<MATMUL_OUT>((float)p[k]);
+            store128(pre + i * x128::size, p);
+        }
         x128 o;
         #pragma unroll
         for (int k = 0; k < x128::size; k++) o[k] = (floatX)boundary_value<GELU_OUT>(gemm_gelu_tanh((float)p[k]));
@@ -738,14 +747,16 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
     }
     if (!boundary_is_identity<MATMUL_OUT>()) {
         // SF16: the GEMM output (after bias) is quantized as stored, before anything reads it; so GELU
-        // is never fused here: it must read the quantized pre-activation (and quantizes its own output)
+        // is never fused into the cuBLASLt epilogue: it must read the quantized pre-activation (and
+        // quantizes its own output). With GELU the quantization pass and the GELU are one kernel.
         floatX* y = pre_gelu ? pre_gelu : out;
         gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
-        gemm_boundary_apply(y, (size_t)N * OC, ctx->stream);
         if (pre_gelu) {
             const size_t packets = (size_t)N * OC / x128::size;
-            gemm_gelu_forward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(out, pre_gelu, packets);
+            gemm_gelu_forward_kernel<true><<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(out, pre_gelu, packets);
             cudaCheckLaunch();
+        } else {
+            gemm_boundary_apply(y, (size_t)N * OC, ctx->stream);
         }
         return;
     }
@@ -756,8 +767,23 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
     if (ctx->fuse_gelu && OC % 8 == 0 && gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu)) return;
     gemm_backend_forward(ctx, pre_gelu, inp, weight, bias, N, C, OC, NULL);
     const size_t packets = (size_t)N * OC / x128::size;
-    gemm_gelu_forward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(out, pre_gelu, packets);
+    gemm_gelu_forward_kernel<false><<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(out, pre_gelu, packets);
     cudaCheckLaunch();
+}
+
+// The LM head as the training step's fused classifier consumes it: out (N, OC) = inp · weightᵀ with
+// no MATMUL_OUT pass, because that consumer reads every logit through boundary_value<MATMUL_OUT> and
+// boundary_value<LOGITS> (llmc/fused_classifier.cuh) and then overwrites the logits: the values it uses
+// are those a stored boundary would give, without a pass over the N x Vp logits (4.5 ms of a d12 SF16
+// step on an H100). Forward-only callers that read the logits themselves (sampling, the tests) use
+// matmul_forward. Same requirements and errors as matmul_forward (no bias, no GELU).
+void matmul_forward_logits(GemmContext* ctx, floatX* out, const floatX* inp, const floatX* weight, int N, int C, int OC) {
+    char err[256];
+    if (!matmul_forward_args_ok(err, sizeof(err), out, inp, weight, NULL, N, C, OC, NULL)) {
+        fprintf(stderr, "error: %s\n", err);
+        exit(EXIT_FAILURE);
+    }
+    gemm_backend_forward(ctx, out, inp, weight, NULL, N, C, OC, NULL);
 }
 
 // Linear layer backward (train_gpt2.c matmul_backward), on ctx->stream. Row-major floatX:
