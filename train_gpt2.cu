@@ -9,6 +9,12 @@ Checkpoints (-n N, and at the end with -o): model_<step>.bin (the parameters exa
 bf16 version 5 in the BF16 build, fp32 version 3 otherwise) and state_<step>.bin (AdamW moments,
 master weights, data-loader position, loss scale). -y 1 resumes from the newest pair in -o and
 continues bit-exactly: the losses printed are those an uninterrupted run prints.
+
+Several GPUs (llmc/multi_gpu.cuh): `mpirun -np N ./train_gpt2cu ...`, or N processes started any
+other way with -pi tcp|fs (llmc/rendezvous.h). -b is the micro-batch of one GPU; -d counts the
+tokens of one optimizer step over all GPUs. Rank 0 prints, logs, samples and writes model files;
+every rank writes its own state_<step>_rank<r>.bin (its data-loader position, and with -z 1 its
+shard of the optimizer state); resuming needs the same number of ranks and is bit-exact.
 */
 #include <dirent.h>
 #include <math.h>
@@ -32,13 +38,24 @@ continues bit-exactly: the losses printed are those an uninterrupted run prints.
 #include "llmc/logger.h"
 #include "llmc/rand.h"
 #include "llmc/mfu.h"
+#include "llmc/rendezvous.h"
 #include "llmc/model.cuh"
 
 // The numeric configuration of this build and run, one line (goes into logs and state files).
 static void numeric_config_string(char* out, size_t n, const GPT2* m, int tf32) {
-    snprintf(out, n, "precision=%s boundaries=%s gemm=%s master_weights=%d recompute=%d gelu_fusion=%d%s",
+    char dp[96] = "";
+    if (multi_gpu_active(m->mg))
+        snprintf(dp, sizeof(dp), " ranks=%d zero=%d grad_wire=%s", m->mg->pg.nranks, m->mg->zero_stage,
+                 m->mg->wire_fp32 ? "fp32" : PRECISION_MODE_NAME);
+    snprintf(out, n, "precision=%s boundaries=%s gemm=%s master_weights=%d recompute=%d gelu_fusion=%d%s%s",
              PRECISION_MODE_NAME, BOUNDARY_MODE_NAME, gemm_backend_name(&m->gemm), m->master_weights != NULL, m->recompute,
-             m->gelu_fusion, tf32 ? " tf32=1" : "");
+             m->gelu_fusion, tf32 ? " tf32=1" : "", dp);
+}
+
+// The state file of `rank`: state_<step>.bin for a single process, state_<step>_rank<r>.bin otherwise.
+static void state_path(char* out, size_t n, const char* dir, int step, int rank, int nranks) {
+    if (nranks == 1) snprintf(out, n, "%s/state_%08d.bin", dir, step);
+    else snprintf(out, n, "%s/state_%08d_rank%d.bin", dir, step, rank);
 }
 
 #if defined(ENABLE_Q115)
@@ -58,12 +75,10 @@ static void print_boundary_stats(GPT2* m, Logger* lg, const DataLoader* loader, 
 }
 #endif
 
-// Write model_<step>.bin and state_<step>.bin into dir.
-static void save_checkpoint(const char* dir, int step, GPT2* m, const DataLoader* loader, const char* numeric_config) {
+// Write model_<step>.bin: the parameters as trained (floatX), widened, which is exact in every build.
+static void save_model_file(const char* dir, int step, const GPT2* m) {
     char path[4096];
-    cudaCheck(cudaStreamSynchronize(m->stream));
-    // the parameters as trained (floatX), widened: exact in every build
-    size_t n = m->num_parameters;
+    const size_t n = m->num_parameters;
     floatX* px = (floatX*)malloc_check(n * sizeof(floatX));
     cudaCheck(cudaMemcpy(px, m->params_memory, n * sizeof(floatX), cudaMemcpyDeviceToHost));
     float* params = (float*)malloc_check(n * sizeof(float));
@@ -77,40 +92,55 @@ static void save_checkpoint(const char* dir, int step, GPT2* m, const DataLoader
 #endif
     checkpoint_write_model(path, &m->config, params, version);
     free(params);
+}
+
+// Write model_<step>.bin (rank 0) and this rank's state file into dir.
+static void save_checkpoint(const char* dir, int step, GPT2* m, const DataLoader* loader, const char* numeric_config) {
+    char path[4096];
+    cudaCheck(cudaStreamSynchronize(m->stream));
+    const int rank = m->mg ? m->mg->pg.rank : 0, nranks = m->mg ? m->mg->pg.nranks : 1;
+    const size_t n = m->num_parameters;
+    if (rank == 0) save_model_file(dir, step, m);
 
     TrainState s;
     memset(&s, 0, sizeof(s));
-    s.rank = 0; s.nranks = 1; s.step = step; s.has_master = m->master_weights != NULL;
+    s.rank = rank; s.nranks = nranks; s.step = step; s.has_master = m->master_weights != NULL;
     s.floatx_bytes = (int)sizeof(floatX); s.B = m->B; s.T = m->T;
     s.num_parameters = n;
+    s.zero_stage = m->mg ? m->mg->zero_stage : 0;
+    s.state_elems = m->state_elems;
     s.loader = dataloader_get_state(loader);
     s.seed = m->seed;
     s.loss_scale = m->loss_scale;
     s.good_steps = m->good_steps;
     snprintf(s.numeric_config, sizeof(s.numeric_config), "%s", numeric_config);
-    float* mh = (float*)malloc_check(n * sizeof(float));
-    float* vh = (float*)malloc_check(n * sizeof(float));
-    float* wh = s.has_master ? (float*)malloc_check(n * sizeof(float)) : NULL;
-    cudaCheck(cudaMemcpy(mh, m->m_memory, n * sizeof(float), cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(vh, m->v_memory, n * sizeof(float), cudaMemcpyDeviceToHost));
-    if (wh) cudaCheck(cudaMemcpy(wh, m->master_weights, n * sizeof(float), cudaMemcpyDeviceToHost));
-    snprintf(path, sizeof(path), "%s/state_%08d.bin", dir, step);
+    const size_t ns = m->state_elems;
+    float* mh = (float*)malloc_check(ns * sizeof(float));
+    float* vh = (float*)malloc_check(ns * sizeof(float));
+    float* wh = s.has_master ? (float*)malloc_check(ns * sizeof(float)) : NULL;
+    cudaCheck(cudaMemcpy(mh, m->m_memory, ns * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(vh, m->v_memory, ns * sizeof(float), cudaMemcpyDeviceToHost));
+    if (wh) cudaCheck(cudaMemcpy(wh, m->master_weights, ns * sizeof(float), cudaMemcpyDeviceToHost));
+    state_path(path, sizeof(path), dir, step, rank, nranks);
     train_state_write(path, &s, mh, vh, wh);
     free(mh); free(vh); free(wh);
-    printf("wrote %s/model_%08d.bin and state_%08d.bin\n", dir, step, step);
+    printf("wrote %s/model_%08d.bin and %s\n", dir, step, path);
 }
 
-// Newest step in dir that has both model_<step>.bin and state_<step>.bin, or -1.
-static int find_latest_checkpoint(const char* dir) {
+// Newest step in dir that has both model_<step>.bin and this rank's state file, or -1.
+static int find_latest_checkpoint(const char* dir, int rank, int nranks) {
     DIR* d = opendir(dir);
     if (!d) return -1;
     int best = -1;
     struct dirent* e;
     while ((e = readdir(d)) != NULL) {
         int step = -1, consumed = 0;
-        if (sscanf(e->d_name, "state_%8d.bin%n", &step, &consumed) == 1 && consumed == (int)strlen(e->d_name) && step > best) {
-            char path[4096];
+        if (sscanf(e->d_name, "state_%8d%n", &step, &consumed) == 1 && step > best) {
+            char path[4096], mine[4096];
             struct stat st;
+            state_path(mine, sizeof(mine), dir, step, rank, nranks);
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            if (strcmp(path, mine) != 0) continue;
             snprintf(path, sizeof(path), "%s/model_%08d.bin", dir, step);
             if (stat(path, &st) == 0) best = step;
         }
@@ -122,13 +152,21 @@ static int find_latest_checkpoint(const char* dir) {
 // Restore optimizer state, master weights, loader position and loss scale from state_<step>.bin.
 static void load_state(const char* dir, int step, GPT2* m, DataLoader* loader) {
     char path[4096];
-    snprintf(path, sizeof(path), "%s/state_%08d.bin", dir, step);
+    const int rank = m->mg ? m->mg->pg.rank : 0, nranks = m->mg ? m->mg->pg.nranks : 1;
+    const int zero = m->mg ? m->mg->zero_stage : 0;
+    state_path(path, sizeof(path), dir, step, rank, nranks);
     TrainState s;
     float *mh, *vh, *wh;
     train_state_read(path, m->num_parameters, &s, &mh, &vh, &wh);
     if (s.floatx_bytes != (int)sizeof(floatX)) die("%s: written by a build with %d-byte floatX, this build has %d", path, s.floatx_bytes, (int)sizeof(floatX));
     if (s.B != m->B || s.T != m->T) die("%s: written with B=%d T=%d; resume with the same -b and -t for an exact continuation", path, s.B, s.T);
-    size_t n = m->num_parameters;
+    if (s.nranks != nranks || s.rank != rank)
+        die("%s: written by rank %d of %d; this run is rank %d of %d (resume with the same number of processes)", path, s.rank,
+            s.nranks, rank, nranks);
+    if (s.zero_stage != zero || s.state_elems != m->state_elems)
+        die("%s: written with ZeRO stage %d (%zu state elements); this run has -z %d (%zu)", path, s.zero_stage, s.state_elems,
+            zero, m->state_elems);
+    size_t n = m->state_elems;
     cudaCheck(cudaMemcpy(m->m_memory, mh, n * sizeof(float), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(m->v_memory, vh, n * sizeof(float), cudaMemcpyHostToDevice));
     if (m->master_weights) {
@@ -192,12 +230,25 @@ int main(int argc, char** argv) {
     tc.seed = 1337; tc.lr = 3e-4f; tc.final_lr_frac = 1.0f; tc.weight_decay = 0.0f; tc.grad_clip = 1.0f;
     int resume = 0, recompute = 1, master_weights = 1, zero_stage = 0, gelu_fusion = 1, tf32 = 0, profile = 0;
     int q115_stats = 0;
-    CliFlag flags[TRAIN_CONFIG_NUM_FLAGS + 8];
+    const char* pi_method = "auto";
+    const char* pi_server = "127.0.0.1:29500";
+    const char* pi_folder = "";
+    const char* grad_wire = "";
+    int pi_nranks = -1, pi_rank = -1, pi_local = -1, pi_timeout = 120;
+    CliFlag flags[TRAIN_CONFIG_NUM_FLAGS + 17];
     int nflags = train_config_flags(&tc, flags);
     flags[nflags++] = {"-y", CLI_INT, &resume, "1 = resume from the newest checkpoint in -o"};
     flags[nflags++] = {"-r", CLI_INT, &recompute, "recompute in backward: 0 none, 1 GELU, 2 GELU + LayerNorm"};
     flags[nflags++] = {"-w", CLI_INT, &master_weights, "1 = keep fp32 master weights for AdamW"};
-    flags[nflags++] = {"-z", CLI_INT, &zero_stage, "ZeRO stage (0 on one GPU)"};
+    flags[nflags++] = {"-z", CLI_INT, &zero_stage, "ZeRO stage: 0 replicated optimizer, 1 optimizer state sharded over the GPUs"};
+    flags[nflags++] = {"-gw", CLI_STRING, &grad_wire, "gradient all-reduce precision: fp32 or the storage type (bf16/fp16; default)"};
+    flags[nflags++] = {"-pi", CLI_STRING, &pi_method, "multi-GPU rendezvous: auto | mpi | tcp | fs | none"};
+    flags[nflags++] = {"-pn", CLI_INT, &pi_nranks, "number of processes (tcp/fs; default: from mpirun/srun)"};
+    flags[nflags++] = {"-pr", CLI_INT, &pi_rank, "rank of this process (tcp/fs; default: from mpirun/srun)"};
+    flags[nflags++] = {"-pl", CLI_INT, &pi_local, "local rank = GPU index of this process (default: from the launcher, else -pr)"};
+    flags[nflags++] = {"-ps", CLI_STRING, &pi_server, "tcp rendezvous: HOST:PORT of rank 0"};
+    flags[nflags++] = {"-pf", CLI_STRING, &pi_folder, "fs rendezvous: a folder all processes share"};
+    flags[nflags++] = {"-pt", CLI_INT, &pi_timeout, "rendezvous timeout in seconds"};
     flags[nflags++] = {"-ge", CLI_INT, &gelu_fusion, "1 = fuse GELU into the fc GEMM epilogue"};
     flags[nflags++] = {"-f", CLI_INT, &tf32, "1 = allow TF32 tensor cores for FP32 GEMMs (FP32 build)"};
     flags[nflags++] = {"-prof", CLI_INT, &profile, "1 = print the step time by kernel family at the end"};
@@ -206,7 +257,16 @@ int main(int argc, char** argv) {
     train_config_validate(&tc);
     if (recompute < 0 || recompute > 2) die("-r: expected 0, 1 or 2, got %d", recompute);
     if (master_weights != 0 && master_weights != 1) die("-w: expected 0 or 1, got %d", master_weights);
-    if (zero_stage != 0) die("-z: ZeRO stage %d needs the multi-GPU trainer; a single GPU runs stage 0", zero_stage);
+    if (zero_stage != 0 && zero_stage != 1) die("-z: ZeRO stage %d is not supported (0 or 1)", zero_stage);
+    int wire_fp32 = 0;
+    if (*grad_wire) {
+        char native[8];
+        snprintf(native, sizeof(native), "%s", PRECISION_MODE_NAME);
+        for (char* c = native; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+        if (strcmp(grad_wire, "fp32") == 0) wire_fp32 = 1;
+        else if (strcmp(grad_wire, native) != 0) die("-gw %s: expected fp32 or %s (this build's storage type)", grad_wire, native);
+    }
+    if (pi_timeout <= 0) die("-pt: must be positive, got %d", pi_timeout);
     if (gelu_fusion != 0 && gelu_fusion != 1) die("-ge: expected 0 or 1, got %d", gelu_fusion);
     if (tf32 != 0 && tf32 != 1) die("-f: expected 0 or 1, got %d", tf32);
     if (profile != 0 && profile != 1) die("-prof: expected 0 or 1, got %d", profile);
@@ -218,13 +278,15 @@ int main(int argc, char** argv) {
     if (tf32) die("-f 1: TF32 applies to the FP32 build only (this build is %s)", PRECISION_MODE_NAME);
 #endif
     if (resume && !tc.out_dir) die("-y 1: needs -o, the folder holding the checkpoints to resume from");
+    // ---- processes and GPU (before any other CUDA call)
+    ProcessGroup pg;
+    rendezvous_init(&pg, rendezvous_method_from_name(pi_method, pi_nranks, pi_folder), pi_nranks, pi_rank, pi_local, pi_server,
+                    pi_folder, pi_timeout);
+    const int rank = pg.rank, nranks = pg.nranks;
+    if (rank != 0 && !freopen("/dev/null", "w", stdout)) die("rank %d: cannot silence stdout", rank);  // rank 0 speaks
+    train_config_set_ranks(&tc, nranks);
     const int B = tc.B, T = tc.T, total_batch_size = tc.total_batch_size, grad_accum_steps = tc.grad_accum_steps;
     const char* out_dir = tc.out_dir;
-
-    int device = 0;
-    cudaCheck(cudaSetDevice(device));
-    cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, device));
 
     // ---- model
     GPT2Config config;
@@ -237,8 +299,15 @@ int main(int argc, char** argv) {
         gpt2_init_params(host_params, &config, (uint64_t)tc.seed);
     }
     if (T > config.max_seq_len) die("-t: T=%d exceeds the model's maxT=%d", T, config.max_seq_len);
+    MultiGpu mg;
+    multi_gpu_init(&mg, &pg, &config, zero_stage, wire_fp32);
+    int device = 0;
+    cudaCheck(cudaGetDevice(&device));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
     GPT2 model;
     gpt2_allocate_parameters(&model, &config, master_weights);
+    gpt2_attach_multi_gpu(&model, &mg);
     model.seed = (unsigned long long)tc.seed * 0x9E3779B97F4A7C15ull + 1;
     gemm_set_tf32(&model.gemm, tf32);
     gpt2_allocate_activations(&model, B, T, recompute, gelu_fusion);
@@ -248,14 +317,17 @@ int main(int argc, char** argv) {
 
     // ---- data
     TrainSetup setup;
-    train_setup_init(&setup, &tc, config.vocab_size, 0, 1);
+    train_setup_init(&setup, &tc, config.vocab_size, rank, nranks);
     const int have_val = setup.have_val, have_tok = setup.have_tokenizer;
 
     // ---- resume or start
     int start_step = 0;
     if (resume) {
         ensure_output_dir(out_dir);
-        int latest = find_latest_checkpoint(out_dir);
+        int latest = find_latest_checkpoint(out_dir, rank, nranks);
+        float agree[2] = {(float)latest, (float)-latest};  // every rank must resume the same step
+        multi_gpu_allreduce_host(&mg, agree, 2, 1, model.stream);
+        if (agree[0] != -agree[1]) die("-y 1: the ranks' newest checkpoints in %s differ (steps %d .. %d)", out_dir, (int)-agree[1], (int)agree[0]);
         if (latest < 0) {
             printf("-y 1: no checkpoint in %s, starting from scratch\n", out_dir);
         } else {
@@ -290,6 +362,9 @@ int main(int argc, char** argv) {
     print_config_row("V, Vp", "%d, %d", config.vocab_size, config.padded_vocab_size);
     print_config_row("parameters", "%zu", n);
     print_config_row("B, T, grad accum", "%d, %d, %d", B, T, grad_accum_steps);
+    print_config_row("GPUs, ZeRO, grad wire", "%d (%s), %d, %s", nranks, rendezvous_method_name(pg.method), zero_stage,
+                     wire_fp32 || sizeof(floatX) == 4 ? "fp32" : PRECISION_MODE_NAME);
+    print_config_row("tokens per step", "%d", total_batch_size);
     print_config_row("steps, lr, schedule", "%d, %g, %s", tc.max_steps, tc.lr, tc.lr_schedule);
     print_config_row("warmup, final lr frac", "%d, %g", tc.warmup, tc.final_lr_frac);
     print_config_row("weight decay, grad clip", "%g, %g", tc.weight_decay, tc.grad_clip);
@@ -302,10 +377,11 @@ int main(int argc, char** argv) {
 
     Logger logger;
     if (out_dir) ensure_output_dir(out_dir);
-    logger_init(&logger, out_dir, start_step > 0);
+    logger_init(&logger, rank == 0 ? out_dir : NULL, start_step > 0);
     char line[1024];
-    snprintf(line, sizeof(line), "train_gpt2cu %s model=%s L=%d C=%d NH=%d B=%d T=%d accum=%d lr=%g device=%s",
-             numeric, tc.model_spec, config.num_layers, config.channels, config.num_heads, B, T, grad_accum_steps, tc.lr, prop.name);
+    snprintf(line, sizeof(line), "train_gpt2cu %s model=%s L=%d C=%d NH=%d B=%d T=%d accum=%d gpus=%d lr=%g device=%s",
+             numeric, tc.model_spec, config.num_layers, config.channels, config.num_heads, B, T, grad_accum_steps, nranks, tc.lr,
+             prop.name);
     logger_comment(&logger, line);
 
     double flops_per_step = gpt2_flops_per_token(n, config.num_layers, config.channels, T) * total_batch_size;
@@ -321,10 +397,12 @@ int main(int argc, char** argv) {
                 sum += gpt2_evaluate(&model, setup.val.inputs, setup.val.targets, B, T);
             }
             float val_loss = (float)(sum / tc.val_max_batches);
+            multi_gpu_allreduce_host(&mg, &val_loss, 1, 0, model.stream);  // mean over the ranks' batches
+            val_loss /= nranks;
             printf("step %5d | val loss %.6f\n", step, val_loss);
             logger_log_val(&logger, step, val_loss);
         }
-        if (tc.sample_every > 0 && step > 0 && (step % tc.sample_every == 0 || last))
+        if (rank == 0 && tc.sample_every > 0 && step > 0 && (step % tc.sample_every == 0 || last))
             sample_and_print(&model, &setup.tokenizer, have_tok, tc.gen_tokens, step, tc.seed);
         if (out_dir && step > start_step && ((tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) || last))
             save_checkpoint(out_dir, step, &model, &setup.train, numeric);
@@ -337,9 +415,13 @@ int main(int argc, char** argv) {
         double loss_sum = 0.0;
         for (int micro = 0; micro < grad_accum_steps; micro++) {
             if (!tc.overfit_single_batch || (step == start_step && micro == 0)) dataloader_next_batch(&setup.train);
-            loss_sum += gpt2_forward_backward(&model, setup.train.inputs, setup.train.targets, B, T, 1.0f / grad_accum_steps);
+            model.reduce_grads = micro == grad_accum_steps - 1;  // reduce across ranks during the last backward
+            loss_sum += gpt2_forward_backward(&model, setup.train.inputs, setup.train.targets, B, T,
+                                              1.0f / ((float)grad_accum_steps * nranks));
         }
         float loss = (float)(loss_sum / grad_accum_steps);
+        multi_gpu_allreduce_host(&mg, &loss, 1, 0, model.stream);  // mean over the ranks
+        loss /= nranks;
         if (!isfinite(loss))
             die("step %d: train loss is %f; stopping before the update (checkpoints written so far are intact)", step + 1, loss);
         float step_lr = get_learning_rate(&setup.sched, step);
@@ -349,7 +431,7 @@ int main(int argc, char** argv) {
         prof_collect(profiler, model.stream);
         if (step > start_step + 2) step_seconds[timed_steps++] = dt;  // the first 3 steps are warm-up
         double tok_s = total_batch_size / dt;
-        double mfu = peak > 0 ? flops_per_step / dt / (peak * 1e12) * 100.0 : -1.0;
+        double mfu = peak > 0 ? flops_per_step / dt / (peak * 1e12 * nranks) * 100.0 : -1.0;
         char mfu_str[32];
         if (mfu >= 0) snprintf(mfu_str, sizeof(mfu_str), "%.1f%%", mfu);
         else snprintf(mfu_str, sizeof(mfu_str), "n/a");
@@ -360,7 +442,7 @@ int main(int argc, char** argv) {
 #endif
         logger_log_train(&logger, step + 1, loss, step_lr, u.grad_norm);
 #if defined(ENABLE_Q115)
-        if (q115_stats > 0 && ((step + 1) % q115_stats == 0 || step == start_step))
+        if (rank == 0 && q115_stats > 0 && ((step + 1) % q115_stats == 0 || step == start_step))
             print_boundary_stats(&model, &logger, &setup.train, step + 1);
 #endif
         if (step == start_step) {
@@ -375,7 +457,7 @@ int main(int argc, char** argv) {
             return (x > y) - (x < y);
         });
         double median = step_seconds[timed_steps / 2];
-        double mfu = peak > 0 ? flops_per_step / median / (peak * 1e12) * 100.0 : -1.0;
+        double mfu = peak > 0 ? flops_per_step / median / (peak * 1e12 * nranks) * 100.0 : -1.0;
         printf("median step %.2f ms, %.0f tok/s, MFU %.1f%% over %d steps after 3 warm-up steps\n", median * 1e3,
                total_batch_size / median, mfu, timed_steps);
     }
@@ -391,5 +473,7 @@ int main(int argc, char** argv) {
     logger_free(&logger);
     train_setup_free(&setup);
     gpt2_free(&model);
+    multi_gpu_free(&mg);
+    rendezvous_finish(&pg);
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <algorithm>
+#include <type_traits>
 #include "cuda_common.cuh"
 #include "cuda_utils.cuh"
 
@@ -20,6 +21,7 @@ constexpr int ADAMW_THREADS = 256;
 struct AdamWArgs {
     float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, inv_bc1, inv_bc2, eps, weight_decay, grad_scale;
     unsigned long long seed;
+    unsigned long long index0;  // element index of this call's first element in its tensor (rounding stream)
 };
 
 // One element: updates m, v in place and returns the new parameter value.
@@ -32,8 +34,8 @@ __device__ __forceinline__ float adamw_element(float p, float grad, float& m, fl
 }
 
 // Scalar path for element i (tail of the vector path, or every element when pointers are misaligned).
-template <bool MASTER>
-__device__ __forceinline__ void adamw_scalar(floatX* params, float* master, const floatX* grads, float* m, float* v,
+template <bool MASTER, typename G>
+__device__ __forceinline__ void adamw_scalar(floatX* params, float* master, const G* grads, float* m, float* v,
                                              size_t i, const AdamWArgs& a) {
     const float p_old = MASTER ? master[i] : (float)params[i];
     float mi = m[i], vi = v[i];
@@ -41,20 +43,31 @@ __device__ __forceinline__ void adamw_scalar(floatX* params, float* master, cons
     m[i] = mi;
     v[i] = vi;
     if (MASTER) master[i] = p;
-    store_rounded(&params[i], p, random_u32(a.seed, i));
+    store_rounded(&params[i], p, random_u32(a.seed, a.index0 + i));
 }
 
 // Vector path: packet j covers elements [j X, j X + X), X = x128::size (8 for bf16/fp16, 4 for fp32);
 // elements [nvec X, n) are done by the first threads of the grid. All pointers 16-byte aligned.
-template <bool MASTER>
+template <bool MASTER, typename G>
 __global__ void __launch_bounds__(ADAMW_THREADS)
-adamw_kernel(floatX* params, float* master, const floatX* grads, float* m, float* v, size_t nvec, size_t n, AdamWArgs a) {
+adamw_kernel(floatX* params, float* master, const G* grads, float* m, float* v, size_t nvec, size_t n, AdamWArgs a) {
     constexpr int X = x128::size, F = X / f128::size;  // F float packets per floatX packet
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t j = tid; j < nvec; j += stride) {
         const size_t base = j * X;
-        const x128 g = load128cs(grads + base);
-        float p[X], mm[X], vv[X];
+        float g[X], p[X], mm[X], vv[X];
+        if constexpr (std::is_same<G, floatX>::value) {
+            const x128 gp = load128cs(grads + base);
+            #pragma unroll
+            for (int k = 0; k < X; k++) g[k] = (float)gp[k];
+        } else {  // fp32 gradients (reduced in fp32 by the multi-GPU trainer)
+            #pragma unroll
+            for (int f = 0; f < F; f++) {
+                const f128 gp = load128cs(grads + base + f * 4);
+                #pragma unroll
+                for (int k = 0; k < 4; k++) g[f * 4 + k] = gp[k];
+            }
+        }
         #pragma unroll
         for (int f = 0; f < F; f++) {
             const f128 mp = load128cs(m + base + f * 4), vp = load128cs(v + base + f * 4);
@@ -76,8 +89,8 @@ adamw_kernel(floatX* params, float* master, const floatX* grads, float* m, float
         x128 out;
         #pragma unroll
         for (int k = 0; k < X; k++) {
-            p[k] = adamw_element(p[k], (float)g[k], mm[k], vv[k], a);
-            store_rounded(&out.payload[k], p[k], random_u32(a.seed, base + k));
+            p[k] = adamw_element(p[k], g[k], mm[k], vv[k], a);
+            store_rounded(&out.payload[k], p[k], random_u32(a.seed, a.index0 + base + k));
         }
         #pragma unroll
         for (int f = 0; f < F; f++) {
@@ -96,16 +109,16 @@ adamw_kernel(floatX* params, float* master, const floatX* grads, float* m, float
         store128(params + base, out);
     }
     const size_t tail = nvec * X + tid;
-    if (tail < n) adamw_scalar<MASTER>(params, master, grads, m, v, tail, a);
+    if (tail < n) adamw_scalar<MASTER, G>(params, master, grads, m, v, tail, a);
 }
 
 // Fallback for pointers that are not 16-byte aligned: grid-stride over single elements.
-template <bool MASTER>
+template <bool MASTER, typename G>
 __global__ void __launch_bounds__(ADAMW_THREADS)
-adamw_scalar_kernel(floatX* params, float* master, const floatX* grads, float* m, float* v, size_t n, AdamWArgs a) {
+adamw_scalar_kernel(floatX* params, float* master, const G* grads, float* m, float* v, size_t n, AdamWArgs a) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        adamw_scalar<MASTER>(params, master, grads, m, v, i, a);
+        adamw_scalar<MASTER, G>(params, master, grads, m, v, i, a);
 }
 
 static inline bool adamw_aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
@@ -126,20 +139,23 @@ static inline unsigned int adamw_grid(size_t work_items) {
 //                  index within this call; fp16: round to nearest; fp32: copy). Without master_params:
 //                  read, updated, and written back through store_rounded.
 //   master_params  n fp32 or NULL. When non-NULL it is the authoritative copy: read, updated in place.
-//   grads          n floatX, read; the gradient used is grads[i] * grad_scale.
+//   grads          n floatX or n fp32 (G), read; the gradient used is grads[i] * grad_scale.
 //   m, v           n fp32 each, first and second moments, updated in place (zero before step 1).
 //   lr, beta1, beta2, eps, weight_decay: as in torch.optim.AdamW; step: 1-based step count for the
 //                  bias corrections, computed in double on the host.
-//   seed           stochastic rounding seed. The random stream restarts at index 0 in every call, so a
-//                  caller updating several tensors in separate calls must vary the seed per call (e.g. mix
-//                  in the tensor index) to keep the rounding noise of different tensors independent.
+//   seed           stochastic rounding seed. Element i draws random_u32(seed, index_offset + i), so a
+//                  caller updating several tensors in separate calls must vary the seed per tensor (e.g.
+//                  mix in the tensor index) to keep their rounding noise independent, and one updating
+//                  a tensor in pieces (ZeRO-1 shards) passes each piece's position in its tensor as
+//                  index_offset to draw exactly the bits a single call over the tensor would.
 // Vector path when all five pointers are 16-byte aligned (the tail n % 8 handled in the same kernel),
 // else a scalar path (same results, slower). No scratch. Deterministic: elementwise, and the rounding
 // bits depend only on (seed, i).
 // Bytes moved per element: 2 sizeof(floatX) + 24 (with master), 3 sizeof(floatX) + 16 (without).
-static inline void adamw_update(floatX* params, float* master_params, const floatX* grads, float* m, float* v, size_t n,
+template <typename G>
+static inline void adamw_update(floatX* params, float* master_params, const G* grads, float* m, float* v, size_t n,
                                 float lr, float beta1, float beta2, int step, float eps, float weight_decay,
-                                float grad_scale, unsigned long long seed, cudaStream_t stream) {
+                                float grad_scale, unsigned long long seed, cudaStream_t stream, size_t index_offset = 0) {
     if (n == 0) return;
     if (step < 1) {
         fprintf(stderr, "error: adamw_update: step must be >= 1 (got %d)\n", step);
@@ -157,18 +173,19 @@ static inline void adamw_update(floatX* params, float* master_params, const floa
     a.weight_decay = weight_decay;
     a.grad_scale = grad_scale;
     a.seed = seed;
+    a.index0 = index_offset;
     const bool has_master = master_params != NULL;
     const bool aligned = adamw_aligned16(params) && adamw_aligned16(grads) && adamw_aligned16(m) &&
                          adamw_aligned16(v) && (!has_master || adamw_aligned16(master_params));
     if (aligned) {
         const size_t nvec = n / x128::size;
         const unsigned int grid = adamw_grid(std::max<size_t>(nvec, 1));
-        if (has_master) adamw_kernel<true><<<grid, ADAMW_THREADS, 0, stream>>>(params, master_params, grads, m, v, nvec, n, a);
-        else adamw_kernel<false><<<grid, ADAMW_THREADS, 0, stream>>>(params, master_params, grads, m, v, nvec, n, a);
+        if (has_master) adamw_kernel<true, G><<<grid, ADAMW_THREADS, 0, stream>>>(params, master_params, grads, m, v, nvec, n, a);
+        else adamw_kernel<false, G><<<grid, ADAMW_THREADS, 0, stream>>>(params, master_params, grads, m, v, nvec, n, a);
     } else {
         const unsigned int grid = adamw_grid(n);
-        if (has_master) adamw_scalar_kernel<true><<<grid, ADAMW_THREADS, 0, stream>>>(params, master_params, grads, m, v, n, a);
-        else adamw_scalar_kernel<false><<<grid, ADAMW_THREADS, 0, stream>>>(params, master_params, grads, m, v, n, a);
+        if (has_master) adamw_scalar_kernel<true, G><<<grid, ADAMW_THREADS, 0, stream>>>(params, master_params, grads, m, v, n, a);
+        else adamw_scalar_kernel<false, G><<<grid, ADAMW_THREADS, 0, stream>>>(params, master_params, grads, m, v, n, a);
     }
     cudaCheckLaunch();
 }

@@ -26,15 +26,17 @@ constexpr int GLOBAL_NORM_THREADS = 512;
 // Scratch floats the caller provides for the partials (= GLOBAL_NORM_PARTIALS).
 static inline size_t global_norm_partials_floats() { return GLOBAL_NORM_PARTIALS; }
 
+template <typename T>
 __global__ void __launch_bounds__(GLOBAL_NORM_THREADS)
-global_norm_squared_kernel(float* partials, const floatX* values, size_t head, size_t nvec, size_t count, bool reset) {
-    constexpr int X = x128::size;
+global_norm_squared_kernel(float* partials, const T* values, size_t head, size_t nvec, size_t count, bool reset) {
+    using P = Packed128<T>;
+    constexpr int X = P::size;
     float acc = 0.0f;
-    const floatX* aligned = values + head;
+    const T* aligned = values + head;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     for (; i + 3 * stride < nvec; i += 4 * stride) {  // 4 independent 16-byte loads in flight per thread
-        x128 p[4];
+        P p[4];
         #pragma unroll
         for (int u = 0; u < 4; u++) p[u] = load128cs(aligned + (i + u * stride) * X);
         #pragma unroll
@@ -46,7 +48,7 @@ global_norm_squared_kernel(float* partials, const floatX* values, size_t head, s
             }
     }
     for (; i < nvec; i += stride) {
-        const x128 p = load128cs(aligned + i * X);
+        const P p = load128cs(aligned + i * X);
         #pragma unroll
         for (int k = 0; k < X; k++) {
             const float f = (float)p[k];
@@ -67,14 +69,15 @@ global_norm_squared_kernel(float* partials, const floatX* values, size_t head, s
 //   partials  GLOBAL_NORM_PARTIALS floats (scratch owned by the caller): OVERWRITTEN when reset, else
 //             ACCUMULATED (+=). For gradients spread over several tensors call once per tensor, reset on
 //             the first; for the flat gradient buffer one call covers everything.
-//   values    count floatX, any alignment (16-byte loads from the first 16-byte boundary on).
+//   values    count floatX or fp32 (T), any alignment (16-byte loads from the first 16-byte boundary on).
 // The grid is always GLOBAL_NORM_PARTIALS blocks (count = 0 included), so every slot is written on reset.
 // Deterministic: fixed work split and summation order, independent of the device.
 // (No "number of slices" parameter: the split is fixed so that results do not depend on it.)
-static inline void global_norm_squared(float* partials, const floatX* values, size_t count, bool reset, cudaStream_t stream) {
-    constexpr size_t X = x128::size;
-    size_t head = (((16 - ((uintptr_t)values & 15)) & 15) / sizeof(floatX));  // elements before a 16-byte boundary
-    if (((uintptr_t)values % sizeof(floatX)) != 0) {
+template <typename T>
+static inline void global_norm_squared(float* partials, const T* values, size_t count, bool reset, cudaStream_t stream) {
+    constexpr size_t X = Packed128<T>::size;
+    size_t head = (((16 - ((uintptr_t)values & 15)) & 15) / sizeof(T));  // elements before a 16-byte boundary
+    if (((uintptr_t)values % sizeof(T)) != 0) {
         fprintf(stderr, "error: global_norm_squared: values %p not aligned to its element size\n", (const void*)values);
         exit(EXIT_FAILURE);
     }

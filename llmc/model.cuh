@@ -30,6 +30,7 @@
 #include "adamw.cuh"
 #include "global_norm.cuh"
 #include "profiler.cuh"
+#include "multi_gpu.cuh"
 
 // The 16 parameter tensors in checkpoint order (doc/FORMATS.md), pointers into one flat buffer.
 struct ParameterTensors {
@@ -128,6 +129,12 @@ struct GPT2 {
     int good_steps;
     unsigned long long seed; // stochastic rounding seed (each update derives its own from it and the step)
     KernelProfiler* prof;    // optional per-family timing (NULL: off)
+    // Data parallelism (llmc/multi_gpu.cuh); mg == NULL for a single-GPU run.
+    MultiGpu* mg;
+    int reduce_grads;        // 1 on the last micro-step: backward reduces each finished bucket across ranks
+    OptimizerSegment* segments;  // what this rank's AdamW updates (16 tensors, or its ZeRO-1 shard)
+    int num_segments;
+    size_t state_elems;      // length of m, v and the master weights (num_parameters, or the ZeRO-1 shard)
 };
 
 #define LOSS_SCALE_INIT 65536.0f
@@ -160,6 +167,34 @@ static inline void gpt2_allocate_parameters(GPT2* m, const GPT2Config* config, i
     m->loss_scale = LOSS_SCALE_INIT;
     m->good_steps = 0;
     m->seed = 0x5EEDull;
+    m->state_elems = n;
+    m->segments = (OptimizerSegment*)malloc_check(NUM_PARAMETER_TENSORS * sizeof(OptimizerSegment));
+    m->num_segments = multi_gpu_segments(NULL, m->param_sizes, m->segments, NUM_PARAMETER_TENSORS);
+}
+
+// Join a multi-GPU run (after gpt2_allocate_parameters, before gpt2_set_parameters): the optimizer
+// then updates the segments multi_gpu_segments gives, and with ZeRO-1 m, v and the master weights
+// shrink to this rank's shard.
+static inline void gpt2_attach_multi_gpu(GPT2* m, MultiGpu* mg) {
+    m->mg = mg;
+    free(m->segments);
+    const int max_seg = mg->plan->num_slices > NUM_PARAMETER_TENSORS ? mg->plan->num_slices : NUM_PARAMETER_TENSORS;
+    m->segments = (OptimizerSegment*)malloc_check(max_seg * sizeof(OptimizerSegment));
+    m->num_segments = multi_gpu_segments(mg, m->param_sizes, m->segments, max_seg);
+    m->state_elems = multi_gpu_state_elems(mg, m->num_parameters);
+    if (m->state_elems != m->num_parameters) {
+        cudaCheck(cudaFree(m->m_memory));
+        cudaCheck(cudaFree(m->v_memory));
+        cudaCheck(cudaMalloc(&m->m_memory, m->state_elems * sizeof(float)));
+        cudaCheck(cudaMalloc(&m->v_memory, m->state_elems * sizeof(float)));
+        cudaCheck(cudaMemset(m->m_memory, 0, m->state_elems * sizeof(float)));
+        cudaCheck(cudaMemset(m->v_memory, 0, m->state_elems * sizeof(float)));
+        if (m->master_weights) {
+            cudaCheck(cudaFree(m->master_weights));
+            cudaCheck(cudaMalloc(&m->master_weights, m->state_elems * sizeof(float)));
+        }
+    }
+    multi_gpu_alloc_wire(mg, m->num_parameters);
 }
 
 // Upload fp32 parameters (host, checkpoint order) into the floatX parameters (round to nearest)
@@ -170,15 +205,20 @@ static inline void gpt2_set_parameters(GPT2* m, const float* host_params) {
     for (size_t i = 0; i < n; i++) tmp[i] = (floatX)host_params[i];
     cudaCheck(cudaMemcpy(m->params_memory, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
     free(tmp);
-    if (m->master_weights) cudaCheck(cudaMemcpy(m->master_weights, host_params, n * sizeof(float), cudaMemcpyHostToDevice));
+    if (!m->master_weights) return;
+    for (int i = 0; i < m->num_segments; i++) {  // this rank's parts (all of it without ZeRO-1)
+        const OptimizerSegment& sg = m->segments[i];
+        cudaCheck(cudaMemcpy(m->master_weights + sg.state_offset, host_params + sg.param_offset, sg.count * sizeof(float),
+                             cudaMemcpyHostToDevice));
+    }
 }
 
-// fp32 copy of the parameters on the host (caller frees): the master weights when kept, else the
-// floatX parameters widened.
+// fp32 copy of the parameters on the host (caller frees): the master weights when kept whole, else
+// the floatX parameters widened.
 static inline float* gpt2_get_parameters(const GPT2* m) {
     size_t n = m->num_parameters;
     float* out = (float*)malloc_check(n * sizeof(float));
-    if (m->master_weights) {
+    if (m->master_weights && m->state_elems == n) {
         cudaCheck(cudaMemcpy(out, m->master_weights, n * sizeof(float), cudaMemcpyDeviceToHost));
     } else {
         floatX* tmp = (floatX*)malloc_check(n * sizeof(floatX));
@@ -245,8 +285,10 @@ static inline void gpt2_upload_batch(GPT2* m, const int* inputs, const int* targ
     }
 }
 
-// Forward pass to the logits (in acts.output, (B,T,Vp)) on the batch uploaded last.
-static inline void gpt2_forward(GPT2* m, int B, int T) {
+// Forward pass to the logits (in acts.output, (B,T,Vp)) on the batch uploaded last. classifier_reads:
+// the fused classifier is the logits' only reader, so the LM head may leave the MATMUL_OUT boundary
+// to it (matmul_forward_logits; identical values); false stores the logits through the boundary.
+static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = false) {
     if (B * T > m->B * m->T || T > m->T) die("forward: B=%d T=%d exceeds the allocated B=%d T=%d", B, T, m->B, m->T);
     const GPT2Config* c = &m->config;
     const int L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
@@ -304,7 +346,8 @@ static inline void gpt2_forward(GPT2* m, int B, int T) {
         }
     }
     prof_mark(m->prof, PROF_MATMUL_FWD, s);
-    matmul_forward(g, a.output, a.lnf, p.wte, NULL, N, C, Vp, NULL);
+    if (classifier_reads) matmul_forward_logits(g, a.output, a.lnf, p.wte, N, C, Vp);
+    else matmul_forward(g, a.output, a.lnf, p.wte, NULL, N, C, Vp, NULL);
 }
 
 // Mean of the per-position losses in acts.losses (synchronizes the stream).
@@ -320,7 +363,7 @@ static inline float gpt2_mean_loss(GPT2* m, int B, int T) {
 // Validation / evaluation: forward and losses for a batch, no gradients. Returns the mean loss.
 static inline float gpt2_evaluate(GPT2* m, const int* inputs, const int* targets, int B, int T) {
     gpt2_upload_batch(m, inputs, targets, B, T);
-    gpt2_forward(m, B, T);
+    gpt2_forward(m, B, T);  // stores the logits through the boundary: the tests and statistics read them
     const GPT2Config* c = &m->config;
     fused_classifier(m->acts.output, m->acts.losses, 1.0f, m->targets, B, T, c->vocab_size, c->padded_vocab_size, false, m->stream);
     return gpt2_mean_loss(m, B, T);
@@ -332,11 +375,10 @@ static inline float gpt2_evaluate(GPT2* m, const int* inputs, const int* targets
 static inline void gpt2_boundary_stats(GPT2* m, const int* inputs, const int* targets, int B, int T,
                                        unsigned long long counts[NUM_BOUNDARY_SITES][3]) {
     unsigned long long zeros[NUM_BOUNDARY_SITES][3] = {};
-    int on = 1, off = 0;
     cudaCheck(cudaMemcpyToSymbolAsync(boundary_counts, zeros, sizeof(zeros), 0, cudaMemcpyHostToDevice, m->stream));
-    cudaCheck(cudaMemcpyToSymbolAsync(boundary_stats_enabled, &on, sizeof(int), 0, cudaMemcpyHostToDevice, m->stream));
+    boundary_stats_set(1, m->stream);
     gpt2_evaluate(m, inputs, targets, B, T);
-    cudaCheck(cudaMemcpyToSymbolAsync(boundary_stats_enabled, &off, sizeof(int), 0, cudaMemcpyHostToDevice, m->stream));
+    boundary_stats_set(0, m->stream);
     cudaCheck(cudaMemcpyFromSymbolAsync(counts, boundary_counts, sizeof(zeros), 0, cudaMemcpyDeviceToHost, m->stream));
     cudaCheck(cudaStreamSynchronize(m->stream));
 }
@@ -375,7 +417,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
     const size_t BTC = (size_t)N * C;
     prof_mark(m->prof, PROF_OTHER, m->stream);
     gpt2_upload_batch(m, inputs, targets, B, T);
-    gpt2_forward(m, B, T);
+    gpt2_forward(m, B, T, true);
 
     const ParameterTensors& p = m->params;
     ParameterTensors& gr = m->grads;
@@ -436,9 +478,12 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
         prof_mark(m->prof, PROF_LAYERNORM_BWD, s);
         layernorm_backward(a.dresidual, gr.ln1w + l * C, gr.ln1b + l * C, m->scratch, a.dbtc, residual,
                            p.ln1w + l * C, a.ln1_mean + l * N, a.ln1_rstd + l * N, N, C, s);
+        // every gradient of layer l is final: reduce it across ranks while backward goes on
+        if (m->reduce_grads) multi_gpu_reduce_bucket(m->mg, l, m->grads_memory, s);
     }
     prof_mark(m->prof, PROF_ENCODER, s);
     encoder_backward(gr.wte, gr.wpe, &m->encoder_ws, a.dresidual, m->inputs_host, B, T, C, s);
+    if (m->reduce_grads) multi_gpu_reduce_bucket(m->mg, L, m->grads_memory, s);  // wte, wpe, lnfw, lnfb
     prof_mark(m->prof, PROF_OTHER, s);
     return gpt2_mean_loss(m, B, T);
 }
@@ -449,13 +494,34 @@ struct UpdateResult {
     int skipped;      // 1 if the step was skipped (FP16: non-finite gradient, loss scale halved)
 };
 
-// Global gradient norm (of the gradient as accumulated: still loss-scaled in the FP16 build).
+// The gradients AdamW reads: the fp32 sums when a multi-GPU run reduces in fp32, else the floatX ones.
+static inline const float* gpt2_grads_f32(const GPT2* m) { return m->mg ? m->mg->grads_f32 : NULL; }
+
+// Global gradient norm (of the gradient as accumulated: still loss-scaled in the FP16 build), over the
+// reduced gradients: whole on every rank without ZeRO-1; with ZeRO-1 each rank sums the squares of
+// its shard and the sums are added across ranks.
 static inline float gpt2_grad_norm_raw(GPT2* m) {
-    global_norm_squared(m->scratch, m->grads_memory, m->num_parameters, true, m->stream);
+    const float* g32 = gpt2_grads_f32(m);
+    const bool sharded = m->mg && m->mg->zero_stage == 1;
+    if (!sharded) {
+        if (g32) global_norm_squared(m->scratch, g32, m->num_parameters, true, m->stream);
+        else global_norm_squared(m->scratch, m->grads_memory, m->num_parameters, true, m->stream);
+    } else {
+        for (int i = 0; i < m->num_segments; i++) {
+            const OptimizerSegment& sg = m->segments[i];
+            if (g32) global_norm_squared(m->scratch, g32 + sg.param_offset, sg.count, i == 0, m->stream);
+            else global_norm_squared(m->scratch, m->grads_memory + sg.param_offset, sg.count, i == 0, m->stream);
+        }
+    }
     global_norm_finish(m->scratch, m->scratch, m->stream);
     float norm;
     cudaCheck(cudaMemcpyAsync(&norm, m->scratch, sizeof(float), cudaMemcpyDeviceToHost, m->stream));
     cudaCheck(cudaStreamSynchronize(m->stream));
+    if (sharded && multi_gpu_active(m->mg)) {
+        float sq = norm * norm;  // NaN and Inf stay NaN and Inf
+        multi_gpu_allreduce_host(m->mg, &sq, 1, 0, m->stream);
+        norm = sqrtf(sq);
+    }
     return norm;
 }
 
@@ -466,6 +532,7 @@ static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float bet
                                        float grad_clip, int step) {
     UpdateResult r;
     prof_mark(m->prof, PROF_OPTIMIZER, m->stream);
+    if (m->mg) multi_gpu_wait(m->mg, m->stream);  // the gradient reductions of the last backward
     float raw = gpt2_grad_norm_raw(m);
 #if defined(ENABLE_FP16)
     r.grad_norm = raw / m->loss_scale;
@@ -483,16 +550,22 @@ static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float bet
     r.skipped = 0;
     float clip = 1.0f;
     if (grad_clip > 0.0f && grad_clip / (r.grad_norm + 1e-6f) < 1.0f) clip = grad_clip / (r.grad_norm + 1e-6f);
-    size_t offset = 0;
-    for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
-        size_t n = m->param_sizes[t];
+    const float* g32 = gpt2_grads_f32(m);
+    for (int i = 0; i < m->num_segments; i++) {
+        const OptimizerSegment& sg = m->segments[i];
+        const int t = sg.tensor;
         float wd = gpt2_param_is_matrix(t) ? weight_decay : 0.0f;
         unsigned long long seed = m->seed ^ ((unsigned long long)step << 20) ^ (unsigned long long)t;
-        adamw_update(m->params_memory + offset, m->master_weights ? m->master_weights + offset : NULL,
-                     m->grads_memory + offset, m->m_memory + offset, m->v_memory + offset, n, lr, beta1, beta2,
-                     step, eps, wd, clip * unscale, seed, m->stream);
-        offset += n;
+        floatX* params = m->params_memory + sg.param_offset;
+        float* master = m->master_weights ? m->master_weights + sg.state_offset : NULL;
+        float* mm = m->m_memory + sg.state_offset;
+        float* vv = m->v_memory + sg.state_offset;
+        if (g32) adamw_update(params, master, g32 + sg.param_offset, mm, vv, sg.count, lr, beta1, beta2, step, eps, wd,
+                              clip * unscale, seed, m->stream, sg.tensor_index);
+        else adamw_update(params, master, (const floatX*)m->grads_memory + sg.param_offset, mm, vv, sg.count, lr, beta1, beta2,
+                          step, eps, wd, clip * unscale, seed, m->stream, sg.tensor_index);
     }
+    if (m->mg) multi_gpu_gather_params(m->mg, m->params_memory, m->stream);
 #if defined(ENABLE_FP16)
     if (++m->good_steps >= LOSS_SCALE_WINDOW) {
         m->loss_scale *= 2.0f;
@@ -511,6 +584,7 @@ static inline void gpt2_free(GPT2* m) {
     cudaFree(m->master_weights);
     cudaFree(m->m_memory);
     cudaFree(m->v_memory);
+    free(m->segments);
     cudaFree(m->acts_memory);
     cudaFree(m->inputs);
     cudaFree(m->targets);

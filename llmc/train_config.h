@@ -29,7 +29,8 @@ typedef struct {
     int overfit_single_batch;    // -a
     int seed;                    // -seed
     float lr, final_lr_frac, weight_decay, grad_clip;          // -l -q -c -gc
-    int grad_accum_steps;        // derived: total_batch_size / (B*T)
+    int grad_accum_steps;        // derived: total_batch_size / (nranks*B*T)
+    int total_batch_defaulted;   // derived: 1 if -d was -1 (then total_batch_size = nranks*B*T)
 } TrainConfig;
 
 #define TRAIN_CONFIG_NUM_FLAGS 22
@@ -69,6 +70,7 @@ static inline int train_config_flags(TrainConfig* c, CliFlag* flags) {
 static inline void train_config_validate(TrainConfig* c) {
     if (c->B <= 0) die("-b: must be positive, got %d", c->B);
     if (c->T <= 0) die("-t: must be positive, got %d", c->T);
+    c->total_batch_defaulted = c->total_batch_size == -1;
     if (c->total_batch_size == -1) c->total_batch_size = c->B * c->T;
     if (c->total_batch_size <= 0 || c->total_batch_size % (c->B * c->T) != 0)
         die("-d: %d is not a positive multiple of B*T = %d", c->total_batch_size, c->B * c->T);
@@ -76,6 +78,16 @@ static inline void train_config_validate(TrainConfig* c) {
     if (c->val_max_batches <= 0) die("-m: must be positive");
     if (c->overfit_single_batch != 0 && c->overfit_single_batch != 1) die("-a: expected 0 or 1, got %d", c->overfit_single_batch);
     c->grad_accum_steps = c->total_batch_size / (c->B * c->T);
+}
+
+// Data parallelism over nranks processes: -d counts the tokens of one optimizer step over all ranks
+// (default nranks*B*T), so it must be a multiple of nranks*B*T; re-derives grad_accum_steps.
+static inline void train_config_set_ranks(TrainConfig* c, int nranks) {
+    const long step_tokens = (long)nranks * c->B * c->T;
+    if (c->total_batch_defaulted) c->total_batch_size = (int)step_tokens;
+    if (c->total_batch_size % step_tokens != 0)
+        die("-d: %d is not a multiple of nranks*B*T = %d*%d*%d = %ld", c->total_batch_size, nranks, c->B, c->T, step_tokens);
+    c->grad_accum_steps = (int)(c->total_batch_size / step_tokens);
 }
 
 // True when spec names a checkpoint file (ends in .bin) rather than a model descriptor.

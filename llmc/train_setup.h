@@ -30,7 +30,7 @@ static inline void train_setup_init(TrainSetup* s, TrainConfig* tc, int vocab_si
     if (tc->max_steps < 0) tc->max_steps = (int)(s->train.num_tokens / tc->total_batch_size);
     if (tc->max_steps <= 0) die("-x: the train shards hold fewer tokens than one step (%d)", tc->total_batch_size);
     if (s->have_val) {
-        int avail = (int)(s->val.num_tokens / ((size_t)tc->B * tc->T + 1));
+        int avail = (int)(s->val.num_tokens / ((size_t)nranks * tc->B * tc->T + 1));  // batches per rank
         if (tc->val_max_batches > avail) tc->val_max_batches = avail > 0 ? avail : 1;
     }
     struct stat st;

@@ -7,8 +7,10 @@
  * has_master, sizeof(floatX), B, T, then 64-bit values as (low, high) word pairs: num_parameters
  * (words 10-11), data-loader shard (12-13), position (14-15), epoch (16-17), stochastic-rounding
  * seed (18-19); word 20: FP16 loss scale (float bits), word 21: good steps since the last change;
+ * word 22: ZeRO stage; words 23-24: state_elems, the length of the arrays below (this rank's ZeRO-1
+ * shard, llmc/zero.h; 0 in files written before it existed means num_parameters);
  * words 64-127: the numeric configuration string (NUL-terminated). Then fp32 arrays of
- * num_parameters each: AdamW m, AdamW v, and the master weights when has_master.
+ * state_elems each: AdamW m, AdamW v, and the master weights when has_master.
  */
 #ifndef LLMC_TRAIN_STATE_H
 #define LLMC_TRAIN_STATE_H
@@ -28,6 +30,8 @@ typedef struct {
     unsigned long long seed;
     float loss_scale;
     int good_steps;
+    int zero_stage;
+    size_t state_elems;  // length of m, v, master (num_parameters unless ZeRO-1 shards them)
     char numeric_config[256];
 } TrainState;
 
@@ -39,8 +43,8 @@ static inline uint64_t train_state_get64_(const int32_t* h, int word) {
     return (uint64_t)(uint32_t)h[word] | ((uint64_t)(uint32_t)h[word + 1] << 32);
 }
 
-// Write the state atomically (path.tmp, then rename). m, v, master: num_parameters fp32 values on
-// the host (master may be NULL when has_master is 0).
+// Write the state atomically (path.tmp, then rename). m, v, master: state_elems fp32 values on the
+// host (state_elems 0 means num_parameters; master may be NULL when has_master is 0).
 static inline void train_state_write(const char* path, const TrainState* s, const float* m, const float* v, const float* master) {
     int32_t h[256];
     memset(h, 0, sizeof(h));
@@ -55,12 +59,15 @@ static inline void train_state_write(const char* path, const TrainState* s, cons
     train_state_put64_(h, 18, s->seed);
     memcpy(&h[20], &s->loss_scale, sizeof(float));
     h[21] = s->good_steps;
-    strncpy((char*)&h[64], s->numeric_config, 255);
+    h[22] = s->zero_stage;
+    const size_t elems = s->state_elems ? s->state_elems : s->num_parameters;
+    train_state_put64_(h, 23, elems);
+    snprintf((char*)&h[64], 256, "%s", s->numeric_config);
     FILE* f = atomic_open(path);
     fwrite_check(h, sizeof(int32_t), 256, f, path);
-    fwrite_check(m, sizeof(float), s->num_parameters, f, path);
-    fwrite_check(v, sizeof(float), s->num_parameters, f, path);
-    if (s->has_master) fwrite_check(master, sizeof(float), s->num_parameters, f, path);
+    fwrite_check(m, sizeof(float), elems, f, path);
+    fwrite_check(v, sizeof(float), elems, f, path);
+    if (s->has_master) fwrite_check(master, sizeof(float), elems, f, path);
     atomic_commit(f, path);
 }
 
@@ -85,23 +92,31 @@ static inline void train_state_read(const char* path, size_t expected_params, Tr
     s->seed = train_state_get64_(h, 18);
     memcpy(&s->loss_scale, &h[20], sizeof(float));
     s->good_steps = h[21];
+    s->zero_stage = h[22];
+    s->state_elems = (size_t)train_state_get64_(h, 23);
+    if (s->state_elems == 0) s->state_elems = s->num_parameters;
     memcpy(s->numeric_config, &h[64], 255);
     s->numeric_config[255] = '\0';
     if (s->step < 0) die("%s: step: negative (%d)", path, s->step);
     if (s->has_master != 0 && s->has_master != 1) die("%s: has_master: %d is not 0 or 1", path, s->has_master);
     if (s->num_parameters != expected_params)
         die("%s: num_parameters: %zu does not match the model's %zu", path, s->num_parameters, expected_params);
+    if (s->zero_stage != 0 && s->zero_stage != 1) die("%s: zero_stage: %d is not 0 or 1", path, s->zero_stage);
+    if (s->state_elems > s->num_parameters)
+        die("%s: state_elems: %zu exceeds num_parameters %zu", path, s->state_elems, s->num_parameters);
+    if (s->nranks < 1 || s->rank < 0 || s->rank >= s->nranks) die("%s: rank %d of nranks %d is invalid", path, s->rank, s->nranks);
+    const size_t elems = s->state_elems;
     size_t arrays = 2 + (size_t)s->has_master;
-    size_t expect = 1024 + arrays * s->num_parameters * sizeof(float);
+    size_t expect = 1024 + arrays * elems * sizeof(float);
     if (size != expect) die("%s: file is %zu bytes, header implies %zu", path, size, expect);
-    *m = (float*)malloc_check(s->num_parameters * sizeof(float));
-    *v = (float*)malloc_check(s->num_parameters * sizeof(float));
-    fread_check(*m, sizeof(float), s->num_parameters, f, path, "AdamW m");
-    fread_check(*v, sizeof(float), s->num_parameters, f, path, "AdamW v");
+    *m = (float*)malloc_check(elems * sizeof(float));
+    *v = (float*)malloc_check(elems * sizeof(float));
+    fread_check(*m, sizeof(float), elems, f, path, "AdamW m");
+    fread_check(*v, sizeof(float), elems, f, path, "AdamW v");
     *master = NULL;
     if (s->has_master) {
-        *master = (float*)malloc_check(s->num_parameters * sizeof(float));
-        fread_check(*master, sizeof(float), s->num_parameters, f, path, "master weights");
+        *master = (float*)malloc_check(elems * sizeof(float));
+        fread_check(*master, sizeof(float), elems, f, path, "master weights");
     }
     fclose_check(f, path);
 }

@@ -2,6 +2,7 @@
 # Build, test and benchmark on a GPU machine in one call; prints a short table last.
 #
 #   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg sf16
+#                                            sf16_curves mgpu mgpu_bench (NGPU GPUs, default 2)
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -14,7 +15,7 @@ RESULTS=${OUT:-/tmp/device_check_out}
 OUT=/tmp/device_check
 mkdir -p "$OUT" "$RESULTS"
 export NCCL_NVLS_ENABLE=0   # never use NVLink multicast on shared machines
-VARIANTS=(bf16 fp32 fp16)
+read -r -a VARIANTS <<< "${VARIANTS:-bf16 fp32 fp16}"   # the builds the build/tests/train stages use
 declare -A PREC=([bf16]=BF16 [fp32]=FP32 [fp16]=FP16)
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(build ref kernels tests train resume)
@@ -118,8 +119,8 @@ if has_stage gutenberg; then
 fi
 
 if has_stage sf16; then
-    # SF16 builds: tests against the SF16 reference, step time relative to BF16 (same run), and
-    # Gutenberg loss curves with saturation statistics
+    # SF16 builds: tests against the SF16 reference and step time relative to BF16 (same run);
+    # sf16_curves: Gutenberg loss curves with saturation statistics
     for v in q115 q115_tf; do
         timeout 300 "build/$v/test_gpt2cu" > "$OUT/test_gpt2cu_$v.log" 2>&1
         rc=$?
@@ -131,11 +132,76 @@ if has_stage sf16; then
             -i "data/gutenberg/gutenberg_train_*.bin" > "$log" 2>&1
         row "step time d12 B=64 $v" "$(grep 'median step' "$log" | sed 's/median step //')"
     done
+fi
+
+if has_stage sf16_curves; then
     for v in q115 q115_tf; do
         timeout 300 "build/$v/train_gpt2cu" -e d12 -b 64 -t 1024 -x 300 -l 6e-4 -u 30 -q 0.1 -c 0.1 -v 50 -m 10 -s 0 \
             --q115-stats 50 -i "data/gutenberg/gutenberg_train_*.bin" -j "data/gutenberg/gutenberg_val_*.bin" \
             -o "$OUT/gutenberg_$v" > "$OUT/gutenberg_$v.log" 2>&1
         row "gutenberg d12 300 steps $v" "rc=$? $(grep 'val loss' "$OUT/gutenberg_$v.log" | tail -n1 | sed 's/.*|//')"
+    done
+fi
+
+if has_stage mgpu; then
+    # N GPUs vs 1 GPU at the same global batch (1 GPU: N micro-batches of B accumulated), 20 steps,
+    # in BF16 (ZeRO 0, ZeRO 1, ZeRO 1 with fp32 gradients on the wire) and SF16 (ZeRO 1); then
+    # resume at N GPUs (10 steps + -y 1 + 10 vs 20 steps: identical printed losses).
+    n=${NGPU:-2}
+    rtol=${MGPU_RTOL:-0.01}
+    common=(-e d12 -t 1024 -b 4 -x 20 -l 6e-4 -u 5 -v 0 -s 0 -i "data/gutenberg/gutenberg_train_*.bin")
+    for v in bf16 q115; do
+        [ -x "build/$v/train_gpt2cu" ] || continue
+        timeout 300 "build/$v/train_gpt2cu" "${common[@]}" -d $((4 * 1024 * n)) > "$OUT/mgpu_${v}_1gpu.log" 2>&1
+        cfgs=("-z 1")
+        [ "$v" = bf16 ] && [ -z "${MGPU_QUICK:-}" ] && cfgs=("-z 0" "-z 1" "-z 1 -gw fp32")
+        for cfg in "${cfgs[@]}"; do
+            tag=$(echo "$cfg" | tr -d ' -')
+            # shellcheck disable=SC2086
+            BIN="build/$v/train_gpt2cu" timeout 300 scripts/multi_gpu.sh "$n" "${common[@]}" $cfg > "$OUT/mgpu_${v}_${n}gpu_$tag.log" 2>&1
+            row "$n GPUs vs 1, $v $cfg" "rc=$? $(python3 scripts/compare_losses.py "$OUT/mgpu_${v}_1gpu.log" "$OUT/mgpu_${v}_${n}gpu_$tag.log" --rtol "$rtol")"
+        done
+    done
+    # the two rendezvous without MPI: TCP and a shared folder (processes started here)
+    NO_MPIRUN=1 timeout 300 scripts/multi_gpu.sh "$n" "${common[@]}" -z 1 > "$OUT/mgpu_bf16_${n}gpu_tcp.log" 2>&1
+    row "$n GPUs vs 1, bf16 -z 1, -pi tcp" "rc=$? $(python3 scripts/compare_losses.py "$OUT/mgpu_bf16_1gpu.log" "$OUT/mgpu_bf16_${n}gpu_tcp.log" --rtol "$rtol")"
+    rm -rf "$OUT/rdv" && mkdir -p "$OUT/rdv"
+    pids=()
+    for ((r = 0; r < n; r++)); do
+        timeout 300 build/bf16/train_gpt2cu "${common[@]}" -z 1 -pi fs -pf "$OUT/rdv" -pn "$n" -pr "$r" > "$OUT/mgpu_bf16_${n}gpu_fs_r$r.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    row "$n GPUs vs 1, bf16 -z 1, -pi fs" "$(python3 scripts/compare_losses.py "$OUT/mgpu_bf16_1gpu.log" "$OUT/mgpu_bf16_${n}gpu_fs_r0.log" --rtol "$rtol")"
+    args=(-e d12 -t 1024 -b 4 -x 20 -l 6e-4 -u 5 -v 0 -s 0 -n 10 -z 1 -i "data/gutenberg/gutenberg_train_*.bin")
+    rm -rf "$OUT/mres_a" "$OUT/mres_b"
+    timeout 300 scripts/multi_gpu.sh "$n" "${args[@]}" -o "$OUT/mres_a" > "$OUT/mgpu_resume_full.log" 2>&1
+    timeout 300 scripts/multi_gpu.sh "$n" "${args[@]}" -o "$OUT/mres_b" > "$OUT/mgpu_resume_part1.log" 2>&1
+    rm -f "$OUT"/mres_b/*_00000020*
+    timeout 300 scripts/multi_gpu.sh "$n" "${args[@]}" -o "$OUT/mres_b" -y 1 > "$OUT/mgpu_resume_part2.log" 2>&1
+    row "resume at $n GPUs (bf16, -z 1)" "$(python3 scripts/compare_losses.py "$OUT/mgpu_resume_full.log" "$OUT/mgpu_resume_part2.log" --steps 11-20 --exact)"
+fi
+
+if has_stage mgpu_bench; then
+    # scaling efficiency tok/s(N) / (N tok/s(1)) at the same per-GPU batch, same machine and run
+    n=${NGPU:-2}
+    steps=${BENCH_STEPS:-30}
+    for v in ${BENCH_VARIANTS:-bf16}; do
+        zs=${BENCH_ZS:-0 1}
+        [ "$v" = bf16 ] || zs="1"
+        for cfg in "d12 64" "d24 32"; do
+            set -- $cfg
+            base=(-e "$1" -b "$2" -t 1024 -x "$steps" -v 0 -s 0 -l 6e-4 -i "data/gutenberg/gutenberg_train_*.bin")
+            timeout 300 "build/$v/train_gpt2cu" "${base[@]}" > "$OUT/scale_${v}_$1_1gpu.log" 2>&1
+            one=$(grep -o 'median step.*' "$OUT/scale_${v}_$1_1gpu.log" | awk '{print $5}')
+            row "scale $v $1 B=$2 1 GPU" "$(grep -o 'median step.*' "$OUT/scale_${v}_$1_1gpu.log")"
+            for z in $zs; do
+                BIN="build/$v/train_gpt2cu" timeout 300 scripts/multi_gpu.sh "$n" "${base[@]}" -z $z > "$OUT/scale_${v}_$1_${n}gpu_z$z.log" 2>&1
+                many=$(grep -o 'median step.*' "$OUT/scale_${v}_$1_${n}gpu_z$z.log" | awk '{print $5}')
+                eff=$(python3 -c "print(f'{$many / ($n * $one):.3f}')" 2>/dev/null || echo "?")
+                row "scale $v $1 B=$2 $n GPUs -z $z" "efficiency $eff | $(grep -o 'median step.*' "$OUT/scale_${v}_$1_${n}gpu_z$z.log")"
+            done
+        done
     done
 fi
 
