@@ -367,7 +367,11 @@ static inline HOST_DEVICE int fp8_amax_valid_(float amax) {
 // clamped to the finite float32 range [2^-126, FLT_MAX] (relevant only for extreme amax / margin).
 static inline HOST_DEVICE float fp8_scale_from_amax(FP8Format f, float amax, int margin) {
     if (!fp8_amax_valid_(amax)) return 1.0f;
+#if defined(__CUDA_ARCH__)
+    float s = __fdiv_rn(f.max_finite, amax);  // IEEE division also under --use_fast_math (host == device)
+#else
     float s = f.max_finite / amax;
+#endif
     // apply 2^-margin in steps that stay within the normal float range
     while (margin > 0) {
         int k = margin > 100 ? 100 : margin;
