@@ -85,6 +85,11 @@ endif
 ifeq ($(FP8)$(TCFP12),11)
   $(error FP8=1 and TCFP12=1 are two GEMM backends: choose one)
 endif
+ifneq ($(filter 1,$(FP8) $(TCFP12)),)
+  ifneq ($(PRECISION),BF16)
+    $(error FP8=1 / TCFP12=1 need PRECISION=BF16: the FP8 GEMMs write BF16 outputs)
+  endif
+endif
 
 CUDA_MODE_FLAGS := -DENABLE_$(PRECISION)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(ENABLE_Q115)),-DENABLE_Q115)

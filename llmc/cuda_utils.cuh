@@ -124,3 +124,17 @@ __device__ __forceinline__ void store_rounded(floatX* dst, float x, unsigned int
     *dst = (floatX)x;
 #endif
 }
+
+// dst[i] = (float)src[i] for i < n (exact widening), grid-stride; any alignment.
+__global__ void widen_to_float_kernel(float* dst, const floatX* src, size_t n) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = (float)src[i];
+}
+
+// Launch widen_to_float_kernel for n elements on `stream`.
+static inline void widen_to_float(float* dst, const floatX* src, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    const size_t blocks = (n + 255) / 256;
+    widen_to_float_kernel<<<(unsigned int)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(dst, src, n);
+    cudaCheckLaunch();
+}

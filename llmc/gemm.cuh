@@ -13,12 +13,13 @@
 // The CPU reference accumulates into dinp; the GPU trainer overwrites it (each activation gradient
 // has exactly one producer there), which saves a read and a zeroing pass.
 //
-// Backends. Callers see only matmul_forward / matmul_backward and a GemmContext. Today there is one
-// backend, cuBLASLt in the build's floatX (BF16, FP16 or FP32 storage, fp32 accumulation). The FP8
-// and TCFP-12 backends will be separate headers (llmc/gemm_fp8.cuh, llmc/tcfp12.cuh) that provide
-// gemm_backend_forward / gemm_backend_backward_dinp / gemm_backend_backward_dweight with the same
-// contracts; the section "backend selection" below is the one place that picks them. The front keeps
-// what is backend-independent: argument checks, the unfused GELU path and the deterministic dbias.
+// Backends. Callers see only matmul_forward / matmul_backward and a GemmContext. The base backend is
+// cuBLASLt in the build's floatX (BF16, FP16 or FP32 storage, fp32 accumulation). The FP8 and TCFP-12
+// builds attach a low-precision backend (llmc/gemm_lowp.cuh) through ctx->lowp: the front offers it
+// every linear layer first, and it either computes the product (without GELU) or declines (warm-up
+// steps, the LM head, shapes it cannot run), in which case the base backend does. The front keeps what
+// is backend-independent: argument checks, GELU / GELU' and the SF16 boundary after the product, and
+// the deterministic dbias.
 //
 // cuBLASLt mapping. cuBLASLt is column-major; a row-major (R, K) buffer is a column-major (K, R)
 // matrix with leading dimension K, i.e. its transpose. So every product is computed transposed:
@@ -57,8 +58,7 @@
 #include "boundary.cuh"
 
 // ------------------------------------------------------------------------------------------------
-// Backend: precision.h decides which GEMM backend a build uses (GEMM_BACKEND_*); only the cuBLASLt
-// backend in floatX exists today, and precision.h rejects builds that ask for another.
+// The base backend's name (the FP8 / TCFP-12 builds attach llmc/gemm_lowp.cuh on top of it).
 #define GEMM_BACKEND_NAME "cuBLASLt " PRECISION_MODE_NAME
 
 // ------------------------------------------------------------------------------------------------
@@ -106,7 +106,24 @@ struct GemmPlan {
     unsigned long long uses;
 };
 
+struct GemmContext;
+
+// A low-precision backend (llmc/gemm_lowp.cuh): returns true when it computed the product itself.
+//   forward:  y (N, OC) = inp (N, C) · weightᵀ + bias (overwrite)
+//   backward: dinp (N, C) = dout · weight (overwrite; skipped if NULL) and dweight (OC, C) += doutᵀ · inp
+//             (skipped if NULL)
+struct GemmLowpBackend {
+    void* state;
+    const char* name;
+    bool (*forward)(GemmContext* ctx, floatX* y, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C, int OC);
+    bool (*backward)(GemmContext* ctx, floatX* dinp, floatX* dweight, const floatX* dout, const floatX* inp, const floatX* weight,
+                     int N, int C, int OC);
+};
+
 struct GemmContext {
+    GemmLowpBackend* lowp;               // NULL: every GEMM on the base backend
+    unsigned long long weight_version;   // bumped by gemm_weights_updated (backends cache quantized weights per version)
+    int optimizer_steps;                 // optimizer steps so far (the low-precision backends' warm-up)
     cublasLtHandle_t handle;
     void* workspace;                     // device, workspace_size bytes, used only on `stream`
     size_t workspace_size;
@@ -138,12 +155,20 @@ template <> struct GemmDataType<__nv_bfloat16> { static constexpr cudaDataType_t
 
 // Printable name of the GEMM path this context runs, e.g. "cuBLASLt BF16" (for logs and checkpoints).
 const char* gemm_backend_name(const GemmContext* ctx) {
+    if (ctx->lowp) return ctx->lowp->name;
     return ctx->compute_type == CUBLAS_COMPUTE_32F_FAST_TF32 ? GEMM_BACKEND_NAME " (TF32 tensor cores)" : GEMM_BACKEND_NAME;
+}
+
+// After every optimizer step that changed the weights: cached quantized weights are stale.
+static inline void gemm_weights_updated(GemmContext* ctx) {
+    ctx->weight_version++;
+    ctx->optimizer_steps++;
 }
 
 // Create the cuBLASLt handle and the 32 MiB workspace; all later work of this context runs on `stream`.
 void gemm_context_init(GemmContext* ctx, cudaStream_t stream) {
     memset(ctx, 0, sizeof(*ctx));
+    ctx->weight_version = 1;
     cublasCheck(cublasLtCreate(&ctx->handle));
     ctx->workspace_size = GEMM_WORKSPACE_BYTES;
     cudaCheck(cudaMalloc(&ctx->workspace, ctx->workspace_size));
@@ -745,12 +770,21 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
     }
+    floatX* y = pre_gelu ? pre_gelu : out;
+    const bool lowp = ctx->lowp && ctx->lowp->forward(ctx, y, inp, weight, bias, N, C, OC);
+    if (lowp && boundary_is_identity<MATMUL_OUT>()) {
+        if (pre_gelu) {
+            const size_t packets = (size_t)N * OC / x128::size;
+            gemm_gelu_forward_kernel<false><<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(out, pre_gelu, packets);
+            cudaCheckLaunch();
+        }
+        return;
+    }
     if (!boundary_is_identity<MATMUL_OUT>()) {
         // SF16: the GEMM output (after bias) is quantized as stored, before anything reads it; so GELU
         // is never fused into the cuBLASLt epilogue: it must read the quantized pre-activation (and
         // quantizes its own output). With GELU the quantization pass and the GELU are one kernel.
-        floatX* y = pre_gelu ? pre_gelu : out;
-        gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
+        if (!lowp) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
         if (pre_gelu) {
             const size_t packets = (size_t)N * OC / x128::size;
             gemm_gelu_forward_kernel<true><<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(out, pre_gelu, packets);
@@ -783,6 +817,7 @@ void matmul_forward_logits(GemmContext* ctx, floatX* out, const floatX* inp, con
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
     }
+    if (ctx->lowp && ctx->lowp->forward(ctx, out, inp, weight, NULL, N, C, OC)) return;
     gemm_backend_forward(ctx, out, inp, weight, NULL, N, C, OC, NULL);
 }
 
@@ -805,6 +840,15 @@ void matmul_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* db
     if (!matmul_backward_args_ok(err, sizeof(err), dinp, dweight, dbias, dout, inp, weight, dbias_scratch, N, C, OC, pre_gelu)) {
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
+    }
+    if (ctx->lowp && ctx->lowp->backward(ctx, dinp, dweight, dout, inp, weight, N, C, OC)) {
+        if (dinp && pre_gelu) {
+            const size_t packets = (size_t)N * C / x128::size;
+            gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(dinp, pre_gelu, packets);
+            cudaCheckLaunch();
+        }
+        if (dbias) gemm_dbias_accumulate(dbias, dout, dbias_scratch, N, OC, ctx->stream);
+        return;
     }
     if (dinp) {
         const bool fused = pre_gelu != NULL && ctx->fuse_gelu && C % 8 == 0 &&

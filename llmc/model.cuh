@@ -31,6 +31,9 @@
 #include "global_norm.cuh"
 #include "profiler.cuh"
 #include "multi_gpu.cuh"
+#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+#include "gemm_lowp.cuh"
+#endif
 
 // The 16 parameter tensors in checkpoint order (doc/FORMATS.md), pointers into one flat buffer.
 struct ParameterTensors {
@@ -566,6 +569,7 @@ static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float bet
                           step, eps, wd, clip * unscale, seed, m->stream, sg.tensor_index);
     }
     if (m->mg) multi_gpu_gather_params(m->mg, m->params_memory, m->stream);
+    gemm_weights_updated(&m->gemm);
 #if defined(ENABLE_FP16)
     if (++m->good_steps >= LOSS_SCALE_WINDOW) {
         m->loss_scale *= 2.0f;
@@ -574,6 +578,15 @@ static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float bet
 #endif
     return r;
 }
+
+#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+// FP8 / TCFP-12 builds: put the low-precision GEMM backend (llmc/gemm_lowp.cuh) behind every linear
+// layer, after the parameters (and gpt2_attach_multi_gpu) are set up.
+static inline void gpt2_attach_lowp(GPT2* m, const LowpOptions* opt, int allow_fallback) {
+    gemm_lowp_attach(&m->gemm, opt, allow_fallback, m->seed);
+    gemm_lowp_set_model(&m->gemm, m->params_memory, m->state_elems == m->num_parameters ? m->master_weights : NULL, m->params.wte);
+}
+#endif
 
 static inline void gpt2_free(GPT2* m) {
     cudaCheck(cudaStreamSynchronize(m->stream));

@@ -112,12 +112,6 @@ static inline void multi_gpu_free(MultiGpu* mg) {
     free(mg->plan);
 }
 
-// dst[i] = (float)src[i] for n elements (both 16-byte aligned, n % 8 == 0 for the vector part).
-__global__ void multi_gpu_widen_kernel(float* dst, const floatX* src, size_t n) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = (float)src[i];
-}
-
 #ifdef MULTI_GPU
 static inline ncclDataType_t multi_gpu_nccl_type_floatX() {
 #if defined(ENABLE_FP32)
@@ -146,9 +140,7 @@ static inline void multi_gpu_reduce_bucket(MultiGpu* mg, int b, floatX* grads, c
     if (mg->wire_fp32) {
         for (int i = first; i < first + count; i++) {
             const ZeroSlice* s = &p->slices[i];
-            const unsigned int blocks = (unsigned int)std::min<size_t>(ceil_div_sz(s->count, 256), 4096);
-            multi_gpu_widen_kernel<<<blocks, 256, 0, mg->stream>>>(mg->grads_f32 + s->offset, grads + s->offset, s->count);
-            cudaCheckLaunch();
+            widen_to_float(mg->grads_f32 + s->offset, grads + s->offset, s->count, mg->stream);
         }
     }
     const int N = mg->pg.nranks, r = mg->pg.rank;

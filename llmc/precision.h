@@ -30,10 +30,18 @@ typedef __nv_bfloat16 floatX;
 #define PRECISION_MODE_NAME "BF16"
 #endif
 
-// GEMM backend of the linear layers (gemm.cuh dispatches on it). An FP8 / TCFP-12 build must never
-// silently run BF16 GEMMs, so those flags are rejected until their backends exist.
-#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
-#error "FP8=1 / TCFP12=1: the FP8 and TCFP-12 GEMM backends are not implemented in this version"
+// GEMM backend of the linear layers (gemm.cuh dispatches on it; llmc/gemm_lowp.cuh implements the
+// FP8 and TCFP-12 ones). Their GEMMs write BF16, so they need the BF16 storage type.
+#if defined(ENABLE_FP8) && defined(ENABLE_TCFP12)
+#error "FP8=1 and TCFP12=1 are two GEMM backends: choose one"
+#endif
+#if (defined(ENABLE_FP8) || defined(ENABLE_TCFP12)) && !defined(ENABLE_BF16)
+#error "FP8=1 / TCFP12=1 need BF16 storage (PRECISION=BF16): the FP8 GEMMs write BF16 outputs"
+#endif
+#if defined(ENABLE_FP8)
+#define GEMM_LOWP_MODE_NAME "FP8 (E4M3 activations and weights, E5M2 gradients)"
+#elif defined(ENABLE_TCFP12)
+#define GEMM_LOWP_MODE_NAME "TCFP-12 (W = W_hi + W_lo, two E4M3 GEMMs)"
 #endif
 
 // SF16 (doc/SF16.md): BF16 storage with Q1.15 quantize-dequantize at every forward storage boundary

@@ -10,6 +10,8 @@ variants=(
     "PRECISION=FP32"
     "ENABLE_Q115=1"
     "ENABLE_Q115=1 SF16_TRUE_FORWARD=1"
+    "FP8=1"
+    "TCFP12=1"
 )
 jobs=$(nproc 2>/dev/null || echo 2)
 for v in "${variants[@]}"; do

@@ -2,7 +2,7 @@
 # Build, test and benchmark on a GPU machine in one call; prints a short table last.
 #
 #   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg sf16
-#                                            sf16_curves mgpu mgpu_bench (NGPU GPUs, default 2)
+#                                            sf16_curves mgpu mgpu_bench (NGPU GPUs, default 2) lowp lowp_curves
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -202,6 +202,37 @@ if has_stage mgpu_bench; then
                 row "scale $v $1 B=$2 $n GPUs -z $z" "efficiency $eff | $(grep -o 'median step.*' "$OUT/scale_${v}_$1_${n}gpu_z$z.log")"
             done
         done
+    done
+fi
+
+if has_stage lowp; then
+    # FP8 and TCFP-12 builds: tests against the reference, throughput relative to BF16 (same run) at
+    # d12 B=64 and d24 B=32, and Gutenberg d12 loss curves (FP8, TCFP-12, TCFP-12 with error feedback)
+    for v in fp8 tcfp12; do
+        timeout 300 "build/$v/test_gpt2cu" > "$OUT/test_gpt2cu_$v.log" 2>&1
+        rc=$?
+        row "test_gpt2cu $v" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/test_gpt2cu_$v.log" | tail -n1) rc=$rc"
+    done
+    for cfg in "d12 64" "d24 32"; do
+        set -- $cfg
+        for run in "bf16" "fp8" "tcfp12" "tcfp12 --tcfp-block 128"; do
+            read -r -a r <<< "$run"
+            tag=$(echo "$run" | tr -d ' -')
+            timeout 200 "build/${r[0]}/train_gpt2cu" -e "$1" -b "$2" -t 1024 -x "${BENCH_STEPS:-20}" -v 0 -s 0 -l 6e-4 "${r[@]:1}" \
+                -i "data/gutenberg/gutenberg_train_*.bin" > "$OUT/lowp_bench_$1_$tag.log" 2>&1
+            row "step $1 B=$2 $run" "$(grep -o 'median step.*' "$OUT/lowp_bench_$1_$tag.log" | sed 's/ over.*//')"
+        done
+    done
+fi
+
+if has_stage lowp_curves; then
+    for run in "fp8" "tcfp12" "tcfp12 --tcfp-ef 1"; do
+        read -r -a r <<< "$run"
+        tag=$(echo "$run" | tr -d ' -')
+        timeout 300 "build/${r[0]}/train_gpt2cu" -e d12 -b 64 -t 1024 -x 300 -l 6e-4 -u 30 -q 0.1 -c 0.1 -v 50 -m 10 -s 0 "${r[@]:1}" \
+            -i "data/gutenberg/gutenberg_train_*.bin" -j "data/gutenberg/gutenberg_val_*.bin" -o "$OUT/gutenberg_$tag" \
+            > "$OUT/gutenberg_$tag.log" 2>&1
+        row "gutenberg d12 300 steps $run" "rc=$? $(grep 'val loss' "$OUT/gutenberg_$tag.log" | tail -n1 | sed 's/.*|//')"
     done
 fi
 
