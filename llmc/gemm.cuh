@@ -177,7 +177,9 @@ void gemm_context_init(GemmContext* ctx, cudaStream_t stream) {
     ctx->fuse_gelu = 1;
 }
 
-static inline void gemm_plan_destroy(GemmPlan* p) {
+// Destroy a plan's cuBLASLt descriptor and layouts (any plan type with desc, a, b, d; FP8 plans too).
+template <typename Plan>
+static inline void gemm_plan_destroy(Plan* p) {
     if (p->desc) cublasCheck(cublasLtMatmulDescDestroy(p->desc));
     if (p->a) cublasCheck(cublasLtMatrixLayoutDestroy(p->a));
     if (p->b) cublasCheck(cublasLtMatrixLayoutDestroy(p->b));

@@ -191,14 +191,7 @@ void fp8_gemm_context_init(Fp8GemmContext* ctx, GemmContext* gemm) {
     ctx->gemm = gemm;
 }
 
-static inline void fp8_plan_destroy(Fp8GemmPlan* p) {
-    if (p->desc) cublasCheck(cublasLtMatmulDescDestroy(p->desc));
-    if (p->a) cublasCheck(cublasLtMatrixLayoutDestroy(p->a));
-    if (p->b) cublasCheck(cublasLtMatrixLayoutDestroy(p->b));
-    if (p->d) cublasCheck(cublasLtMatrixLayoutDestroy(p->d));
-    p->desc = NULL;
-    p->a = p->b = p->d = NULL;
-}
+static inline void fp8_plan_destroy(Fp8GemmPlan* p) { gemm_plan_destroy(p); }
 
 // Release the plans (after the stream is idle). The GemmContext is untouched.
 void fp8_gemm_context_free(Fp8GemmContext* ctx) {

@@ -79,25 +79,6 @@ __global__ void fill_logits_kernel(floatX* logits, int rows, int V, int Vp, unsi
     }
 }
 
-__global__ void count_mismatch_kernel(const uint32_t* a, const uint32_t* b, size_t n, unsigned long long* count) {
-    unsigned long long local = 0;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) local += a[i] != b[i];
-    if (local) atomicAdd(count, local);  // integer: order does not matter
-}
-
-// Number of 32-bit words that differ between two device buffers of `bytes` bytes (bytes % 4 == 0).
-static unsigned long long device_mismatches(const void* a, const void* b, size_t bytes) {
-    unsigned long long* d_count;
-    cudaCheck(cudaMalloc(&d_count, sizeof(unsigned long long)));
-    cudaCheck(cudaMemset(d_count, 0, sizeof(unsigned long long)));
-    count_mismatch_kernel<<<1024, 256>>>((const uint32_t*)a, (const uint32_t*)b, bytes / 4, d_count);
-    cudaCheckLaunch();
-    unsigned long long h = 0;
-    cudaCheck(cudaMemcpy(&h, d_count, sizeof h, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaFree(d_count));
-    return h;
-}
 
 static void fill_logits(DeviceBuffer<floatX>& logits, int rows, int V, int Vp, unsigned long long seed) {
     fill_logits_kernel<<<4096, 256>>>(logits.ptr, rows, V, Vp, seed);
@@ -226,7 +207,7 @@ static Result run_case(const Case& c, uint64_t seed, bool timing, Tally& tally) 
         fused_classifier(logits.ptr, losses.ptr, (float)dloss, d_targets.ptr, c.B, c.T, V, Vp, false, 0);
         cudaCheck(cudaDeviceSynchronize());
         check_losses("losses (write_dlogits = false)", download(losses), refs, check_rows, tally);
-        tally.check("logits unchanged (write_dlogits = false)", device_mismatches(copy.ptr, logits.ptr, total * sizeof(floatX)) == 0);
+        tally.check("logits unchanged (write_dlogits = false)", device_mismatch(copy.ptr, logits.ptr, total * sizeof(floatX)) == 0);
     }
 
     // ---- forward + backward, run 1
@@ -279,7 +260,7 @@ static Result run_case(const Case& c, uint64_t seed, bool timing, Tally& tally) 
         cudaCheck(cudaDeviceSynchronize());
         const std::vector<float> l2 = download(losses);
         const bool same_l = memcmp(l1.data(), l2.data(), rows * sizeof(float)) == 0;
-        const unsigned long long mism = device_mismatches(first.ptr, logits.ptr, total * sizeof(floatX));
+        const unsigned long long mism = device_mismatch(first.ptr, logits.ptr, total * sizeof(floatX));
         res.det = same_l && mism == 0;
         printf("    determinism: losses %s, dlogits %llu differing words\n", same_l ? "identical" : "DIFFER", mism);
         tally.check("deterministic (losses + all dlogits)", res.det);
@@ -293,7 +274,7 @@ static Result run_case(const Case& c, uint64_t seed, bool timing, Tally& tally) 
         cudaCheck(cudaDeviceSynchronize());
         const std::vector<float> l3 = download(losses);
         const bool same_l = memcmp(l1.data(), l3.data(), rows * sizeof(float)) == 0;
-        const unsigned long long mism = device_mismatches(first.ptr, logits.ptr, total * sizeof(floatX));
+        const unsigned long long mism = device_mismatch(first.ptr, logits.ptr, total * sizeof(floatX));
         printf("    unstaged kernel: losses %s, dlogits %llu differing words\n", same_l ? "identical" : "DIFFER", mism);
         tally.check("unstaged (global-memory) path identical", same_l && mism == 0);
     }

@@ -331,44 +331,6 @@ static Err measure(const std::vector<float>& got, const std::vector<double>& ref
     return {rel, maxabs, snr};
 }
 
-// ------------------------------------------------------------------------------------------------
-// Device helpers of the harness (integer atomics only: exact counts)
-
-template <typename T>
-__global__ void count_nonfinite_kernel(const T* p, size_t n, unsigned long long* count) {
-    unsigned long long local = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        local += isfinite((float)p[i]) ? 0 : 1;
-    if (local) atomicAdd(count, local);
-}
-
-__global__ void count_mismatch_kernel(const uint32_t* a, const uint32_t* b, size_t n, unsigned long long* count) {
-    unsigned long long local = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) local += a[i] != b[i];
-    if (local) atomicAdd(count, local);
-}
-
-static unsigned long long* g_counter = nullptr;  // harness-only device counter
-
-template <typename T>
-static size_t device_nonfinite(const T* p, size_t n) {
-    cudaCheck(cudaMemset(g_counter, 0, sizeof(*g_counter)));
-    count_nonfinite_kernel<T><<<1024, 256>>>(p, n, g_counter);
-    cudaCheckLaunch();
-    unsigned long long h = 0;
-    cudaCheck(cudaMemcpy(&h, g_counter, sizeof(h), cudaMemcpyDeviceToHost));
-    return (size_t)h;
-}
-
-// Differing 32-bit words between two device buffers of `bytes` bytes (bytes % 4 == 0).
-static size_t device_mismatch(const void* a, const void* b, size_t bytes) {
-    cudaCheck(cudaMemset(g_counter, 0, sizeof(*g_counter)));
-    count_mismatch_kernel<<<1024, 256>>>((const uint32_t*)a, (const uint32_t*)b, bytes / 4, g_counter);
-    cudaCheckLaunch();
-    unsigned long long h = 0;
-    cudaCheck(cudaMemcpy(&h, g_counter, sizeof(h), cudaMemcpyDeviceToHost));
-    return (size_t)h;
-}
 
 template <typename T>
 static void poison(DeviceBuffer<T>& d) { cudaCheck(cudaMemset(d.ptr, 0xFF, d.n * sizeof(T))); }
@@ -955,7 +917,6 @@ int main(int argc, char** argv) {
         tally.failed++;
         return tally.finish();
     }
-    cudaCheck(cudaMalloc(&g_counter, sizeof(*g_counter)));
     cudaStream_t stream;
     cudaCheck(cudaStreamCreate(&stream));
     GemmContext gctx;
@@ -999,6 +960,5 @@ int main(int argc, char** argv) {
     delete fctx;
     gemm_context_free(&gctx);
     cudaCheck(cudaStreamDestroy(stream));
-    cudaCheck(cudaFree(g_counter));
     return tally.finish();
 }

@@ -244,3 +244,48 @@ static inline float copy_bandwidth_gbs() {
     const float ms = time_median_ms([&] { cudaCheck(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, 0)); });
     return (float)(2.0 * bytes / (ms * 1e-3) / 1e9);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Device-side counts for the harnesses (integer atomics: exact, order-independent)
+
+template <typename T>
+__global__ void count_nonfinite_kernel(const T* p, size_t n, unsigned long long* count) {
+    unsigned long long local = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        local += isfinite((float)p[i]) ? 0 : 1;
+    if (local) atomicAdd(count, local);
+}
+
+__global__ void count_mismatch_kernel(const uint32_t* a, const uint32_t* b, size_t n, unsigned long long* count) {
+    unsigned long long local = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        local += a[i] != b[i];
+    if (local) atomicAdd(count, local);
+}
+
+// Runs launch(counter) with a zeroed device counter and returns its final value.
+template <typename F>
+static inline size_t device_count(F launch) {
+    unsigned long long* d = nullptr;
+    cudaCheck(cudaMalloc(&d, sizeof(*d)));
+    cudaCheck(cudaMemset(d, 0, sizeof(*d)));
+    launch(d);
+    cudaCheckLaunch();
+    unsigned long long h = 0;
+    cudaCheck(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaFree(d));
+    return (size_t)h;
+}
+
+// Non-finite values among n device values of T.
+template <typename T>
+static inline size_t device_nonfinite(const T* p, size_t n) {
+    return device_count([&](unsigned long long* c) { count_nonfinite_kernel<T><<<1024, 256>>>(p, n, c); });
+}
+
+// Differing 32-bit words between two device buffers of `bytes` bytes (bytes % 4 == 0).
+static inline size_t device_mismatch(const void* a, const void* b, size_t bytes) {
+    return device_count([&](unsigned long long* c) {
+        count_mismatch_kernel<<<1024, 256>>>((const uint32_t*)a, (const uint32_t*)b, bytes / 4, c);
+    });
+}

@@ -194,43 +194,6 @@ static std::vector<double> ref_colsum(const std::vector<float>& dout, int N, int
     return r;
 }
 
-// ------------------------------------------------------------------------------------------------
-// Device helpers of the harness (integer atomics only: exact counts)
-
-__global__ void count_nonfinite_kernel(const floatX* p, size_t n, unsigned long long* count) {
-    unsigned long long local = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        local += isfinite((float)p[i]) ? 0 : 1;
-    if (local) atomicAdd(count, local);
-}
-
-__global__ void count_mismatch_kernel(const uint32_t* a, const uint32_t* b, size_t n, unsigned long long* count) {
-    unsigned long long local = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        local += a[i] != b[i];
-    if (local) atomicAdd(count, local);
-}
-
-static unsigned long long* g_counter = nullptr;  // harness-only device counter
-
-static size_t device_nonfinite(const floatX* p, size_t n) {
-    cudaCheck(cudaMemset(g_counter, 0, sizeof(*g_counter)));
-    count_nonfinite_kernel<<<1024, 256>>>(p, n, g_counter);
-    cudaCheckLaunch();
-    unsigned long long h = 0;
-    cudaCheck(cudaMemcpy(&h, g_counter, sizeof(h), cudaMemcpyDeviceToHost));
-    return (size_t)h;
-}
-
-// Number of differing 32-bit words between two device buffers of n floatX (n * sizeof(floatX) % 4 == 0).
-static size_t device_mismatch(const floatX* a, const floatX* b, size_t n) {
-    cudaCheck(cudaMemset(g_counter, 0, sizeof(*g_counter)));
-    count_mismatch_kernel<<<1024, 256>>>((const uint32_t*)a, (const uint32_t*)b, n * sizeof(floatX) / 4, g_counter);
-    cudaCheckLaunch();
-    unsigned long long h = 0;
-    cudaCheck(cudaMemcpy(&h, g_counter, sizeof(h), cudaMemcpyDeviceToHost));
-    return (size_t)h;
-}
 
 // ------------------------------------------------------------------------------------------------
 // Checks
@@ -389,11 +352,11 @@ static void run_shape(const Shape& s, int index, bool do_timing, cudaStream_t st
     restore_grads();
     dinp.poison();
     matmul_backward(&ctx, dinp.ptr, dw.ptr, db.ptr, dout.ptr, inp.ptr, w.ptr, scratch.ptr, N, C, OC, pre_in.ptr);
-    const size_t mb = device_mismatch(dinp.ptr, dinp2.ptr, nNC) + device_mismatch(dw.ptr, dw2.ptr, nOC) +
-                      device_mismatch(db.ptr, db2.ptr, OC);
+    const size_t mb = device_mismatch(dinp.ptr, dinp2.ptr, nNC * sizeof(floatX)) + device_mismatch(dw.ptr, dw2.ptr, nOC * sizeof(floatX)) +
+                      device_mismatch(db.ptr, db2.ptr, OC * sizeof(floatX));
     matmul_forward(&ctx, out.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, pre.ptr);
     matmul_forward(&ctx, out2.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, pre2.ptr);
-    const size_t mf = device_mismatch(out.ptr, out2.ptr, nNO) + device_mismatch(pre.ptr, pre2.ptr, nNO);
+    const size_t mf = device_mismatch(out.ptr, out2.ptr, nNO * sizeof(floatX)) + device_mismatch(pre.ptr, pre2.ptr, nNO * sizeof(floatX));
     printf("  determinism: forward %zu, backward %zu differing words\n", mf, mb);
     tally.check("deterministic forward (gelu+bias)", mf == 0);
     tally.check("deterministic backward (all)", mb == 0);
@@ -508,7 +471,6 @@ int main(int argc, char** argv) {
     const cudaDeviceProp prop = harness_device();
     printf("matmul harness: %s, %s storage, backend %s, %d SMs, tolerance %.0e (GELU epilogue outputs %.0e)\n", prop.name,
            PRECISION_MODE_NAME, GEMM_BACKEND_NAME, prop.multiProcessorCount, tolerance(), gelu_tolerance());
-    cudaCheck(cudaMalloc(&g_counter, sizeof(*g_counter)));
     cudaStream_t stream;
     cudaCheck(cudaStreamCreate(&stream));
 
@@ -540,6 +502,5 @@ int main(int argc, char** argv) {
         }
     }
     cudaCheck(cudaStreamDestroy(stream));
-    cudaCheck(cudaFree(g_counter));
     return tally.finish();
 }
