@@ -256,6 +256,29 @@ static inline void gemm_layout(cublasLtMatrixLayout_t* layout, int32_t trans, in
     else cublasCheck(cublasLtMatrixLayoutCreate(layout, t, cols, rows, cols));
 }
 
+// The best algorithm for D = op(A) op(B) (C = D) under the given workspace, split-K reduction schemes and
+// minimum pointer alignments (bytes; A, B, and C = D): one cublasLtMatmulAlgoGetHeuristic query. Returns its
+// status; *count is the number of results (0 or 1). Shared by the BF16 and the FP8 plan caches.
+static inline cublasStatus_t gemm_heuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                            cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d, uint64_t workspace,
+                                            uint32_t reduction_mask, uint32_t align_a, uint32_t align_b, uint32_t align_d,
+                                            cublasLtMatmulHeuristicResult_t* result, int* count) {
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction_mask,
+                                                     sizeof(reduction_mask)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
+    memset(result, 0, sizeof(*result));
+    *count = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, d, d, pref, 1, result, count);
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    return st;
+}
+
 // One heuristic query with the given compute type and reduction-scheme mask; true if an algorithm
 // was found (plan->algo etc. filled). Creates plan->desc (destroying a previous one).
 static inline bool gemm_plan_try(GemmContext* ctx, GemmPlan* plan, cublasComputeType_t compute_type,
@@ -275,26 +298,12 @@ static inline bool gemm_plan_try(GemmContext* ctx, GemmPlan* plan, cublasCompute
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
     }
 
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    const uint64_t ws = ctx->workspace_size;
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction_mask,
-                                                     sizeof(reduction_mask)));
-    const uint32_t align_a = gemm_align_bytes(key.align & 7), align_b = gemm_align_bytes((key.align >> 3) & 7),
-                   align_d = gemm_align_bytes((key.align >> 6) & 7);
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
-
     cublasLtMatmulHeuristicResult_t result;
-    memset(&result, 0, sizeof(result));
     int count = 0;
     ctx->heuristic_queries++;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->handle, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, 1,
-                                                       &result, &count);
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasStatus_t st = gemm_heuristic(ctx->handle, plan->desc, plan->a, plan->b, plan->d, ctx->workspace_size, reduction_mask,
+                                       gemm_align_bytes(key.align & 7), gemm_align_bytes((key.align >> 3) & 7),
+                                       gemm_align_bytes((key.align >> 6) & 7), &result, &count);
     // "No algorithm" comes back as NOT_SUPPORTED, as SUCCESS with count 0, or (for some epilogue / type
     // combinations) as INVALID_VALUE: all three mean "plan without it"; the status is kept for messages.
     plan->status = st == CUBLAS_STATUS_SUCCESS && count > 0 ? result.state : st;
@@ -330,16 +339,29 @@ static inline void gemm_plan_build(GemmContext* ctx, GemmPlan* plan, const void*
 
 // The plan for `key`: from the cache, or built and cached. If the cache is full the plan is built into
 // *scratch, which the caller destroys after use (correct, just slower; counted in uncached_calls).
-static inline GemmPlan* gemm_get_plan(GemmContext* ctx, const GemmPlanKey& key, const void* bias, const void* aux,
-                                      int64_t aux_ld, GemmPlan* scratch) {
-    for (int i = 0; i < ctx->num_plans; i++)
-        if (gemm_key_equal(ctx->plans[i].key, key)) return &ctx->plans[i];
-    GemmPlan* plan = scratch;
-    if (ctx->num_plans < GEMM_PLAN_CACHE_SIZE) plan = &ctx->plans[ctx->num_plans++];
-    else ctx->uncached_calls++;
+// The cache lookup of both plan caches (BF16 and FP8): the cached plan whose key equals `key` (*fresh = false),
+// or a zeroed slot with that key to build (*fresh = true): a new cache entry, or *scratch when the cache is full.
+template <typename Plan, typename Key, typename Eq>
+static inline Plan* gemm_plan_slot(Plan* plans, int* num_plans, int capacity, const Key& key, Eq equal, Plan* scratch,
+                                   unsigned long long* uncached, bool* fresh) {
+    *fresh = false;
+    for (int i = 0; i < *num_plans; i++)
+        if (equal(plans[i].key, key)) return &plans[i];
+    *fresh = true;
+    Plan* plan = scratch;
+    if (*num_plans < capacity) plan = &plans[(*num_plans)++];
+    else (*uncached)++;
     memset(plan, 0, sizeof(*plan));
     plan->key = key;
-    gemm_plan_build(ctx, plan, bias, aux, aux_ld);
+    return plan;
+}
+
+static inline GemmPlan* gemm_get_plan(GemmContext* ctx, const GemmPlanKey& key, const void* bias, const void* aux,
+                                      int64_t aux_ld, GemmPlan* scratch) {
+    bool fresh;
+    GemmPlan* plan = gemm_plan_slot(ctx->plans, &ctx->num_plans, GEMM_PLAN_CACHE_SIZE, key, gemm_key_equal, scratch,
+                                    &ctx->uncached_calls, &fresh);
+    if (fresh) gemm_plan_build(ctx, plan, bias, aux, aux_ld);
     return plan;
 }
 

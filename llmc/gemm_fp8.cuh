@@ -268,25 +268,12 @@ static inline bool fp8_plan_try(Fp8GemmContext* ctx, Fp8GemmPlan* plan, uint32_t
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
 
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    const uint64_t ws = ctx->gemm->workspace_size;
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction_mask,
-                                                     sizeof(reduction_mask)));
-    const uint32_t align_a = 16u << (key.align & 7), align_b = 16u << ((key.align >> 3) & 7), align_d = 16u << ((key.align >> 6) & 7);
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
-
     cublasLtMatmulHeuristicResult_t result;
-    memset(&result, 0, sizeof(result));
     int count = 0;
     ctx->heuristic_queries++;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx->gemm->handle, plan->desc, plan->a, plan->b, plan->d, plan->d,
-                                                             pref, 1, &result, &count);
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    const cublasStatus_t st = gemm_heuristic(ctx->gemm->handle, plan->desc, plan->a, plan->b, plan->d, ctx->gemm->workspace_size,
+                                             reduction_mask, 16u << (key.align & 7), 16u << ((key.align >> 3) & 7),
+                                             16u << ((key.align >> 6) & 7), &result, &count);
     plan->status = st == CUBLAS_STATUS_SUCCESS && count > 0 ? result.state : st;
     if (st == CUBLAS_STATUS_SUCCESS && count == 0) plan->status = CUBLAS_STATUS_NOT_SUPPORTED;
     // "No algorithm" comes back as NOT_SUPPORTED, INVALID_VALUE, ARCH_MISMATCH, or SUCCESS with no result:
@@ -314,14 +301,10 @@ static inline void fp8_plan_build(Fp8GemmContext* ctx, Fp8GemmPlan* plan, const 
 
 static inline Fp8GemmPlan* fp8_get_plan(Fp8GemmContext* ctx, const Fp8GemmPlanKey& key, const void* bias, const float* a_scale,
                                         const float* b_scale, Fp8GemmPlan* scratch) {
-    for (int i = 0; i < ctx->num_plans; i++)
-        if (fp8_key_equal(ctx->plans[i].key, key)) return &ctx->plans[i];
-    Fp8GemmPlan* plan = scratch;
-    if (ctx->num_plans < FP8_GEMM_PLAN_CACHE_SIZE) plan = &ctx->plans[ctx->num_plans++];
-    else ctx->uncached_calls++;
-    memset(plan, 0, sizeof(*plan));
-    plan->key = key;
-    fp8_plan_build(ctx, plan, bias, a_scale, b_scale);
+    bool fresh;
+    Fp8GemmPlan* plan = gemm_plan_slot(ctx->plans, &ctx->num_plans, FP8_GEMM_PLAN_CACHE_SIZE, key, fp8_key_equal, scratch,
+                                       &ctx->uncached_calls, &fresh);
+    if (fresh) fp8_plan_build(ctx, plan, bias, a_scale, b_scale);
     return plan;
 }
 

@@ -123,25 +123,6 @@ static std::vector<float> transpose(const std::vector<float>& x, int rows, int c
     return t;
 }
 
-// `count` distinct sorted row indices in [0, total) (all rows if the reference is cheap), always with 0 and total-1.
-static std::vector<int> pick_rows(int total, double cost_per_row, uint64_t seed, int count = 128) {
-    std::vector<int> rows;
-    if ((double)total * cost_per_row <= 3e8 || total <= count) {
-        for (int i = 0; i < total; i++) rows.push_back(i);
-        return rows;
-    }
-    HostRng r(seed);
-    std::vector<char> taken(total, 0);
-    rows.push_back(0);
-    rows.push_back(total - 1);
-    taken[0] = taken[total - 1] = 1;
-    while ((int)rows.size() < count) {
-        const int i = (int)(r.u32() % (uint32_t)total);
-        if (!taken[i]) { taken[i] = 1; rows.push_back(i); }
-    }
-    std::sort(rows.begin(), rows.end());
-    return rows;
-}
 
 // ------------------------------------------------------------------------------------------------
 // Host quantization with llmc/numerics/fp8.h (the reference the GPU codes must be indistinguishable from)
@@ -249,22 +230,7 @@ static void upload_floatX_like(DeviceBuffer<T>& d, const std::vector<float>& h) 
     cudaCheck(cudaMemcpy(d.ptr, t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice));
 }
 
-static float to_f(bf16 v) { return __bfloat162float(v); }
-static float to_f(float v) { return v; }
-#if defined(ENABLE_FP16)
-static float to_f(half v) { return __half2float(v); }  // the FP16 build's floatX (benchmark baseline)
-#endif
 
-// Rows `rows` of a row-major (*, ld) device matrix, as floats.
-template <typename T>
-static std::vector<float> download_rows(const T* d, size_t ld, const std::vector<int>& rows) {
-    std::vector<T> tmp(rows.size() * ld);
-    for (size_t i = 0; i < rows.size(); i++)
-        cudaCheck(cudaMemcpy(&tmp[i * ld], d + (size_t)rows[i] * ld, ld * sizeof(T), cudaMemcpyDeviceToHost));
-    std::vector<float> out(tmp.size());
-    for (size_t i = 0; i < tmp.size(); i++) out[i] = to_f(tmp[i]);
-    return out;
-}
 
 // ------------------------------------------------------------------------------------------------
 // float64 references
@@ -416,8 +382,8 @@ static void run_shape(const Shape& s, int index, Fp8GemmContext* fctx) {
     std::vector<float> bias = gaussian(OC, seed + 4, 0.1f);
     for (float& b : bias) b = bf16_round(b);
     const std::vector<float> XT = transpose(X, N, C), WT = transpose(W, OC, C), dYT = transpose(dY, N, OC);
-    const std::vector<int> rows_tok = pick_rows(N, (double)OC * C, seed + 5);
-    const std::vector<int> rows_oc = pick_rows(OC, (double)N * C, seed + 6);
+    const std::vector<int> rows_tok = pick_rows(N, (double)OC * C, seed + 5, 128, 3e8);
+    const std::vector<int> rows_oc = pick_rows(OC, (double)N * C, seed + 6, 128, 3e8);
     const std::vector<double> ref_fwd_u = ref_rows(X.data(), W.data(), nullptr, OC, C, rows_tok);
     const std::vector<double> ref_dg_u = ref_rows(dY.data(), WT.data(), nullptr, C, OC, rows_tok);
     const std::vector<double> ref_wg_u = ref_rows(dYT.data(), XT.data(), nullptr, C, N, rows_oc);
@@ -764,7 +730,7 @@ static void bench_shape(int M, int K, int Nout, Fp8GemmContext* fctx, GemmContex
     const std::vector<float> X = gaussian(nX, seed + 1, 1.0f), W = gaussian(nW, seed + 2, 0.02f);
     std::vector<float> bias = gaussian(Nout, seed + 3, 0.1f);
     for (float& b : bias) b = bf16_round(b);
-    const std::vector<int> rows = pick_rows(M, 1e12, seed + 4, 32);
+    const std::vector<int> rows = pick_rows(M, 1e12, seed + 4, 32, 3e8);
     const std::vector<double> ref_u = ref_rows(X.data(), W.data(), nullptr, Nout, K, rows);
     DeviceBuffer<bf16> bias_d(Nout), out(nO);
     DeviceBuffer<float> out32(nO);

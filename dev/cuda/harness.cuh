@@ -289,3 +289,35 @@ static inline size_t device_mismatch(const void* a, const void* b, size_t bytes)
         count_mismatch_kernel<<<1024, 256>>>((const uint32_t*)a, (const uint32_t*)b, bytes / 4, c);
     });
 }
+
+// `count` distinct sorted row indices in [0, total), always with 0 and total - 1 (all rows when
+// total * cost_per_row <= budget or total <= count): which rows a float64 reference checks.
+static inline std::vector<int> pick_rows(int total, double cost_per_row, uint64_t seed, int count = 64, double budget = 2e8) {
+    std::vector<int> rows;
+    if ((double)total * cost_per_row <= budget || total <= count) {
+        for (int i = 0; i < total; i++) rows.push_back(i);
+        return rows;
+    }
+    HostRng r(seed);
+    std::vector<char> taken(total, 0);
+    rows.push_back(0);
+    rows.push_back(total - 1);
+    taken[0] = taken[total - 1] = 1;
+    while ((int)rows.size() < count) {
+        const int i = (int)(r.u32() % (uint32_t)total);
+        if (!taken[i]) { taken[i] = 1; rows.push_back(i); }
+    }
+    std::sort(rows.begin(), rows.end());
+    return rows;
+}
+
+// Rows `rows` of a row-major (*, ld) device matrix of T, as floats (rows.size() x ld).
+template <typename T>
+static inline std::vector<float> download_rows(const T* d, size_t ld, const std::vector<int>& rows) {
+    std::vector<T> tmp(rows.size() * ld);
+    for (size_t i = 0; i < rows.size(); i++)
+        cudaCheck(cudaMemcpy(&tmp[i * ld], d + (size_t)rows[i] * ld, ld * sizeof(T), cudaMemcpyDeviceToHost));
+    std::vector<float> out(tmp.size());
+    for (size_t i = 0; i < tmp.size(); i++) out[i] = (float)tmp[i];
+    return out;
+}

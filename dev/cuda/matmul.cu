@@ -90,36 +90,7 @@ static void upload_fast(DeviceBuffer<T>& d, const std::vector<float>& h) {
     cudaCheck(cudaMemcpy(d.ptr, tmp.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
 }
 
-// Rows of a row-major (rows, ld) device matrix, as floats (rows.size() x ld).
-static std::vector<float> download_rows(const floatX* d, size_t ld, const std::vector<int>& rows) {
-    std::vector<floatX> tmp(rows.size() * ld);
-    for (size_t i = 0; i < rows.size(); i++)
-        cudaCheck(cudaMemcpy(&tmp[i * ld], d + (size_t)rows[i] * ld, ld * sizeof(floatX), cudaMemcpyDeviceToHost));
-    std::vector<float> out(tmp.size());
-    for (size_t i = 0; i < tmp.size(); i++) out[i] = from_floatX(tmp[i]);
-    return out;
-}
 
-// All rows if the reference work (total * cost_per_row) is small, else 64 random distinct rows
-// including the first and the last, sorted.
-static std::vector<int> pick_rows(int total, double cost_per_row, uint64_t seed) {
-    std::vector<int> rows;
-    if ((double)total * cost_per_row <= 2e8 || total <= 64) {
-        for (int i = 0; i < total; i++) rows.push_back(i);
-        return rows;
-    }
-    HostRng r(seed);
-    std::vector<char> taken(total, 0);
-    rows.push_back(0);
-    rows.push_back(total - 1);
-    taken[0] = taken[total - 1] = 1;
-    while (rows.size() < 64) {
-        const int i = (int)(r.u32() % (uint32_t)total);
-        if (!taken[i]) { taken[i] = 1; rows.push_back(i); }
-    }
-    std::sort(rows.begin(), rows.end());
-    return rows;
-}
 
 static double gelu_ref(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 static double gelu_erf_ref(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
