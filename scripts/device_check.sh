@@ -3,6 +3,7 @@
 #
 #   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg sf16
 #                                            sf16_curves mgpu mgpu_bench (NGPU GPUs, default 2) lowp lowp_curves
+#                                            lowp_knobs
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -233,6 +234,20 @@ if has_stage lowp_curves; then
             -i "data/gutenberg/gutenberg_train_*.bin" -j "data/gutenberg/gutenberg_val_*.bin" -o "$OUT/gutenberg_$tag" \
             > "$OUT/gutenberg_$tag.log" 2>&1
         row "gutenberg d12 300 steps $run" "rc=$? $(grep 'val loss' "$OUT/gutenberg_$tag.log" | tail -n1 | sed 's/.*|//')"
+    done
+fi
+
+if has_stage lowp_knobs; then
+    # every FP8 / TCFP-12 knob trains (d6 on Tiny Shakespeare, 30 steps): final loss vs BF16; the one
+    # impossible combination must stop with a message
+    for run in "bf16" "fp8" "fp8 --fp8-delayed 16" "fp8 --fp8-hp-wgrad 1" "fp8 --fp8-fast-accum 1" "fp8 --fp8-warmup 10" \
+               "fp8 --fp8-lm-head 1" "tcfp12" "tcfp12 --tcfp-ef 1" "tcfp12 --tcfp-srr 1" "tcfp12 --tcfp-abd 1" \
+               "tcfp12 --tcfp-block 128 --tcfp-ef 1" "tcfp12 --tcfp-ef 1 --tcfp-srr 1"; do
+        read -r -a r <<< "$run"
+        tag=$(echo "$run" | tr -d ' -')
+        timeout 120 "build/${r[0]}/train_gpt2cu" -e d6 -b 8 -t 256 -x 30 -l 1e-3 -u 5 -v 0 -s 0 "${r[@]:1}" > "$OUT/knob_$tag.log" 2>&1
+        rc=$?
+        row "knob $run" "rc=$rc $(grep -E '^step +30/30' "$OUT/knob_$tag.log" | cut -d'|' -f2) $(grep -m1 '^error' "$OUT/knob_$tag.log")"
     done
 fi
 
