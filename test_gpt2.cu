@@ -49,7 +49,7 @@ static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_q115_tf.bin";
 #else
 static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_q115.bin";
 #endif
-#elif defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+#elif GEMM_LOWP
 // FP8 / TCFP-12 builds against the BF16-weight reference (unquantized GEMMs): every linear layer's
 // product carries the E4M3 quantization of its input (SNR about 28.5 dB, i.e. 3.8% relative, per
 // GEMM; llmc/gemm_fp8.cuh harness) and the gradients E5M2 (about 24 dB, 6%). The tolerances allow a few
@@ -106,7 +106,7 @@ static void build_model(GPT2* m, const char* ckpt, int B, int T) {
     gpt2_set_parameters(m, params);
     free(params);
     gpt2_allocate_activations(m, B, T, 1, 1);
-#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+#if GEMM_LOWP
     LowpOptions opt = {};  // the defaults: per-tensor current scaling, FP8 wgrad, no warm-up
     gpt2_attach_lowp(m, &opt, 0);
 #endif
@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
     float* logits = (float*)malloc_check((size_t)B * T * V * sizeof(float));
     for (size_t r = 0; r < (size_t)B * T; r++) memcpy(logits + r * V, logits_p + r * Vp, V * sizeof(float));
     const double logits_err = compare_row("logits", logits, ref.logits, (size_t)B * T * V, TOL_LOGITS);
-#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+#if GEMM_LOWP
     printf("  %s GEMMs active: logits error %.3e > %.0e (BF16 GEMMs give 5.3e-3)  %s\n", GEMM_LOWP_MODE_NAME, logits_err,
            FP8_MIN_LOGIT_ERR, logits_err > FP8_MIN_LOGIT_ERR ? "ok" : "FAIL");
     record(logits_err > FP8_MIN_LOGIT_ERR);

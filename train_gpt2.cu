@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
     const char* pi_folder = "";
     const char* grad_wire = "";
     int pi_nranks = -1, pi_rank = -1, pi_local = -1, pi_timeout = 120;
-#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+#if GEMM_LOWP
     LowpOptions lowp = {};
     int lowp_fallback = 0;
 #endif
@@ -253,7 +253,7 @@ int main(int argc, char** argv) {
     flags[nflags++] = {"-ps", CLI_STRING, &pi_server, "tcp rendezvous: HOST:PORT of rank 0"};
     flags[nflags++] = {"-pf", CLI_STRING, &pi_folder, "fs rendezvous: a folder all processes share"};
     flags[nflags++] = {"-pt", CLI_INT, &pi_timeout, "rendezvous timeout in seconds"};
-#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+#if GEMM_LOWP
     flags[nflags++] = {"--fp8-delayed", CLI_INT, &lowp.delayed, "FP8 scales from the max amax of the last N uses (delayed scaling); 0 = current"};
     flags[nflags++] = {"--fp8-fast-accum", CLI_INT, &lowp.fast_accum, "1 = cuBLASLt fast accumulation in the FP8 GEMMs"};
     flags[nflags++] = {"--fp8-hp-wgrad", CLI_INT, &lowp.hp_wgrad, "1 = weight gradients in BF16 instead of FP8"};
@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
     flags[nflags++] = {"--fp8-lm-head", CLI_INT, &lowp.lm_head, "1 = the LM head in FP8 too"};
     flags[nflags++] = {"--fp8-fallback", CLI_INT, &lowp_fallback, "1 = on a GPU without FP8 tensor cores run BF16 GEMMs instead of failing"};
 #endif
-#if defined(ENABLE_TCFP12)
+#if GEMM_LOWP_TCFP12
     flags[nflags++] = {"--tcfp-block", CLI_INT, &lowp.block, "TCFP-12 scales: 0 per tensor, 128 = 128x128 weight tiles, 1x128 activation blocks"};
     flags[nflags++] = {"--tcfp-ef", CLI_INT, &lowp.error_feedback, "1 = error feedback of the weight split across steps"};
     flags[nflags++] = {"--tcfp-srr", CLI_INT, &lowp.srr, "1 = stochastic rounding of the residual W_lo (instead of error feedback)"};
@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
     GPT2 model;
     gpt2_allocate_parameters(&model, &config, master_weights);
     gpt2_attach_multi_gpu(&model, &mg);
-#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+#if GEMM_LOWP
     gpt2_attach_lowp(&model, &lowp, lowp_fallback);
 #endif
     model.seed = (unsigned long long)tc.seed * 0x9E3779B97F4A7C15ull + 1;
@@ -392,7 +392,7 @@ int main(int argc, char** argv) {
     print_config_row("train / val tokens", "%zu / %zu", setup.train.num_tokens, have_val ? setup.val.num_tokens : 0);
     print_config_rule();
     printf("numeric config: %s\n", numeric);
-#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+#if GEMM_LOWP
     char lowp_desc[256];
     gemm_lowp_describe(&model.gemm, lowp_desc, sizeof(lowp_desc));
     printf("%s options: %s\n", GEMM_LOWP_MODE_NAME, lowp_desc);

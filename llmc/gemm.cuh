@@ -777,6 +777,15 @@ static inline void gemm_compute_summary(const GemmContext* ctx, char* out, size_
 }
 
 
+// out = GELU_OUT boundary of gelu_tanh(pre) over n values (n % 8 == 0); BOUND_PRE: pre is the raw GEMM
+// output and first passes the MATMUL_OUT boundary, stored back (gemm_gelu_forward_kernel).
+template <bool BOUND_PRE>
+static inline void gemm_gelu_apply(floatX* out, floatX* pre, size_t n, cudaStream_t stream) {
+    const size_t packets = n / x128::size;
+    gemm_gelu_forward_kernel<BOUND_PRE><<<gemm_elementwise_blocks(packets), 256, 0, stream>>>(out, pre, packets);
+    cudaCheckLaunch();
+}
+
 // Linear layer forward (train_gpt2.c matmul_forward), on ctx->stream.
 //   inp (N, C), weight (OC, C), bias (OC) or NULL; row-major floatX.
 //   pre_gelu == NULL: out (N, OC) = inp · weightᵀ + bias                          (overwrites out)
@@ -794,39 +803,20 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
     }
+    // SF16: the GEMM output (after bias) is quantized as stored, before anything reads it; so GELU is
+    // never fused into the cuBLASLt epilogue: it must read the quantized pre-activation (and quantizes its
+    // own output). With GELU the quantization pass and the GELU are one kernel.
+    constexpr bool bound = !boundary_is_identity<MATMUL_OUT>();
     floatX* y = pre_gelu ? pre_gelu : out;
-    const bool lowp = ctx->lowp && ctx->lowp->forward(ctx, y, inp, weight, bias, N, C, OC);
-    if (lowp && boundary_is_identity<MATMUL_OUT>()) {
-        if (pre_gelu) {
-            const size_t packets = (size_t)N * OC / x128::size;
-            gemm_gelu_forward_kernel<false><<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(out, pre_gelu, packets);
-            cudaCheckLaunch();
-        }
-        return;
-    }
-    if (!boundary_is_identity<MATMUL_OUT>()) {
-        // SF16: the GEMM output (after bias) is quantized as stored, before anything reads it; so GELU
-        // is never fused into the cuBLASLt epilogue: it must read the quantized pre-activation (and
-        // quantizes its own output). With GELU the quantization pass and the GELU are one kernel.
-        if (!lowp) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
-        if (pre_gelu) {
-            const size_t packets = (size_t)N * OC / x128::size;
-            gemm_gelu_forward_kernel<true><<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(out, pre_gelu, packets);
-            cudaCheckLaunch();
-        } else {
-            gemm_boundary_apply(y, (size_t)N * OC, ctx->stream);
-        }
-        return;
-    }
-    if (pre_gelu == NULL) {
-        gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, NULL);
-        return;
-    }
-    if (ctx->fuse_gelu && OC % 8 == 0 && gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu)) return;
-    gemm_backend_forward(ctx, pre_gelu, inp, weight, bias, N, C, OC, NULL);
-    const size_t packets = (size_t)N * OC / x128::size;
-    gemm_gelu_forward_kernel<false><<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(out, pre_gelu, packets);
-    cudaCheckLaunch();
+    const size_t n = (size_t)N * OC;
+    // the low-precision backend (if any and if it takes this layer) computes y without GELU
+    const bool done = ctx->lowp && ctx->lowp->forward(ctx, y, inp, weight, bias, N, C, OC);
+    if (!done && !bound && pre_gelu && ctx->fuse_gelu && OC % 8 == 0 &&
+        gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu))
+        return;  // GELU fused into the cuBLASLt epilogue
+    if (!done) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
+    if (pre_gelu) gemm_gelu_apply<bound>(out, pre_gelu, n, ctx->stream);
+    else if (bound) gemm_boundary_apply(y, n, ctx->stream);
 }
 
 // The LM head as the training step's fused classifier consumes it: out (N, OC) = inp · weightᵀ with
@@ -865,20 +855,13 @@ void matmul_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* db
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
     }
-    if (ctx->lowp && ctx->lowp->backward(ctx, dinp, dweight, dout, inp, weight, N, C, OC)) {
-        if (dinp && pre_gelu) {
-            const size_t packets = (size_t)N * C / x128::size;
-            gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(dinp, pre_gelu, packets);
-            cudaCheckLaunch();
-        }
-        if (dbias) gemm_dbias_accumulate(dbias, dout, dbias_scratch, N, OC, ctx->stream);
-        return;
-    }
+    // The low-precision backend (if any and if it takes this layer) computes dinp without GELU' and dweight.
+    const bool lowp = ctx->lowp && ctx->lowp->backward(ctx, dinp, dweight, dout, inp, weight, N, C, OC);
     if (dinp) {
-        const bool fused = pre_gelu != NULL && ctx->fuse_gelu && C % 8 == 0 &&
+        const bool fused = !lowp && pre_gelu != NULL && ctx->fuse_gelu && C % 8 == 0 &&
                            gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, pre_gelu);
         if (!fused) {
-            gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, NULL);
+            if (!lowp) gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, NULL);
             if (pre_gelu) {
                 const size_t packets = (size_t)N * C / x128::size;
                 gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(dinp, pre_gelu, packets);
@@ -886,6 +869,6 @@ void matmul_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* db
             }
         }
     }
-    if (dweight) gemm_backend_backward_dweight(ctx, dweight, dout, inp, N, C, OC);
+    if (dweight && !lowp) gemm_backend_backward_dweight(ctx, dweight, dout, inp, N, C, OC);
     if (dbias) gemm_dbias_accumulate(dbias, dout, dbias_scratch, N, OC, ctx->stream);
 }

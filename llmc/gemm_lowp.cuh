@@ -128,13 +128,7 @@ static inline void lowp_grow_blk(LowpState* s, size_t n) {
     s->blk_cap = n;
 }
 
-static inline bool lowp_is_tcfp() {
-#if defined(ENABLE_TCFP12)
-    return true;
-#else
-    return false;
-#endif
-}
+static inline bool lowp_is_tcfp() { return GEMM_LOWP_TCFP12; }
 
 // Register (or find) the layer of `weight`; allocates its state on first sight.
 static inline LowpLayer* lowp_layer(LowpState* s, const floatX* weight, int OC, int C) {

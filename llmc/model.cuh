@@ -31,7 +31,7 @@
 #include "global_norm.cuh"
 #include "profiler.cuh"
 #include "multi_gpu.cuh"
-#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+#if GEMM_LOWP
 #include "gemm_lowp.cuh"
 #endif
 
@@ -579,7 +579,7 @@ static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float bet
     return r;
 }
 
-#if defined(ENABLE_FP8) || defined(ENABLE_TCFP12)
+#if GEMM_LOWP
 // FP8 / TCFP-12 builds: put the low-precision GEMM backend (llmc/gemm_lowp.cuh) behind every linear
 // layer, after the parameters (and gpt2_attach_multi_gpu) are set up.
 static inline void gpt2_attach_lowp(GPT2* m, const LowpOptions* opt, int allow_fallback) {

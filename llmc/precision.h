@@ -38,10 +38,19 @@ typedef __nv_bfloat16 floatX;
 #if (defined(ENABLE_FP8) || defined(ENABLE_TCFP12)) && !defined(ENABLE_BF16)
 #error "FP8=1 / TCFP12=1 need BF16 storage (PRECISION=BF16): the FP8 GEMMs write BF16 outputs"
 #endif
+// GEMM_LOWP: 1 when a low-precision GEMM backend is built in (FP8 or TCFP-12), GEMM_LOWP_TCFP12: 1 for
+// TCFP-12; every other file tests these, never ENABLE_FP8 / ENABLE_TCFP12.
 #if defined(ENABLE_FP8)
+#define GEMM_LOWP 1
+#define GEMM_LOWP_TCFP12 0
 #define GEMM_LOWP_MODE_NAME "FP8 (E4M3 activations and weights, E5M2 gradients)"
 #elif defined(ENABLE_TCFP12)
+#define GEMM_LOWP 1
+#define GEMM_LOWP_TCFP12 1
 #define GEMM_LOWP_MODE_NAME "TCFP-12 (W = W_hi + W_lo, two E4M3 GEMMs)"
+#else
+#define GEMM_LOWP 0
+#define GEMM_LOWP_TCFP12 0
 #endif
 
 // SF16 (doc/SF16.md): BF16 storage with Q1.15 quantize-dequantize at every forward storage boundary
