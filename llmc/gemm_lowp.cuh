@@ -353,6 +353,12 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, const
 // compute capability 8.9) unless allow_fallback, in which case nothing is attached and the base
 // backend runs every GEMM (printed). Invalid option combinations end the program naming the flag.
 static inline void gemm_lowp_attach(GemmContext* ctx, const LowpOptions* opt, int allow_fallback, unsigned long long seed) {
+    const struct { const char* flag; int value; } switches[] = {
+        {"--fp8-fast-accum", opt->fast_accum}, {"--fp8-hp-wgrad", opt->hp_wgrad}, {"--fp8-lm-head", opt->lm_head},
+        {"--tcfp-ef", opt->error_feedback},    {"--tcfp-srr", opt->srr},           {"--tcfp-abd", opt->abd}};
+    for (const auto& sw : switches)
+        if (sw.value != 0 && sw.value != 1) die("%s: expected 0 or 1, got %d", sw.flag, sw.value);
+    if (allow_fallback != 0 && allow_fallback != 1) die("--fp8-fallback: expected 0 or 1, got %d", allow_fallback);
     if (opt->srr && opt->error_feedback) die("--tcfp-srr 1 replaces error feedback: it cannot be combined with --tcfp-ef 1");
     if (opt->block != 0 && opt->block != 128)
         die("--tcfp-block %d: supported are 0 (per tensor) and 128 (cuBLASLt's Hopper block scaling); 32 and 64 have no fast path", opt->block);
