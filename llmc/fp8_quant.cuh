@@ -155,6 +155,12 @@ static inline FP8BlockLayout fp8_block_layout_cublaslt_vec128(int rows, int K) {
     return fp8_block_layout_colmajor(rows, K, 128);
 }
 
+// block x block tiles, scales row-major over the tile grid: scale of tile (rb, kb) at rb * nb_k + kb.
+// The TCFP-12 weight tiles for block sizes without a cuBLASLt tile mode (32, 64): transposable, like 128 x 128.
+static inline FP8BlockLayout fp8_block_layout_tiles(int rows, int K, int block) {
+    return fp8q_layout_base_(rows, K, block, block);
+}
+
 // cuBLASLt CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F for an operand stored row-major (rows, K): one scale
 // per 128 x 128 tile, K-block index fastest, the K-block count padded to a multiple of 4:
 // scale of tile (rb, kb) at rb * L4 + kb with L4 = round_up(ceil(K / 128), 4). Padding entries (kb >= L)
@@ -389,23 +395,67 @@ __global__ void fp8q_delayed_scale_kernel(float* history, int H, int* pos, const
     }
 }
 
+// One warp. Recipe in fp8_delayed_scale_pending's comment.
+__global__ void fp8q_delayed_pending_kernel(float* history, int H, int* pos, uint32_t* pending, float* amax_out, float* scale,
+                                            float* inv_scale, FP8Kind kind, int margin, int pow2) {
+    if (threadIdx.x == 0) {  // 1. the previous use's amax enters the history
+        int p = *pos % H;
+        if (p < 0) p += H;
+        const float prev = fp8q_amax_from_bits(*pending);
+        history[p] = prev;
+        *pos = (p + 1) % H;
+        if (amax_out) *amax_out = prev;
+        *pending = 0u;  // 3. ready for this use's quantization to accumulate into
+    }
+    __syncwarp();
+    uint32_t m = 0;
+    for (int j = threadIdx.x; j < H; j += 32) m = max(m, fp8q_absbits(history[j]));
+    m = __reduce_max_sync(0xFFFFFFFFu, m);
+    if (threadIdx.x == 0) {  // 2. the scale from the history
+        const float s = fp8q_scale_from_amax(fp8_format(kind), fp8q_amax_from_bits(m), margin, pow2);
+        if (scale) *scale = s;
+        if (inv_scale) *inv_scale = __frcp_rn(s);
+    }
+}
+
+// One thread: amax, scale and dequant scale from an amax accumulated as bits; then the bits are zeroed.
+__global__ void fp8q_scale_from_bits_kernel(uint32_t* bits, float* amax_out, float* scale, float* inv_scale, FP8Kind kind,
+                                            int margin, int pow2) {
+    const float amax = fp8q_amax_from_bits(*bits);
+    *bits = 0u;
+    if (amax_out) *amax_out = amax;
+    const float s = fp8q_scale_from_amax(fp8_format(kind), amax, margin, pow2);
+    if (scale) *scale = s;
+    if (inv_scale) *inv_scale = __frcp_rn(s);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Kernels: quantization
 
+// Block-wide max of the bit patterns m into *amax_accum (one integer atomicMax per block: order
+// independent, so deterministic). Every thread of the block must call it.
+__device__ __forceinline__ void fp8q_amax_accumulate(uint32_t* amax_accum, uint32_t m) {
+    m = fp8q_block_max(m);
+    if (threadIdx.x == 0 && m != 0u) atomicMax(amax_accum, m);
+}
+
 // Plain quantization: thread i handles elements [16 i, 16 i + 16) of the flat row-major array.
 // vec: x and out 16-byte aligned (and, if BLOCKED, cols % 16 == 0 and block_k % 16 == 0 so that the 16
-// elements share one row and one scale block).
+// elements share one row and one scale block). amax_accum != NULL: also max |x| (bits) into it.
 template <class T, FP8Kind KIND, bool SR, bool BLOCKED>
 __global__ void __launch_bounds__(FP8Q_THREADS)
     fp8q_quantize_rowmajor_kernel(uint8_t* __restrict__ out, const T* __restrict__ x, int rows, int cols,
-                                  const float* __restrict__ scale, FP8BlockLayout L, uint64_t seed, int vec) {
+                                  const float* __restrict__ scale, FP8BlockLayout L, uint64_t seed, int vec,
+                                  uint32_t* __restrict__ amax_accum) {
     const size_t n = (size_t)rows * (size_t)cols;
     const size_t i0 = ((size_t)blockIdx.x * FP8Q_THREADS + threadIdx.x) * 16;
-    if (i0 >= n) return;
     const bool small = n <= 0xFFFFFFFFull;  // 32-bit index arithmetic suffices
+    uint32_t m = 0;
     float s = 0.0f;
     if constexpr (!BLOCKED) s = __ldg(scale);
-    if (vec && i0 + 16 <= n) {
+    if (i0 >= n) {
+        // nothing to do (only the amax reduction below needs every thread)
+    } else if (vec && i0 + 16 <= n) {
         if constexpr (BLOCKED) {
             const int r = small ? (int)((uint32_t)i0 / (uint32_t)cols) : (int)(i0 / (size_t)cols);
             const int c = (int)(i0 - (size_t)r * cols);
@@ -414,7 +464,10 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
         float v[16];
         fp8q_load16(v, x + i0);
         #pragma unroll
-        for (int k = 0; k < 16; k++) v[k] = fp8q_scaled(v[k], s);
+        for (int k = 0; k < 16; k++) {
+            m = max(m, fp8q_absbits(v[k]));
+            v[k] = fp8q_scaled(v[k], s);
+        }
         uint8_t codes[16];
         fp8q_encode_n<KIND, SR, 16>(codes, v, seed, i0);
         *reinterpret_cast<uint4*>(out + i0) = fp8q_pack16(codes);
@@ -426,21 +479,28 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
                 const int r = small ? (int)((uint32_t)i / (uint32_t)cols) : (int)(i / (size_t)cols);
                 si = __ldg(scale + fp8_block_index_of(L, r, (int)(i - (size_t)r * cols)));
             }
-            out[i] = fp8q_encode1<KIND, SR>(fp8q_scaled((float)x[i], si), seed, i);
+            const float xi = (float)x[i];
+            m = max(m, fp8q_absbits(xi));
+            out[i] = fp8q_encode1<KIND, SR>(fp8q_scaled(xi, si), seed, i);
         }
     }
+    if (amax_accum) fp8q_amax_accumulate(amax_accum, m);
 }
 
 // Transposed quantization through a 64 x 64 shared-memory tile. grid = (ceil(cols / 64), ceil(rows / 64)).
 // vec_in: x 16-byte aligned and cols % (16 / sizeof(T)) == 0 (and, if BLOCKED, block_k % 16 == 0);
 // vec_out: out 16-byte aligned and rows % 16 == 0. Edge tiles take the element-wise path.
+// out_plain != NULL: the same codes also row-major (rows, cols) (one read of x for both copies; needs
+// out_plain 16-byte aligned when vec_in). amax_accum != NULL: also max |x| (bits) into it.
 template <class T, FP8Kind KIND, bool SR, bool BLOCKED>
 __global__ void __launch_bounds__(FP8Q_THREADS)
     fp8q_quantize_transpose_kernel(uint8_t* __restrict__ out, const T* __restrict__ x, int rows, int cols,
-                                   const float* __restrict__ scale, FP8BlockLayout L, uint64_t seed, int vec_in, int vec_out) {
+                                   const float* __restrict__ scale, FP8BlockLayout L, uint64_t seed, int vec_in, int vec_out,
+                                   uint8_t* __restrict__ out_plain, uint32_t* __restrict__ amax_accum) {
     __shared__ __align__(16) uint8_t tile[FP8Q_TILE * FP8Q_TILE];
     const int r0 = blockIdx.y * FP8Q_TILE, c0 = blockIdx.x * FP8Q_TILE;
     const bool full = r0 + FP8Q_TILE <= rows && c0 + FP8Q_TILE <= cols;
+    uint32_t m = 0;
     float s = 0.0f;
     if constexpr (!BLOCKED) s = __ldg(scale);
     if (full && vec_in) {
@@ -457,8 +517,19 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
             float v[V];
             fp8q_load_packet(v, x + idx);
             #pragma unroll
-            for (int j = 0; j < V; j++) v[j] = fp8q_scaled(v[j], sk);
+            for (int j = 0; j < V; j++) {
+                m = max(m, fp8q_absbits(v[j]));
+                v[j] = fp8q_scaled(v[j], sk);
+            }
             fp8q_encode_n<KIND, SR, V>(codes[k], v, seed, idx);
+            if (out_plain) {
+                if constexpr (V == 8) *reinterpret_cast<uint2*>(out_plain + idx) = make_uint2(fp8q_pack4(codes[k]), fp8q_pack4(codes[k] + 4));
+                else if constexpr (V == 4) *reinterpret_cast<uint32_t*>(out_plain + idx) = fp8q_pack4(codes[k]);
+                else {
+                    #pragma unroll
+                    for (int j = 0; j < V; j++) out_plain[idx + j] = codes[k][j];
+                }
+            }
         }
         // column cl + j of the source = tile row cl + j; this thread's RPT rows are RPT consecutive bytes there
         #pragma unroll
@@ -481,10 +552,15 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
                 float sk = s;
                 if constexpr (BLOCKED) sk = __ldg(scale + fp8_block_index_of(L, r, c));
                 const size_t idx = (size_t)r * cols + c;
-                tile[fp8q_tpos(cl, rl)] = fp8q_encode1<KIND, SR>(fp8q_scaled((float)x[idx], sk), seed, idx);
+                const float xv = (float)x[idx];
+                m = max(m, fp8q_absbits(xv));
+                const uint8_t code = fp8q_encode1<KIND, SR>(fp8q_scaled(xv, sk), seed, idx);
+                tile[fp8q_tpos(cl, rl)] = code;
+                if (out_plain) out_plain[idx] = code;
             }
         }
     }
+    if (amax_accum) fp8q_amax_accumulate(amax_accum, m);  // (contains the __syncthreads the tile store needs)
     __syncthreads();
     fp8q_tile_store(out, tile, rows, cols, r0, c0, full && vec_out);
 }
@@ -593,7 +669,10 @@ __global__ void fp8q_block_relayout_kernel(float* dst, FP8BlockLayout Ld, const 
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
         const int rb = (int)(e / Ld.alloc_k), kb = (int)(e - (size_t)rb * Ld.alloc_k);
         float v = 1.0f;
-        if (rb < Ld.nb_rows && kb < Ld.nb_k) v = transpose_grid ? src[fp8_block_index(Ls, kb, rb)] : src[fp8_block_index(Ls, rb, kb)];
+        if (rb < Ld.nb_rows && kb < Ld.nb_k) {  // the src block holding the dst block's first element
+            const int r = rb * Ld.block_rows, k = kb * Ld.block_k;
+            v = transpose_grid ? src[fp8_block_index_of(Ls, k, r)] : src[fp8_block_index_of(Ls, r, k)];
+        }
         dst[fp8_block_index(Ld, rb, kb)] = v;
     }
 }
@@ -688,6 +767,35 @@ static inline void fp8_delayed_scale_update(float* amax_history, int H, int* pos
     cudaCheckLaunch();
 }
 
+// Delayed scaling with the amax taken while quantizing (fp8_quantize_pair's amax_accum) instead of by a
+// separate fp8_amax pass: the same recipe as fp8_delayed_scale_update, with the push of amax_t moved from
+// the end of use t to the start of use t + 1. Call before quantizing use t >= 1 of the tensor; *pending
+// holds amax_{t-1} as bits (accumulated by the previous use's quantization). The call
+//   1. amax_history[*pos] = amax_{t-1}; *pos = (*pos + 1) % H; *amax_out = amax_{t-1} (if amax_out)
+//   2. *scale = fp8_scale[_pow2]_from_amax(fmt, max(amax_history), margin), *inv_scale = 1 / *scale
+//   3. *pending = 0 (this use's quantization accumulates amax_t into it)
+// so the scale of use t depends on amax_{t-H} .. amax_{t-1}, as with fp8_delayed_scale_update. Use 0 (the
+// bootstrap) has no previous amax: take its scale by current scaling (fp8_amax_scale) and zero *pending.
+// One warp, deterministic.
+static inline void fp8_delayed_scale_pending(float* amax_history, int H, int* pos, uint32_t* pending, float* amax_out, float* scale,
+                                             float* inv_scale, FP8Kind kind, int margin, int pow2, cudaStream_t stream) {
+    fp8q_require(amax_history != NULL && pos != NULL && pending != NULL && H >= 1, "fp8_delayed_scale_pending",
+                 "needs a history of H >= 1 floats, a position and the pending amax");
+    fp8q_delayed_pending_kernel<<<1, 32, 0, stream>>>(amax_history, H, pos, pending, amax_out, scale, inv_scale, kind, margin, pow2);
+    cudaCheckLaunch();
+}
+
+// Current scaling from an amax accumulated as bits by the kernel that produced the tensor (an "amax slot":
+// integer atomicMax of |x| bit patterns, see fp8_quantize_pair): *amax_out = the amax (NaN for a NaN
+// pattern), *scale / *inv_scale from it as fp8_amax_scale, then *bits = 0 (ready for the next producer).
+// Any output may be NULL. One thread.
+static inline void fp8_scale_from_amax_bits(uint32_t* bits, float* amax_out, float* scale, float* inv_scale, FP8Kind kind, int margin,
+                                            int pow2, cudaStream_t stream) {
+    fp8q_require(bits != NULL, "fp8_scale_from_amax_bits", "NULL amax bits");
+    fp8q_scale_from_bits_kernel<<<1, 1, 0, stream>>>(bits, amax_out, scale, inv_scale, kind, margin, pow2);
+    cudaCheckLaunch();
+}
+
 // ------------------------------------------------------------------------------------------------
 // Public launchers: quantization with one scale per tensor
 
@@ -702,28 +810,50 @@ static inline void fp8_delayed_scale_update(float* amax_history, int H, int* pos
 // 16-byte loads when x is 16-byte aligned and cols % (16 / sizeof(T)) == 0, 16-byte stores when out is
 // 16-byte aligned and rows % 16 == 0. rows <= 65535 * 64 for the transposed form.
 template <class T>
+void fp8_quantize_pair(uint8_t* out, uint8_t* out_t, const T* x, int rows, int cols, FP8Kind kind, const float* scale,
+                       uint32_t* amax_accum, int stochastic, uint64_t seed, cudaStream_t stream);
+
+template <class T>
 void fp8_quantize(uint8_t* out, const T* x, int rows, int cols, FP8Kind kind, const float* scale, int transpose,
                   int stochastic, uint64_t seed, cudaStream_t stream) {
-    fp8q_require(out != NULL && x != NULL && scale != NULL && rows >= 0 && cols >= 0, "fp8_quantize", "bad arguments");
+    fp8q_require(out != NULL, "fp8_quantize", "NULL output");
+    fp8_quantize_pair(transpose ? (uint8_t*)NULL : out, transpose ? out : (uint8_t*)NULL, x, rows, cols, kind, scale, NULL,
+                      stochastic, seed, stream);
+}
+
+// fp8_quantize's plain and transposed outputs from one read of x, plus (optionally) the amax of x:
+//   out   (rows, cols) row-major codes, or NULL;  out_t (cols, rows) row-major codes, or NULL (not both NULL)
+//   amax_accum: NULL, or a device uint32 that receives max(*amax_accum, bits of max |x|) (integer atomicMax
+//     of |x| bit patterns, one per thread block: deterministic; a NaN gives a NaN pattern, read it with
+//     fp8_scale_from_amax_bits). The caller zeroes it before the first accumulation.
+// Codes, scale, rounding, seed and fast paths exactly as fp8_quantize (the two outputs are bit-identical to
+// two fp8_quantize calls). Used by the FP8 GEMM backend to make an activation's GEMM operand and its
+// transposed wgrad operand in one pass, and (delayed scaling) to take the amax for the history while
+// quantizing instead of in a separate pass.
+template <class T>
+void fp8_quantize_pair(uint8_t* out, uint8_t* out_t, const T* x, int rows, int cols, FP8Kind kind, const float* scale,
+                       uint32_t* amax_accum, int stochastic, uint64_t seed, cudaStream_t stream) {
+    fp8q_require((out != NULL || out_t != NULL) && x != NULL && scale != NULL && rows >= 0 && cols >= 0 && out != out_t,
+                 "fp8_quantize", "bad arguments");
     if (rows == 0 || cols == 0) return;
     const FP8BlockLayout none = {};
     fp8q_with_kind(kind, [&](auto K) {
         fp8q_with_bool(stochastic != 0, [&](auto S) {
             constexpr FP8Kind KIND = decltype(K)::value;
             constexpr bool SR = decltype(S)::value;
-            if (transpose) {
+            if (out_t) {
                 fp8q_require(ceil_div(rows, FP8Q_TILE) <= 65535, "fp8_quantize", "too many rows for the transposed form");
-                const int vec_in = fp8q_aligned16(x) && cols % Packed128<T>::size == 0;
-                const int vec_out = fp8q_aligned16(out) && rows % 16 == 0;
+                const int vec_in = fp8q_aligned16(x) && cols % Packed128<T>::size == 0 && (out == NULL || fp8q_aligned16(out));
+                const int vec_out = fp8q_aligned16(out_t) && rows % 16 == 0;
                 const dim3 grid(ceil_div(cols, FP8Q_TILE), ceil_div(rows, FP8Q_TILE));
                 fp8q_quantize_transpose_kernel<T, KIND, SR, false>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scale, none, seed, vec_in, vec_out);
+                    <<<grid, FP8Q_THREADS, 0, stream>>>(out_t, x, rows, cols, scale, none, seed, vec_in, vec_out, out, amax_accum);
             } else {
                 const size_t n = (size_t)rows * cols;
                 const int vec = fp8q_aligned16(x) && fp8q_aligned16(out);
                 const int grid = (int)ceil_div_sz(n, (size_t)16 * FP8Q_THREADS);
                 fp8q_quantize_rowmajor_kernel<T, KIND, SR, false>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scale, none, seed, vec);
+                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scale, none, seed, vec, amax_accum);
             }
             cudaCheckLaunch();
         });
@@ -804,30 +934,32 @@ void fp8_quantize_blocked(uint8_t* out, const T* x, const FP8BlockLayout& L, FP8
                 const int vec_out = fp8q_aligned16(out) && rows % 16 == 0;
                 const dim3 grid(ceil_div(cols, FP8Q_TILE), ceil_div(rows, FP8Q_TILE));
                 fp8q_quantize_transpose_kernel<T, KIND, SR, true>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scales, L, seed, vec_in, vec_out);
+                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scales, L, seed, vec_in, vec_out, nullptr, nullptr);
             } else {
                 const size_t n = (size_t)rows * cols;
                 const int vec = blk16 && cols % 16 == 0 && fp8q_aligned16(x) && fp8q_aligned16(out);
                 const int grid = (int)ceil_div_sz(n, (size_t)16 * FP8Q_THREADS);
                 fp8q_quantize_rowmajor_kernel<T, KIND, SR, true>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scales, L, seed, vec);
+                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scales, L, seed, vec, nullptr);
             }
             cudaCheckLaunch();
         });
     });
 }
 
-// Copies block scales between layouts of the same block grid: dst block (rb, kb) = src block (rb, kb), or
-// src block (kb, rb) with transpose_grid != 0 (the scales of the transposed matrix: for 128 x 128 tiles,
-// src = fp8_block_layout_cublaslt_blk128x128(rows, K) and dst = fp8_block_layout_cublaslt_blk128x128(K, rows)
-// give the BLK128x128 scale tensor of the transposed codes). Padding of dst is set to 1.0f. Block sizes must
-// match (swapped with transpose_grid). dst and src must not overlap. Overwrites dst.
+// Copies block scales from layout Ls to layout Ld of the same matrix (transpose_grid == 0) or of its
+// transpose (transpose_grid != 0): each dst block takes the scale of the src block that contains it, so
+// src blocks may be larger than dst blocks (a multiple in each direction). Uses: the BLK128x128 scales of
+// transposed codes (src = fp8_block_layout_cublaslt_blk128x128(rows, K), dst = ..._blk128x128(K, rows),
+// transposed); the per-row K-chunk scales (fp8_block_layout_colmajor(rows, K, b)) that gemm_fp8.cuh's
+// chunked modes read, expanded from b x b tiles, for the matrix and (transposed) for its transpose.
+// Padding of dst is set to 1.0f. dst and src must not overlap. Overwrites dst.
 static inline void fp8_block_scales_relayout(float* dst, const FP8BlockLayout& Ld, const float* src, const FP8BlockLayout& Ls,
                                              int transpose_grid, cudaStream_t stream) {
-    const bool ok = transpose_grid ? (Ld.nb_rows == Ls.nb_k && Ld.nb_k == Ls.nb_rows && Ld.block_rows == Ls.block_k &&
-                                      Ld.block_k == Ls.block_rows)
-                                   : (Ld.nb_rows == Ls.nb_rows && Ld.nb_k == Ls.nb_k && Ld.block_rows == Ls.block_rows &&
-                                      Ld.block_k == Ls.block_k);
+    const bool ok = transpose_grid ? (Ld.rows == Ls.K && Ld.K == Ls.rows && Ls.block_k % Ld.block_rows == 0 &&
+                                      Ls.block_rows % Ld.block_k == 0)
+                                   : (Ld.rows == Ls.rows && Ld.K == Ls.K && Ls.block_rows % Ld.block_rows == 0 &&
+                                      Ls.block_k % Ld.block_k == 0);
     fp8q_require(dst != NULL && src != NULL && ok, "fp8_block_scales_relayout", "block grids do not match");
     fp8q_block_relayout_kernel<<<fp8q_grid_stride_blocks(fp8_block_layout_count(Ld)), FP8Q_THREADS, 0, stream>>>(dst, Ld, src, Ls,
                                                                                                               transpose_grid);

@@ -318,6 +318,17 @@ static void check_amax(Tally& tally, size_t n, int offset, int nan_at, uint64_t 
     tally.check(name, ok_amax && ok_p2 && ok_np2 && det);
 }
 
+// Host model of the delayed-scaling recipe (E4M3, margin 1): the scale for a use with amax `now` from the
+// history hh (ring position hp), then `now` enters the history.
+static float host_delayed_step(std::vector<float>& hh, int& hp, float now, int pow2) {
+    uint32_t m = 0;
+    for (float v : hh) m = std::max(m, habs(v));
+    const float amax = m == 0 ? now : fp8q_amax_from_bits(m);
+    hh[hp] = now;
+    hp = (hp + 1) % (int)hh.size();
+    return fp8q_scale_from_amax(fp8_format(FP8_E4M3FN), amax, 1, pow2);
+}
+
 static void check_scales(Tally& tally) {
     printf("\n== fp8_compute_scale vs fp8.h host (pow2 exact, non-pow2 within 2 ulp) ==\n");
     const float amaxes[] = {0.0f, 1e-30f, 3e-8f, 0.011f, 1.0f, 447.9f, 448.0f, 1000.0f, 6e4f, 1e30f, FLT_MAX, INFINITY, bits2f(0x7FC00000u)};
@@ -369,13 +380,7 @@ static void check_scales(Tally& tally) {
             upload_scalar(now.ptr, seq[t]);
             fp8_delayed_scale_update(hist.ptr, H, pos.ptr, now.ptr, ds.ptr, di.ptr, FP8_E4M3FN, 1, pow2, 0);
             const float s = download_scalar(ds.ptr), inv = download_scalar(di.ptr);
-            // host recipe
-            uint32_t m = 0;
-            for (float v : hh) m = std::max(m, habs(v));
-            const float amax = m == 0 ? seq[t] : fp8q_amax_from_bits(m);
-            const float want = fp8q_scale_from_amax(fp8_format(FP8_E4M3FN), amax, 1, pow2);
-            hh[hp] = seq[t];
-            hp = (hp + 1) % H;
+            const float want = host_delayed_step(hh, hp, seq[t], pow2);
             const bool step_ok = (pow2 ? same_float(s, want) : ulp_dist(s, want) <= 2) && same_float(inv, hrcp(s));
             if (!step_ok) printf("      pow2 %d step %d: got scale %.9g want %.9g\n", pow2, t, s, want);
             ok = ok && step_ok;
@@ -387,6 +392,60 @@ static void check_scales(Tally& tally) {
         ok = ok && dpos == hp && diff_floats(dh.data(), hh.data(), H, "history") == 0;
     }
     tally.check("delayed scaling recipe (15 steps, NaN, bootstrap)", ok);
+
+    // The fused form: use 0 by current scaling, then fp8_delayed_scale_pending with the previous use's amax
+    // accumulated as bits; the scales and the history must equal fp8_delayed_scale_update's (the host recipe).
+    printf("\n== delayed scaling, amax taken while quantizing (fp8_delayed_scale_pending) ==\n");
+    DeviceBuffer<uint32_t> pend(1);
+    DeviceBuffer<float> am(1);
+    bool ok2 = true;
+    for (int pow2 = 1; pow2 >= 0; pow2--) {
+        hist.zero();
+        pos.zero();
+        std::fill(hh.begin(), hh.end(), 0.0f);
+        hp = 0;
+        for (int t = 0; t < ns; t++) {
+            if (t == 0) {
+                upload_scalar(am.ptr, seq[0]);  // stands for fp8_amax_scale's pass
+                fp8_compute_scale(ds.ptr, di.ptr, am.ptr, FP8_E4M3FN, 1, pow2, 0);
+            } else {
+                fp8_delayed_scale_pending(hist.ptr, H, pos.ptr, pend.ptr, am.ptr, ds.ptr, di.ptr, FP8_E4M3FN, 1, pow2, 0);
+            }
+            const uint32_t bits = habs(seq[t]) > 0x7F800000u ? 0x7FC00000u : habs(seq[t]);  // what the quantization accumulates
+            cudaCheck(cudaMemcpy(pend.ptr, &bits, 4, cudaMemcpyHostToDevice));
+            const float s = download_scalar(ds.ptr), inv = download_scalar(di.ptr);
+            const float want = host_delayed_step(hh, hp, seq[t], pow2);
+            const bool step_ok = (pow2 ? same_float(s, want) : ulp_dist(s, want) <= 2) && same_float(inv, hrcp(s));
+            if (!step_ok) printf("      pending pow2 %d step %d: got scale %.9g want %.9g\n", pow2, t, s, want);
+            ok2 = ok2 && step_ok;
+        }
+        // the last use's amax is still pending: the device history lags the host's by that one entry (its
+        // slot still holds the amax of H uses earlier), every other slot is the same
+        std::vector<float> dh = download(hist);
+        const int last = (hp + H - 1) % H;
+        for (int j = 0; j < H; j++)
+            if (j != last) ok2 = ok2 && same_float(dh[j], hh[j]);
+        int dpos = 0;
+        cudaCheck(cudaMemcpy(&dpos, pos.ptr, sizeof(int), cudaMemcpyDeviceToHost));
+        ok2 = ok2 && dpos == last;
+    }
+    tally.check("delayed scaling, fused amax (same scales as the recipe)", ok2);
+
+    // fp8_scale_from_amax_bits: amax, scales and the slot zeroed
+    bool ok3 = true;
+    const uint32_t cases[] = {0u, 0x3F800000u, 0x43E00000u, 0x7F800000u, 0x7FC00000u};
+    for (uint32_t b : cases) {
+        cudaCheck(cudaMemcpy(pend.ptr, &b, 4, cudaMemcpyHostToDevice));
+        fp8_scale_from_amax_bits(pend.ptr, am.ptr, ds.ptr, di.ptr, FP8_E5M2, 0, 1, 0);
+        uint32_t after = 1;
+        cudaCheck(cudaMemcpy(&after, pend.ptr, 4, cudaMemcpyDeviceToHost));
+        const float amax = fp8q_amax_from_bits(b);
+        const float want = fp8q_scale_from_amax(fp8_format(FP8_E5M2), amax, 0, 1);
+        const bool c_ok = after == 0u && same_float(download_scalar(am.ptr), amax) && same_float(download_scalar(ds.ptr), want);
+        if (!c_ok) printf("      scale from bits %08x: scale %.9g want %.9g, slot after %08x\n", b, download_scalar(ds.ptr), want, after);
+        ok3 = ok3 && c_ok;
+    }
+    tally.check("fp8_scale_from_amax_bits (0, 1, 448, Inf, NaN)", ok3);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -438,11 +497,33 @@ static bool check_quantize(Tally& tally, int rows, int cols, FP8Kind kind, bool 
     fp8_quantize(dt.ptr + offset, dx.ptr + offset, rows, cols, kind, ds.ptr, 1, sr, srseed, 0);
     cudaCheck(cudaDeviceSynchronize());
     const bool det = download_from(dq.ptr + offset, n) == q && download_from(dt.ptr + offset, n) == qt;
+    // fp8_quantize_pair: both copies from one pass, and the amax of x accumulated on the way (both kernels)
+    uint32_t want_amax = 0;
+    for (size_t i = 0; i < n; i++) want_amax = std::max(want_amax, habs(x[i]));
+    DeviceBuffer<uint32_t> dam(1);
+    bool ok_pair = true;
+    for (int both = 0; both <= 1; both++) {
+        dq.poison();
+        dt.poison();
+        dam.zero();
+        fp8_quantize_pair(dq.ptr + offset, both ? dt.ptr + offset : (uint8_t*)NULL, dx.ptr + offset, rows, cols, kind, ds.ptr, dam.ptr, sr,
+                          srseed, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        uint32_t got_amax = 0;
+        cudaCheck(cudaMemcpy(&got_amax, dam.ptr, 4, cudaMemcpyDeviceToHost));
+        const bool ok_codes = download_from(dq.ptr + offset, n) == q && (!both || download_from(dt.ptr + offset, n) == qt);
+        // NaN inputs: any NaN pattern (fp8q_amax_from_bits canonicalizes it)
+        const bool ok_am = got_amax == want_amax || (got_amax > 0x7F800000u && want_amax > 0x7F800000u);
+        if (!ok_codes || !ok_am)
+            printf("    pair (%s): codes %s, amax bits got %08x want %08x\n", both ? "plain + transposed" : "plain", okstr(ok_codes), got_amax,
+                   want_amax);
+        ok_pair = ok_pair && ok_codes && ok_am;
+    }
     char name[160];
     snprintf(name, sizeof name, "quantize %s %dx%d %s %s s=%s%s", type_name<T>(), rows, cols, fp8_kind_name(kind), sr ? "SR" : "RNE",
              pow2_scale ? "2^k" : "odd", offset ? " unaligned" : "");
-    const bool ok = ok_plain && ok_t && ok_tp && det;
-    if (!ok) printf("    %s: plain %s, transposed %s, transposed == plain^T %s, deterministic %s\n", name, okstr(ok_plain), okstr(ok_t), okstr(ok_tp), okstr(det));
+    const bool ok = ok_plain && ok_t && ok_tp && det && ok_pair;
+    if (!ok) printf("    %s: plain %s, transposed %s, transposed == plain^T %s, deterministic %s, pair + amax %s\n", name, okstr(ok_plain), okstr(ok_t), okstr(ok_tp), okstr(det), okstr(ok_pair));
     tally.check(name, ok);
     return ok;
 }
@@ -630,6 +711,30 @@ static void check_blocked_all(Tally& tally, uint64_t seed) {
                 ok = ok && same_float(htt[fp8_block_index(Ltt, rb, kb)], want);
             }
         tally.check("block scale relayout (rowmajor->vec128, blk128 transposed grid)", ok);
+        // expanding: 32 x 32 / 64 x 64 tiles -> per-row K-chunk scales of the matrix and of its transpose
+        for (int b : {32, 64}) {
+            const int R = 192, Kc = 320;
+            const FP8BlockLayout Ls = fp8_block_layout_tiles(R, Kc, b), Ld = fp8_block_layout_colmajor(R, Kc, b),
+                                 Ldt = fp8_block_layout_colmajor(Kc, R, b);
+            std::vector<float> hs(fp8_block_layout_count(Ls));
+            for (size_t i = 0; i < hs.size(); i++) hs[i] = (float)(i + 1);
+            DeviceBuffer<float> ds(hs.size()), dd(fp8_block_layout_count(Ld)), ddt(fp8_block_layout_count(Ldt));
+            upload_to(ds.ptr, hs);
+            dd.poison();
+            ddt.poison();
+            fp8_block_scales_relayout(dd.ptr, Ld, ds.ptr, Ls, 0, 0);
+            fp8_block_scales_relayout(ddt.ptr, Ldt, ds.ptr, Ls, 1, 0);
+            const std::vector<float> hd = download(dd), hdt = download(ddt);
+            bool ok2 = true;
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < Kc; c++) {
+                    const float want = hs[fp8_block_index_of(Ls, r, c)];
+                    ok2 = ok2 && same_float(hd[fp8_block_index_of(Ld, r, c)], want) && same_float(hdt[fp8_block_index_of(Ldt, c, r)], want);
+                }
+            char name[96];
+            snprintf(name, sizeof name, "block scale relayout (%dx%d tiles -> 1x%d chunks, and transposed)", b, b, b);
+            tally.check(name, ok2);
+        }
     }
 }
 
