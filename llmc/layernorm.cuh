@@ -19,6 +19,17 @@
 // is refused with a message). Either way the row stays in registers between the passes, so every
 // element is read from memory once.
 //
+// Optional amax (FP8 current scaling): each launcher takes a last argument `unsigned int* amax_out`
+// (default NULL). When non-NULL, the kernel also max-reduces into *amax_out the bits
+// __float_as_uint(v) & 0x7FFFFFFF (= |v| as an IEEE pattern) of every value v of its main output as
+// stored (forward: `out`; backward: `dinp`), so the FP8 GEMM that reads the tensor gets its amax without
+// another pass over it. For non-negative floats the integer order of the patterns is the value order,
+// and every NaN pattern (> 0x7F800000) beats +Inf, so a NaN anywhere gives a NaN amax. Within a block the
+// patterns are reduced with __reduce_max_sync and shared memory, then one integer atomicMax per block:
+// order-independent, hence deterministic. It ACCUMULATES (max with the old value): the caller sets
+// *amax_out = 0 before the producer runs. The choice is a template parameter (AMAX) picked by the
+// launcher, so with amax_out = NULL the kernels are the same code as without the feature.
+//
 // Determinism: forward is per row. Backward: dinp per row; dweight/dbias go through per-block fp32
 // partial sums written to `scratch` (rows of each block in a fixed order) and a second kernel that adds
 // the block partials in block order and adds the total once into dweight/dbias. The number of blocks
@@ -43,21 +54,43 @@ __device__ __forceinline__ float ln_row_sum(float v) {
     else return block_reduce_sum(v);
 }
 
+// |v| as its IEEE bit pattern: for non-negative floats the unsigned order is the value order; a NaN
+// (any sign, any payload) gives a pattern above +Inf's 0x7F800000.
+__device__ __forceinline__ unsigned int ln_abs_bits(float v) { return __float_as_uint(v) & 0x7FFFFFFFu; }
+
+// atomicMax(amax_out, max of v over the LN_THREADS threads of the block): warp max, then the warp maxima
+// through shared memory, then ONE integer atomicMax per block (order-independent: deterministic). Every
+// thread of the block must call it, once per kernel.
+__device__ __forceinline__ void ln_block_amax_commit(unsigned int v, unsigned int* amax_out) {
+    constexpr int WARPS = LN_THREADS / 32;
+    __shared__ unsigned int ln_amax_part[WARPS];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    v = __reduce_max_sync(0xFFFFFFFFu, v);
+    if (lane == 0) ln_amax_part[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = __reduce_max_sync(0xFFFFFFFFu, lane < WARPS ? ln_amax_part[lane] : 0u);
+        if (lane == 0) atomicMax(amax_out, v);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Forward
 
-// Row `row` is owned by TPR threads; thread t holds packets p = t + TPR*k (k < PPT, p < C/x128::size).
+// The work of one thread of layernorm_forward_kernel: row `row` is owned by TPR threads; thread t holds
+// packets p = t + TPR*k (k < PPT, p < C/x128::size). Threads past the last row return at once.
 // FUSED: x = round(boundary<RESIDUAL_OUT>(inp1 + inp2)) is stored to `residual` and normalized.
-template <int TPR, int PPT, bool FUSED>
-__global__ void __launch_bounds__(LN_THREADS)
-layernorm_forward_kernel(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
+// Returns the max of ln_abs_bits over the out values this thread stored if AMAX, else 0.
+template <int TPR, int PPT, bool FUSED, bool AMAX>
+__device__ __forceinline__ unsigned int
+layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
                          float* __restrict__ rstd, const floatX* __restrict__ inp1, const floatX* __restrict__ inp2,
                          const floatX* __restrict__ weight, const floatX* __restrict__ bias, int N, int C) {
     constexpr int X = x128::size;
     constexpr int ROWS = LN_THREADS / TPR;
     const int t = threadIdx.x % TPR;
     const int row = blockIdx.x * ROWS + threadIdx.x / TPR;
-    if (row >= N) return;  // whole warps leave (warp path); block path has exactly one row per block
+    if (row >= N) return 0u;  // whole warps (warp path); block path has exactly one row per block
     const int P = C / X;
     const size_t base = (size_t)row * C;
 
@@ -94,6 +127,7 @@ layernorm_forward_kernel(floatX* __restrict__ residual, floatX* __restrict__ out
         }
     }
     const float s = rsqrtf(ln_row_sum<TPR>(var) / C + LAYERNORM_EPS);
+    unsigned int amax = 0u;
     #pragma unroll
     for (int k = 0; k < PPT; k++) {
         const int p = t + k * TPR;
@@ -102,8 +136,10 @@ layernorm_forward_kernel(floatX* __restrict__ residual, floatX* __restrict__ out
             const x128 b = load128(bias + p * X);
             x128 o;
             #pragma unroll
-            for (int i = 0; i < X; i++)
+            for (int i = 0; i < X; i++) {
                 o[i] = (floatX)boundary_value<LAYERNORM_OUT>(((float)xv[k][i] - m) * s * (float)w[i] + (float)b[i]);
+                if constexpr (AMAX) amax = max(amax, ln_abs_bits((float)o[i]));  // the value as stored
+            }
             store128(out + base + p * X, o);
         }
     }
@@ -111,6 +147,21 @@ layernorm_forward_kernel(floatX* __restrict__ residual, floatX* __restrict__ out
         if (mean) mean[row] = m;
         if (rstd) rstd[row] = s;
     }
+    return amax;
+}
+
+// One row per TPR threads: LN_THREADS / TPR rows per block (warp path 8, block path 1).
+// AMAX: also atomicMax(amax_out, max ln_abs_bits(out)) once per block (ln_block_amax_commit); threads
+// past the last row come back from layernorm_forward_thread with 0 and still take part in it.
+template <int TPR, int PPT, bool FUSED, bool AMAX>
+__global__ void __launch_bounds__(LN_THREADS)
+layernorm_forward_kernel(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
+                         float* __restrict__ rstd, const floatX* __restrict__ inp1, const floatX* __restrict__ inp2,
+                         const floatX* __restrict__ weight, const floatX* __restrict__ bias, int N, int C,
+                         unsigned int* __restrict__ amax_out) {
+    const unsigned int amax =
+        layernorm_forward_thread<TPR, PPT, FUSED, AMAX>(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C);
+    if constexpr (AMAX) ln_block_amax_commit(amax, amax_out);
 }
 
 static inline void layernorm_check_args(const char* who, int N, int C, const void* const* ptrs, const char* const* names,
@@ -127,17 +178,18 @@ static inline void layernorm_check_args(const char* who, int N, int C, const voi
         }
 }
 
-template <bool FUSED>
+template <bool FUSED, bool AMAX>
 static inline void layernorm_forward_dispatch(const char* who, floatX* residual, floatX* out, float* mean, float* rstd,
                                               const floatX* inp1, const floatX* inp2, const floatX* weight,
-                                              const floatX* bias, int N, int C, cudaStream_t stream) {
+                                              const floatX* bias, int N, int C, unsigned int* amax_out,
+                                              cudaStream_t stream) {
     if (N == 0) return;
     const int P = C / x128::size;
     const int ppl = ceil_div(P, 32);  // packets per lane on the warp path
     const int warp_blocks = ceil_div(N, LN_THREADS / 32);
 #define LN_FWD(TPR, PPT, BLOCKS) \
-    layernorm_forward_kernel<TPR, PPT, FUSED><<<BLOCKS, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1, inp2, \
-                                                                                 weight, bias, N, C)
+    layernorm_forward_kernel<TPR, PPT, FUSED, AMAX><<<BLOCKS, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1, \
+                                                                                       inp2, weight, bias, N, C, amax_out)
     if (ppl <= 1) LN_FWD(32, 1, warp_blocks);
     else if (ppl <= 2) LN_FWD(32, 2, warp_blocks);
     else if (ppl <= 3) LN_FWD(32, 3, warp_blocks);
@@ -167,16 +219,27 @@ static inline void layernorm_forward_dispatch(const char* who, floatX* residual,
 //   out        (N,C) floatX, overwritten; each value passes boundary_value<LAYERNORM_OUT> before the store.
 //   mean, rstd (N) fp32, overwritten with the row statistics the backward needs; either may be NULL.
 //   inp        (N,C) floatX; weight, bias (C) floatX.
+//   amax_out   optional (NULL: off) single unsigned int, ACCUMULATED: *amax_out = max(*amax_out, max over
+//              all N*C stored out values v of __float_as_uint((float)v) & 0x7FFFFFFF), i.e. the bits of
+//              max |out| after the rounding to floatX and boundary_value; a NaN in out gives a NaN
+//              pattern (> 0x7F800000). It accumulates: the caller sets *amax_out = 0 before the producer
+//              runs (e.g. cudaMemsetAsync on `stream`); N = 0 leaves it untouched. One integer atomicMax
+//              per thread block: deterministic. NULL runs the same code as before the option existed.
 // Statistics in fp32: two-pass mean/variance over the row held in registers; rstd = rsqrtf(var + 1e-5).
 // Requires C % x128::size == 0, 16-byte aligned floatX pointers (checked); out must not overlap inp.
 // No scratch. Deterministic (per row, fixed reduction tree).
 static inline void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* weight,
-                                     const floatX* bias, int N, int C, cudaStream_t stream) {
+                                     const floatX* bias, int N, int C, cudaStream_t stream,
+                                     unsigned int* amax_out = nullptr) {
     const void* ptrs[] = {out, inp, weight, bias};
     const char* names[] = {"out", "inp", "weight", "bias"};
     layernorm_check_args("layernorm_forward", N, C, ptrs, names, 4);
-    layernorm_forward_dispatch<false>("layernorm_forward", nullptr, out, mean, rstd, inp, nullptr, weight, bias, N, C,
-                                      stream);
+    if (amax_out)
+        layernorm_forward_dispatch<false, true>("layernorm_forward", nullptr, out, mean, rstd, inp, nullptr, weight, bias,
+                                                N, C, amax_out, stream);
+    else
+        layernorm_forward_dispatch<false, false>("layernorm_forward", nullptr, out, mean, rstd, inp, nullptr, weight,
+                                                 bias, N, C, nullptr, stream);
 }
 
 // residual = inp1 + inp2; out = LayerNorm(residual) * weight + bias   [train_gpt2.c residual_forward + layernorm_forward]
@@ -184,17 +247,24 @@ static inline void layernorm_forward(floatX* out, float* mean, float* rstd, cons
 //   out        (N,C) floatX, overwritten; through boundary_value<LAYERNORM_OUT>.
 //   mean, rstd (N) fp32, overwritten; either may be NULL.
 //   inp1, inp2 (N,C) floatX; weight, bias (C) floatX.
+//   amax_out   optional (NULL: off), ACCUMULATED max |out| bits exactly as in layernorm_forward (of `out`
+//              only, not of `residual`); the caller sets *amax_out = 0 before the producer runs.
 // The LayerNorm normalizes the stored (rounded) residual, so layernorm_backward(..., inp = residual, ...)
 // sees exactly the tensor the forward normalized. residual and out must not overlap each other or the
 // inputs. Requirements, scratch, determinism: as layernorm_forward.
 static inline void fused_residual_layernorm_forward(floatX* residual, floatX* out, float* mean, float* rstd,
                                                     const floatX* inp1, const floatX* inp2, const floatX* weight,
-                                                    const floatX* bias, int N, int C, cudaStream_t stream) {
+                                                    const floatX* bias, int N, int C, cudaStream_t stream,
+                                                    unsigned int* amax_out = nullptr) {
     const void* ptrs[] = {residual, out, inp1, inp2, weight, bias};
     const char* names[] = {"residual", "out", "inp1", "inp2", "weight", "bias"};
     layernorm_check_args("fused_residual_layernorm_forward", N, C, ptrs, names, 6);
-    layernorm_forward_dispatch<true>("fused_residual_layernorm_forward", residual, out, mean, rstd, inp1, inp2, weight,
-                                     bias, N, C, stream);
+    if (amax_out)
+        layernorm_forward_dispatch<true, true>("fused_residual_layernorm_forward", residual, out, mean, rstd, inp1, inp2,
+                                               weight, bias, N, C, amax_out, stream);
+    else
+        layernorm_forward_dispatch<true, false>("fused_residual_layernorm_forward", residual, out, mean, rstd, inp1,
+                                                inp2, weight, bias, N, C, nullptr, stream);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -223,12 +293,14 @@ static inline size_t layernorm_backward_scratch_floats(int N, int C) {
 // Each thread keeps fp32 sums of dout*xhat and dout for its channels over its rows; the groups of a
 // block are added in group order in shared memory (2*C floats) and written to scratch row b:
 // scratch[b*2C + c] = dweight partial, scratch[b*2C + C + c] = dbias partial.
-template <int TPR, int PPT>
+// AMAX: each thread also keeps the max ln_abs_bits of the dinp values it stored, and the block commits
+// it with one atomicMax into *amax_out after its rows (ln_block_amax_commit).
+template <int TPR, int PPT, bool AMAX>
 __global__ void __launch_bounds__(LN_THREADS, (PPT <= 3 ? 2 : 1))
 layernorm_backward_kernel(floatX* __restrict__ dinp, float* __restrict__ scratch, const floatX* __restrict__ dout,
                           const floatX* __restrict__ inp, const floatX* __restrict__ weight,
                           const float* __restrict__ mean, const float* __restrict__ rstd, int N, int C,
-                          int rows_per_block) {
+                          int rows_per_block, unsigned int* __restrict__ amax_out) {
     constexpr int X = x128::size;
     constexpr int GROUPS = LN_THREADS / TPR;
     // Load dinp together with dout/inp (more bytes in flight) only where it still fits 2 blocks per SM
@@ -244,6 +316,7 @@ layernorm_backward_kernel(floatX* __restrict__ dinp, float* __restrict__ scratch
     for (int k = 0; k < PPT; k++)
         #pragma unroll
         for (int i = 0; i < X; i++) dw[k][i] = db[k][i] = 0.0f;
+    unsigned int amax = 0u;  // AMAX only
 
     const int row0 = blockIdx.x * rows_per_block;
     const int row1 = min(N, row0 + rows_per_block);
@@ -291,11 +364,13 @@ layernorm_backward_kernel(floatX* __restrict__ dinp, float* __restrict__ scratch
                     const float xhat = ((float)x[k][i] - m) * s;
                     const float dxhat = (float)d[k][i] * (float)w[i];
                     di[k][i] = (floatX)((float)di[k][i] + s * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+                    if constexpr (AMAX) amax = max(amax, ln_abs_bits((float)di[k][i]));  // the sum as stored
                 }
                 store128(dinp + base + p * X, di[k]);
             }
         }
     }
+    if constexpr (AMAX) ln_block_amax_commit(amax, amax_out);  // all threads get here (no early exit)
 
     float* dst = scratch + (size_t)blockIdx.x * 2 * C;
     if constexpr (GROUPS == 1) {
@@ -388,34 +463,19 @@ layernorm_backward_finalize_kernel(floatX* __restrict__ dweight, floatX* __restr
     }
 }
 
-// LayerNorm backward   [formula: train_gpt2.c layernorm_backward]
-//   dinp    (N,C) floatX, ACCUMULATED: dinp += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
-//           xhat = (inp - mean) * rstd, dxhat = dout * weight, means over the C channels of the row.
-//   dweight (C) floatX, accumulated: += sum over rows of dout * xhat.
-//   dbias   (C) floatX, accumulated: += sum over rows of dout.
-//   scratch fp32, layernorm_backward_scratch_floats(N, C) floats = 2*C*layernorm_backward_blocks(N)
-//           (<= 2*C*max(512, ceil(N/256))); overwritten, contents meaningless afterwards.
-//   dout    (N,C) floatX; inp (N,C) floatX, the tensor the forward normalized (for the fused forward:
-//           its `residual` output); weight (C) floatX; mean, rstd (N) fp32 from the forward.
-// All sums in fp32; every output element gets one round-to-nearest. Deterministic (fixed row-to-block
-// assignment depending on N only, fixed-order reductions, no atomics). Two kernels on `stream`.
-// Requires C % x128::size == 0 and 16-byte aligned floatX pointers and scratch (checked); dinp must not
-// overlap dout or inp.
-static inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
-                                      const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
-                                      const float* rstd, int N, int C, cudaStream_t stream) {
-    const void* ptrs[] = {dinp, dout, inp, weight, scratch};
-    const char* names[] = {"dinp", "dout", "inp", "weight", "scratch"};
-    layernorm_check_args("layernorm_backward", N, C, ptrs, names, 5);
-    if (N == 0) return;
+// Launches layernorm_backward_kernel<TPR, PPT, AMAX> for (N, C) (N > 0, arguments checked) on `stream`.
+template <bool AMAX>
+static inline void layernorm_backward_dispatch(floatX* dinp, float* scratch, const floatX* dout, const floatX* inp,
+                                               const floatX* weight, const float* mean, const float* rstd, int N,
+                                               int C, unsigned int* amax_out, cudaStream_t stream) {
     const int P = C / x128::size;
     const int rpb = layernorm_backward_rows_per_block(N);
     const int G = layernorm_backward_blocks(N);
     const int ppl = ceil_div(P, 32);
     const size_t smem = 2 * (size_t)C * sizeof(float);  // warp path only
 #define LN_BWD(TPR, PPT, SMEM) \
-    layernorm_backward_kernel<TPR, PPT><<<G, LN_THREADS, SMEM, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, \
-                                                                         N, C, rpb)
+    layernorm_backward_kernel<TPR, PPT, AMAX><<<G, LN_THREADS, SMEM, stream>>>(dinp, scratch, dout, inp, weight, mean, \
+                                                                               rstd, N, C, rpb, amax_out)
     if (ppl <= 1) LN_BWD(32, 1, smem);
     else if (ppl <= 2) LN_BWD(32, 2, smem);
     else if (ppl <= 3) LN_BWD(32, 3, smem);
@@ -434,6 +494,38 @@ static inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbi
     }
 #undef LN_BWD
     cudaCheckLaunch();
+}
+
+// LayerNorm backward   [formula: train_gpt2.c layernorm_backward]
+//   dinp    (N,C) floatX, ACCUMULATED: dinp += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
+//           xhat = (inp - mean) * rstd, dxhat = dout * weight, means over the C channels of the row.
+//   dweight (C) floatX, accumulated: += sum over rows of dout * xhat.
+//   dbias   (C) floatX, accumulated: += sum over rows of dout.
+//   scratch fp32, layernorm_backward_scratch_floats(N, C) floats = 2*C*layernorm_backward_blocks(N)
+//           (<= 2*C*max(512, ceil(N/256))); overwritten, contents meaningless afterwards.
+//   dout    (N,C) floatX; inp (N,C) floatX, the tensor the forward normalized (for the fused forward:
+//           its `residual` output); weight (C) floatX; mean, rstd (N) fp32 from the forward.
+//   amax_out optional (NULL: off) single unsigned int, ACCUMULATED: *amax_out = max(*amax_out, max over
+//           all N*C dinp values v as finally stored (the accumulated sum after its rounding to floatX)
+//           of __float_as_uint((float)v) & 0x7FFFFFFF); a NaN in dinp gives a NaN pattern (> 0x7F800000).
+//           It accumulates: the caller sets *amax_out = 0 before the producer runs; N = 0 leaves it
+//           untouched. One integer atomicMax per block of the first kernel (order-independent).
+//           NULL runs the same code as before the option existed.
+// All sums in fp32; every output element gets one round-to-nearest. Deterministic (fixed row-to-block
+// assignment depending on N only, fixed-order reductions, no float atomics). Two kernels on `stream`.
+// Requires C % x128::size == 0 and 16-byte aligned floatX pointers and scratch (checked); dinp must not
+// overlap dout or inp.
+static inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
+                                      const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
+                                      const float* rstd, int N, int C, cudaStream_t stream,
+                                      unsigned int* amax_out = nullptr) {
+    const void* ptrs[] = {dinp, dout, inp, weight, scratch};
+    const char* names[] = {"dinp", "dout", "inp", "weight", "scratch"};
+    layernorm_check_args("layernorm_backward", N, C, ptrs, names, 5);
+    if (N == 0) return;
+    if (amax_out) layernorm_backward_dispatch<true>(dinp, scratch, dout, inp, weight, mean, rstd, N, C, amax_out, stream);
+    else layernorm_backward_dispatch<false>(dinp, scratch, dout, inp, weight, mean, rstd, N, C, nullptr, stream);
+    const int G = layernorm_backward_blocks(N);
     layernorm_backward_finalize_kernel<<<ceil_div(2 * C, 32), dim3(32, 8), 0, stream>>>(dweight, dbias, scratch, G, C);
     cudaCheckLaunch();
 }
