@@ -33,7 +33,7 @@ ifeq ($(NO_OMP),1)
   HAVE_OPENMP :=
 endif
 OMP_FLAGS := $(if $(HAVE_OPENMP),-fopenmp,)
-CPU_DEPS := $(wildcard llmc/*.h llmc/numerics/*.h) Makefile
+CPU_DEPS := $(wildcard llmc/*.h llmc/numerics/*.h) llmc/lowp_diagnose.cuh Makefile
 
 # ---------------------------------------------------------------------------------------------
 # Toolchain discovery: files on disk (headers and libraries), not package-manager queries.

@@ -40,6 +40,7 @@ shard of the optimizer state); resuming needs the same number of ranks and is bi
 #include "llmc/mfu.h"
 #include "llmc/rendezvous.h"
 #include "llmc/model.cuh"
+#include "llmc/lowp_diagnose.cuh"
 
 // The numeric configuration of this build and run, one line (goes into logs and state files).
 static void numeric_config_string(char* out, size_t n, const GPT2* m, int tf32) {
@@ -52,10 +53,11 @@ static void numeric_config_string(char* out, size_t n, const GPT2* m, int tf32) 
              m->gelu_fusion, tf32 ? " tf32=1" : "", dp);
 }
 
-// The state file of `rank`: state_<step>.bin for a single process, state_<step>_rank<r>.bin otherwise.
-static void state_path(char* out, size_t n, const char* dir, int step, int rank, int nranks) {
-    if (nranks == 1) snprintf(out, n, "%s/state_%08d.bin", dir, step);
-    else snprintf(out, n, "%s/state_%08d_rank%d.bin", dir, step, rank);
+// The state file of `rank`: <kind>_<step>.bin for a single process, <kind>_<step>_rank<r>.bin otherwise
+// (kind "state": optimizer and loader state; "lowp": the FP8 / TCFP-12 GEMM state).
+static void state_path(char* out, size_t n, const char* dir, int step, int rank, int nranks, const char* kind = "state") {
+    if (nranks == 1) snprintf(out, n, "%s/%s_%08d.bin", dir, kind, step);
+    else snprintf(out, n, "%s/%s_%08d_rank%d.bin", dir, kind, step, rank);
 }
 
 #if defined(ENABLE_Q115)
@@ -125,6 +127,13 @@ static void save_checkpoint(const char* dir, int step, GPT2* m, const DataLoader
     train_state_write(path, &s, mh, vh, wh);
     free(mh); free(vh); free(wh);
     printf("wrote %s/model_%08d.bin and %s\n", dir, step, path);
+#if GEMM_LOWP
+    if (m->gemm.lowp) {  // error-feedback buffers, amax histories, current weight codes
+        state_path(path, sizeof(path), dir, step, rank, nranks, "lowp");
+        gemm_lowp_state_write(&m->gemm, path);
+        printf("wrote %s\n", path);
+    }
+#endif
 }
 
 // Newest step in dir that has both model_<step>.bin and this rank's state file, or -1.
@@ -179,6 +188,16 @@ static void load_state(const char* dir, int step, GPT2* m, DataLoader* loader) {
     m->good_steps = s.good_steps;
     free(mh); free(vh); free(wh);
     printf("resumed from %s (step %d): %s\n", path, step, s.numeric_config);
+#if GEMM_LOWP
+    if (m->gemm.lowp) {
+        state_path(path, sizeof(path), dir, step, rank, nranks, "lowp");
+        struct stat st;
+        if (stat(path, &st) != 0)
+            die("%s: missing: resuming a %s run needs the low-precision GEMM state written with the checkpoint", path, GEMM_LOWP_MODE_NAME);
+        gemm_lowp_state_read(&m->gemm, path, m->num_parameters);
+        printf("resumed %s\n", path);
+    }
+#endif
 }
 
 // Sample gen_tokens tokens after <|endoftext|> (temperature 1, seeded by the step so that resumed
@@ -229,7 +248,7 @@ int main(int argc, char** argv) {
     tc.val_every = 20; tc.val_max_batches = 20; tc.sample_every = 20; tc.gen_tokens = 64;
     tc.seed = 1337; tc.lr = 3e-4f; tc.final_lr_frac = 1.0f; tc.weight_decay = 0.0f; tc.grad_clip = 1.0f;
     int resume = 0, recompute = 1, master_weights = 1, zero_stage = 0, gelu_fusion = 1, tf32 = 0, profile = 0;
-    int q115_stats = 0;
+    int q115_stats = 0, diagnose = 0;
     const char* pi_method = "auto";
     const char* pi_server = "127.0.0.1:29500";
     const char* pi_folder = "";
@@ -262,7 +281,7 @@ int main(int argc, char** argv) {
     flags[nflags++] = {"--fp8-fallback", CLI_INT, &lowp_fallback, "1 = on a GPU without FP8 tensor cores run BF16 GEMMs instead of failing"};
 #endif
 #if GEMM_LOWP_TCFP12
-    flags[nflags++] = {"--tcfp-block", CLI_INT, &lowp.block, "TCFP-12 scales: 0 per tensor, 128 = 128x128 weight tiles, 1x128 activation blocks"};
+    flags[nflags++] = {"--tcfp-block", CLI_INT, &lowp.block, "TCFP-12 scales: 0 per tensor; 32, 64, 128 = bxb weight tiles, 1xb activation blocks (32, 64: slow chunked GEMMs)"};
     flags[nflags++] = {"--tcfp-ef", CLI_INT, &lowp.error_feedback, "1 = error feedback of the weight split across steps"};
     flags[nflags++] = {"--tcfp-srr", CLI_INT, &lowp.srr, "1 = stochastic rounding of the residual W_lo (instead of error feedback)"};
     flags[nflags++] = {"--tcfp-abd", CLI_INT, &lowp.abd, "1 = asymmetric backward: dgrad with W_hi only"};
@@ -271,6 +290,7 @@ int main(int argc, char** argv) {
     flags[nflags++] = {"-f", CLI_INT, &tf32, "1 = allow TF32 tensor cores for FP32 GEMMs (FP32 build)"};
     flags[nflags++] = {"-prof", CLI_INT, &profile, "1 = print the step time by kernel family at the end"};
     flags[nflags++] = {"--q115-stats", CLI_INT, &q115_stats, "SF16 build: every N steps print per boundary the fraction clipped at +-1 / flushed to 0 (0 = off)"};
+    flags[nflags++] = {"--diagnose", CLI_INT, &diagnose, "1 = per linear layer the SNR (dB) of FP8 / TCFP-12 weights and outputs vs BF16 on the first train batch, then exit"};
     cli_parse(argc, argv, flags, nflags, TRAIN_DOC);
     train_config_validate(&tc);
     if (recompute < 0 || recompute > 2) die("-r: expected 0, 1 or 2, got %d", recompute);
@@ -289,6 +309,10 @@ int main(int argc, char** argv) {
     if (tf32 != 0 && tf32 != 1) die("-f: expected 0 or 1, got %d", tf32);
     if (profile != 0 && profile != 1) die("-prof: expected 0 or 1, got %d", profile);
     if (q115_stats < 0) die("--q115-stats: must be >= 0, got %d", q115_stats);
+    if (diagnose != 0 && diagnose != 1) die("--diagnose: expected 0 or 1, got %d", diagnose);
+#if !defined(ENABLE_BF16)
+    if (diagnose) die("--diagnose 1: needs BF16 storage (the default build, FP8=1, TCFP12=1 or SF16); this build is %s", PRECISION_MODE_NAME);
+#endif
 #if !defined(ENABLE_Q115)
     if (q115_stats) die("--q115-stats: needs the SF16 build (make ENABLE_Q115=1); this build is %s", PRECISION_MODE_NAME);
 #endif
@@ -400,6 +424,12 @@ int main(int argc, char** argv) {
     printf("memory plan (MiB): params %.0f, grads %.0f, AdamW m+v %.0f, master %.0f, activations %.0f; device %.0f free of %.0f\n",
            n * sizeof(floatX) / mib, n * sizeof(floatX) / mib, 2.0 * n * sizeof(float) / mib,
            model.master_weights ? n * sizeof(float) / mib : 0.0, model.acts_bytes / mib, free_b / mib, total_b / mib);
+    if (diagnose) {  // llmc/lowp_diagnose.cuh: one forward on the next train batch, a table, no training
+        lowp_diagnose_run(&model, &setup.train, out_dir, rank == 0);
+        prof_free(profiler); free(profiler);
+        train_setup_free(&setup); gpt2_free(&model); multi_gpu_free(&mg); rendezvous_finish(&pg);
+        return 0;
+    }
 
     Logger logger;
     if (out_dir) ensure_output_dir(out_dir);

@@ -112,18 +112,28 @@ struct GemmContext;
 //   forward:  y (N, OC) = inp (N, C) · weightᵀ + bias (overwrite)
 //   backward: dinp (N, C) = dout · weight (overwrite; skipped if NULL) and dweight (OC, C) += doutᵀ · inp
 //             (skipped if NULL)
+//   amax_slot: a zeroed device slot into which the kernel about to produce `tensor` (n values) may
+//             atomicMax the bit patterns of |value| (current scaling without an amax pass); valid for the
+//             next forward/backward call only, whose input (forward) or dout (backward) it must be. NULL:
+//             not wanted.
+//   keeps_input: whether the backward of the layer of `weight` at N rows will not read `inp` (it kept
+//             what it needs from the forward), so a caller may skip recomputing it.
 struct GemmLowpBackend {
     void* state;
     const char* name;
     bool (*forward)(GemmContext* ctx, floatX* y, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C, int OC);
     bool (*backward)(GemmContext* ctx, floatX* dinp, floatX* dweight, const floatX* dout, const floatX* inp, const floatX* weight,
                      int N, int C, int OC);
+    unsigned int* (*amax_slot)(GemmContext* ctx, const void* tensor, size_t n);
+    bool (*keeps_input)(GemmContext* ctx, const floatX* weight, int N);
+    void (*destroy)(GemmContext* ctx);   // frees the backend (gemm_context_free calls it)
 };
 
 struct GemmContext {
     GemmLowpBackend* lowp;               // NULL: every GEMM on the base backend
     unsigned long long weight_version;   // bumped by gemm_weights_updated (backends cache quantized weights per version)
     int optimizer_steps;                 // optimizer steps so far (the low-precision backends' warm-up)
+    int training;                        // 1 during a training forward + backward (delayed-scaling histories advance)
     cublasLtHandle_t handle;
     void* workspace;                     // device, workspace_size bytes, used only on `stream`
     size_t workspace_size;
@@ -159,6 +169,20 @@ const char* gemm_backend_name(const GemmContext* ctx) {
     return ctx->compute_type == CUBLAS_COMPUTE_32F_FAST_TF32 ? GEMM_BACKEND_NAME " (TF32 tensor cores)" : GEMM_BACKEND_NAME;
 }
 
+// The low-precision backend's amax slot for `tensor` (n values) about to be produced and then read by the
+// next matmul_forward (as inp) or matmul_backward (as dout); NULL when no backend wants one. Pass it to the
+// producing kernel (LayerNorm, GELU, ...), which atomicMax'es the bit patterns of |value| into it.
+static inline unsigned int* gemm_amax_slot(GemmContext* ctx, const void* tensor, size_t n) {
+    return ctx->lowp && ctx->lowp->amax_slot ? ctx->lowp->amax_slot(ctx, tensor, n) : NULL;
+}
+
+// False when matmul_backward of the layer of `weight` at N rows will not read its `inp` (the
+// low-precision backend kept the quantized copy it needs from the forward): callers may then skip
+// recomputing inp (the GELU recompute of the MLP).
+static inline bool gemm_backward_reads_input(GemmContext* ctx, const floatX* weight, int N) {
+    return !(ctx->lowp && ctx->lowp->keeps_input && ctx->lowp->keeps_input(ctx, weight, N));
+}
+
 // After every optimizer step that changed the weights: cached quantized weights are stale.
 static inline void gemm_weights_updated(GemmContext* ctx) {
     ctx->weight_version++;
@@ -191,6 +215,8 @@ static inline void gemm_plan_destroy(Plan* p) {
 // Release the plans, the workspace (after the stream is idle) and the handle.
 void gemm_context_free(GemmContext* ctx) {
     cudaCheck(cudaStreamSynchronize(ctx->stream));
+    if (ctx->lowp && ctx->lowp->destroy) ctx->lowp->destroy(ctx);
+    ctx->lowp = NULL;
     for (int i = 0; i < ctx->num_plans; i++) gemm_plan_destroy(&ctx->plans[i]);
     ctx->num_plans = 0;
     cudaCheck(cudaFree(ctx->workspace));
@@ -487,9 +513,25 @@ __device__ __forceinline__ float gemm_gelu_tanh_grad(float x) {
 // BOUND_PRE (SF16): pre is the raw GEMM output; it first passes the MATMUL_OUT boundary and is stored
 // back, so the one kernel is the pre-activation's q115_simulate_kernel and the GELU (one read of pre
 // instead of two).
+// amax != NULL (gemm_amax_slot): also max |stored value| of out / d as bits into *amax.
+__device__ __forceinline__ void gemm_amax_accumulate(unsigned int* amax, unsigned int m) {
+    __shared__ unsigned int part[32];
+    m = __reduce_max_sync(0xFFFFFFFFu, m);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        m = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0u;
+        m = __reduce_max_sync(0xFFFFFFFFu, m);
+        if (threadIdx.x == 0 && m != 0u) atomicMax(amax, m);
+    }
+}
+
+__device__ __forceinline__ unsigned int gemm_absbits(floatX v) { return __float_as_uint((float)v) & 0x7FFFFFFFu; }
+
 template <bool BOUND_PRE>
 __global__ void __launch_bounds__(256) gemm_gelu_forward_kernel(floatX* __restrict__ out, floatX* __restrict__ pre,
-                                                                size_t n_packets) {
+                                                                size_t n_packets, unsigned int* __restrict__ amax) {
+    unsigned int m = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n_packets; i += (size_t)gridDim.x * blockDim.x) {
         x128 p = load128(pre + i * x128::size);
         if constexpr (BOUND_PRE) {
@@ -499,22 +541,31 @@ __global__ void __launch_bounds__(256) gemm_gelu_forward_kernel(floatX* __restri
         }
         x128 o;
         #pragma unroll
-        for (int k = 0; k < x128::size; k++) o[k] = (floatX)boundary_value<GELU_OUT>(gemm_gelu_tanh((float)p[k]));
+        for (int k = 0; k < x128::size; k++) {
+            o[k] = (floatX)boundary_value<GELU_OUT>(gemm_gelu_tanh((float)p[k]));
+            m = max(m, gemm_absbits(o[k]));
+        }
         store128(out + i * x128::size, o);
     }
+    if (amax) gemm_amax_accumulate(amax, m);
 }
 
 // d[i] = d[i] * gelu_tanh'(pre[i]) in place, for n_packets 16-byte packets.
 __global__ void __launch_bounds__(256) gemm_gelu_backward_kernel(floatX* __restrict__ d, const floatX* __restrict__ pre,
-                                                                 size_t n_packets) {
+                                                                 size_t n_packets, unsigned int* __restrict__ amax) {
+    unsigned int m = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n_packets; i += (size_t)gridDim.x * blockDim.x) {
         const x128 g = load128cs(d + i * x128::size);
         const x128 p = load128cs(pre + i * x128::size);
         x128 o;
         #pragma unroll
-        for (int k = 0; k < x128::size; k++) o[k] = (floatX)((float)g[k] * gemm_gelu_tanh_grad((float)p[k]));
+        for (int k = 0; k < x128::size; k++) {
+            o[k] = (floatX)((float)g[k] * gemm_gelu_tanh_grad((float)p[k]));
+            m = max(m, gemm_absbits(o[k]));
+        }
         store128(d + i * x128::size, o);
     }
+    if (amax) gemm_amax_accumulate(amax, m);
 }
 
 static inline unsigned int gemm_elementwise_blocks(size_t n_packets) {
@@ -779,10 +830,11 @@ static inline void gemm_compute_summary(const GemmContext* ctx, char* out, size_
 
 // out = GELU_OUT boundary of gelu_tanh(pre) over n values (n % 8 == 0); BOUND_PRE: pre is the raw GEMM
 // output and first passes the MATMUL_OUT boundary, stored back (gemm_gelu_forward_kernel).
+// amax: NULL or a gemm_amax_slot for out.
 template <bool BOUND_PRE>
-static inline void gemm_gelu_apply(floatX* out, floatX* pre, size_t n, cudaStream_t stream) {
+static inline void gemm_gelu_apply(floatX* out, floatX* pre, size_t n, cudaStream_t stream, unsigned int* amax = NULL) {
     const size_t packets = n / x128::size;
-    gemm_gelu_forward_kernel<BOUND_PRE><<<gemm_elementwise_blocks(packets), 256, 0, stream>>>(out, pre, packets);
+    gemm_gelu_forward_kernel<BOUND_PRE><<<gemm_elementwise_blocks(packets), 256, 0, stream>>>(out, pre, packets, amax);
     cudaCheckLaunch();
 }
 
@@ -815,7 +867,8 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
         gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu))
         return;  // GELU fused into the cuBLASLt epilogue
     if (!done) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
-    if (pre_gelu) gemm_gelu_apply<bound>(out, pre_gelu, n, ctx->stream);
+    // the GELU output is the next layer's input (fcproj): its amax comes with it when the backend wants it
+    if (pre_gelu) gemm_gelu_apply<bound>(out, pre_gelu, n, ctx->stream, gemm_amax_slot(ctx, out, n));
     else if (bound) gemm_boundary_apply(y, n, ctx->stream);
 }
 
@@ -864,7 +917,8 @@ void matmul_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* db
             if (!lowp) gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, NULL);
             if (pre_gelu) {
                 const size_t packets = (size_t)N * C / x128::size;
-                gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(dinp, pre_gelu, packets);
+                unsigned int* amax = gemm_amax_slot(ctx, dinp, (size_t)N * C);  // dinp is the fc layer's dout next
+                gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(dinp, pre_gelu, packets, amax);
                 cudaCheckLaunch();
             }
         }

@@ -741,19 +741,22 @@ bool tcfp12_linear_forward(Fp8GemmContext* ctx, __nv_bfloat16* out, const uint8_
 // TCFP-12 data gradient: dx (N, C) = dy · (W_hi + W_lo), two GEMMs into the same D (OVERWRITES dx).
 //   dy: (N, OC) of grad_kind with dy_dscale (B operand); wt_hi, wt_lo: E4M3 codes of W_hiᵀ, W_loᵀ, row-major
 //   (C, OC), with their dequant scales (A operand). wt_lo == NULL: ABD (asymmetric backward, W_hi only:
-//   one GEMM, acc ignored). acc / scratch (N * C floats for TCFP12_ACC_FP32) as in tcfp12_linear_forward.
+//   one GEMM; with TCFP12_ACC_FP32 into the scratch, then cast). acc / scratch (N * C floats for TCFP12_ACC_FP32) as in tcfp12_linear_forward.
 // Requirements as fp8_linear_dgrad. Returns false (nothing done) if cuBLASLt cannot run it.
 bool tcfp12_linear_dgrad(Fp8GemmContext* ctx, __nv_bfloat16* dx, const uint8_t* dy, const float* dy_dscale, const uint8_t* wt_hi,
                          const float* hi_dscale, const uint8_t* wt_lo, const float* lo_dscale, int N, int C, int OC, Fp8ScaleMode mode,
                          int fast_accum, Tcfp12Accum acc = TCFP12_ACC_BF16_LO_FIRST, float* scratch = NULL,
                          FP8Kind grad_kind = FP8_E5M2, cublasStatus_t* st = NULL) {
-    if (wt_lo == NULL) return fp8_linear_dgrad(ctx, dx, dy, dy_dscale, wt_hi, hi_dscale, N, C, OC, mode, fast_accum, 0.0f, grad_kind, st);
+    if (wt_lo == NULL && acc != TCFP12_ACC_FP32)
+        return fp8_linear_dgrad(ctx, dx, dy, dy_dscale, wt_hi, hi_dscale, N, C, OC, mode, fast_accum, 0.0f, grad_kind, st);
     if (acc == TCFP12_ACC_FP32 && scratch == NULL) return fp8_fail(ctx, st, CUBLAS_STATUS_INVALID_VALUE, "tcfp12_linear_dgrad: fp32 accumulation needs scratch");
     const Fp8GemmCall hi{NULL, CUDA_R_16BF, wt_hi, FP8_E4M3FN, hi_dscale, dy, grad_kind, dy_dscale, C, N, OC, 0.0f, NULL, fast_accum, mode};
     Fp8GemmCall lo = hi;
     lo.A = wt_lo;
     lo.a_scale = lo_dscale;
-    return fp8_gemm_run_sequence(ctx, tcfp12_sequence(hi, lo, dx, scratch, NULL, acc), st);
+    Fp8GemmSequence seq = tcfp12_sequence(hi, lo, dx, scratch, NULL, acc);
+    if (wt_lo == NULL) seq.count = 1;  // ABD with fp32 accumulation: the W_hi GEMM (calls[0]), then the cast
+    return fp8_gemm_run_sequence(ctx, seq, st);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -14,11 +14,19 @@
 //   onto the first in the same D with beta = 1 (W_lo first, then W_hi plus bias; llmc/gemm_fp8.cuh);
 //   dgrad dX = dY8 · (W_hi + W_lo) likewise, or with W_hi only (ABD); wgrad as in the FP8 build. The split
 //   reads the fp32 master weights when the run keeps them whole (-w 1 without ZeRO-1), else the BF16
-//   parameters widened. Scales: per tensor, or (block 128) 128 x 128 tiles for the weights and 1 x 128
-//   blocks along K for X and dY (cuBLASLt's Hopper block scaling), wgrad per tensor in both.
+//   parameters widened. Scales: per tensor, or (--tcfp-block b) b x b tiles for the weights and 1 x b
+//   blocks along K for X and dY (b = 128: cuBLASLt's Hopper block scaling; 32, 64: chunked GEMMs
+//   accumulated in fp32, slow), wgrad per tensor in all modes.
 // Scales are powers of two from amax (exact dequantization), current scaling by default; with delayed
-// scaling (history H) each tensor's scale comes from the largest amax of its previous H uses
-// (llmc/fp8_quant.cuh fp8_delayed_scale_update). Knobs are run-time options (LowpOptions), so one
+// scaling (history H) the scale of each X and dY comes from the largest amax of its previous H uses in
+// training passes (weights always use current scaling)
+// (llmc/fp8_quant.cuh fp8_delayed_scale_pending: the amax is taken while quantizing, no extra pass).
+// Memory traffic, the lever at GPT-2 sizes (doc/TCFP12.md "Where the time goes"): the forward quantizes
+// X once into the GEMM operand and the transposed wgrad operand (fp8_quantize_pair), kept per layer until
+// its backward (so backward neither re-reads X nor needs the GELU recompute: keeps_input); dY is
+// quantized once into both its operands; under current scaling the amax of X / dY comes from the kernel
+// that produced it when that kernel asked for an amax slot (gemm_amax_slot: LayerNorm, GELU, dGELU),
+// else from one amax pass. Knobs are run-time options (LowpOptions), so one
 // build serves a sweep. The backend declines (the base BF16 backend runs instead) during the warm-up
 // steps, for the LM head unless lm_head is set, and for shapes FP8 GEMMs cannot take (C, OC or N not a
 // multiple of 16; reported once per layer).
@@ -30,6 +38,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_utils.cuh"
+#include "utils.h"
 #include "gemm.cuh"
 #include "gemm_fp8.cuh"
 #include "fp8_quant.cuh"
@@ -45,7 +54,7 @@
 
 // Run-time knobs (train_gpt2cu flags; doc/TCFP12.md).
 struct LowpOptions {
-    int block;           // TCFP-12 scale blocks: 0 per tensor, 128 (128 x 128 weight tiles, 1 x 128 activation blocks)
+    int block;           // TCFP-12 scale blocks: 0 per tensor, b = 32, 64, 128 (b x b weight tiles, 1 x b activation blocks)
     int error_feedback;  // TCFP-12: carry the two-term quantization error of W to the next step
     int srr;             // TCFP-12: stochastic rounding of the residual (instead of error feedback)
     int abd;             // TCFP-12: dgrad with W_hi only
@@ -56,24 +65,47 @@ struct LowpOptions {
     int lm_head;         // the LM head (weight = wte) too
 };
 
+// Roles of a layer's tensors (delayed-scaling histories, amax slots).
+enum { LOWP_ROLE_X = 0, LOWP_ROLE_W = 1, LOWP_ROLE_DY = 2 };
+
 // Per linear layer: the quantized weights of the current weight version, their scales, the error
-// feedback buffer and the amax histories. Device floats in `f`: the scale triple of W (or W_hi from
-// amax(W')), then that of W_lo (from amax(R)).
+// feedback buffer, the amax histories and the transposed input codes the forward keeps for wgrad.
+// Device floats in `f`: the scale triple of W (or W_hi from amax(W')), that of W_lo (from amax(R)), and
+// that of this layer's input X (forward; reused by wgrad with xt).
 struct LowpLayer {
     const floatX* weight;
     int OC, C;
     unsigned long long version;  // GemmContext::weight_version the codes were made from (0: never)
     uint8_t *w_hi, *w_lo, *wt_hi, *wt_lo;  // (OC, C) and transposed (C, OC) E4M3 codes; w_lo / wt_lo TCFP only
-    float* f;                    // 2 scale triples (above)
-    float *blk_s_hi, *blk_inv_hi, *blk_s_lo, *blk_inv_lo, *blk_inv_hi_t, *blk_inv_lo_t;  // block 128 scales
+    float* f;                    // 3 scale triples (above)
+    // block scaling (lowp_weight_tiles / lowp_weight_a_layout): QUANT scales of the tiles, the DEQUANT scales
+    // as the forward's A operand reads them (OC, C) and as dgrad's reads them (C, OC); block 32 / 64 also
+    // keep the tiles' DEQUANT scales, which the two A-operand layouts expand
+    float *blk_s_hi, *blk_inv_hi, *blk_s_lo, *blk_inv_lo, *blk_inv_hi_t, *blk_inv_lo_t, *tile_inv_hi, *tile_inv_lo;
     float* ef;                   // error feedback (OC, C) fp32 or NULL
-    float* hist;                 // delayed scaling: 3 x H amaxes (X, W, dY), or NULL
+    float* hist;                 // delayed scaling: 3 x H amaxes (roles X, W, dY; the W slot is unused), or NULL
     int* pos;                    // 3 ring positions
+    uint32_t* pending;           // delayed scaling: 3 amaxes (bits) taken while quantizing, not yet in the history
+    long long uses[3];           // host: uses of each role under delayed scaling (0: the next one is the bootstrap)
+    uint8_t* xt;                 // (C, N) E4M3 codes of the forward's input X, for wgrad (scale: third triple)
+    size_t xt_cap;
+    int xt_rows;                 // N of the forward that wrote xt; 0 = none
+    __nv_bfloat16* bias;         // 256-byte aligned copy of the bias of weight version bias_version
+    unsigned long long bias_version;
     int warned;
 };
 
+// A producer's amax for the next GEMM call (gemm_amax_slot): the tensor, its size and the device slot.
+struct LowpAmaxHint {
+    const void* tensor;
+    size_t n;
+    int slot;                    // index into LowpState::amax_bits; -1 = none
+};
+#define LOWP_AMAX_SLOTS 8
+
 struct LowpState {
     LowpOptions opt;
+    GemmContext* ctx;            // the context this backend is attached to
     GemmLowpBackend backend;
     Fp8GemmContext fp8;
     LowpLayer layers[LOWP_MAX_LAYERS];
@@ -82,16 +114,20 @@ struct LowpState {
     const floatX* params_base;   // where the model's parameters start (to find the master copy of a weight)
     const float* master_base;    // fp32 master weights of the same layout, or NULL
     const floatX* lm_head_weight;
-    float* scalars;              // device: scale triples of X, dY, and X for the weight gradient
-    __nv_bfloat16* bias;         // a 256-byte aligned copy of the current layer's bias (grow-only)
-    size_t bias_cap;
+    float* scalars;              // device: scale triples of dY, and of X for the weight gradient (block 128)
     float* scratch;              // FP8_QUANT_SCRATCH_FLOATS
-    uint8_t *a8, *at8, *g8, *gt8;  // activation / gradient codes, plain and transposed (grow-only)
+    uint32_t* amax_bits;         // device: LOWP_AMAX_SLOTS producer amax slots (zero when free)
+    int slot_dirty[LOWP_AMAX_SLOTS];  // host: slot handed out and not consumed (must be zeroed before reuse)
+    int next_slot;
+    LowpAmaxHint hint;           // the producer amax registered for the next GEMM call
+    uint8_t *a8, *g8, *gt8;      // codes of X (plain), dY (plain, transposed) (grow-only)
     size_t codes_cap;
     float *xs, *xinv, *gs, *ginv;  // block-128 activation / gradient scales (grow-only)
     size_t blk_cap;
     float* w32;                  // widened weights when no master copy (grow-only)
     size_t w32_cap;
+    float* acc32;                // block 32 / 64: fp32 accumulator of the chunked GEMMs (grow-only)
+    size_t acc32_cap;
     unsigned long long declined_shape;
 };
 
@@ -105,12 +141,12 @@ static inline void lowp_grow(T** p, size_t* cap, size_t n) {
     *cap = n;
 }
 
-// Grow the four activation / gradient code buffers to n bytes each (the stream is idle-safe: cudaFree
-// synchronizes the device).
+// Grow the three activation / gradient code buffers to n bytes each (cudaFree synchronizes the device, so
+// no queued kernel still reads the old ones).
 static inline void lowp_grow_codes(LowpState* s, size_t n) {
     if (n <= s->codes_cap) return;
-    uint8_t** bufs[4] = {&s->a8, &s->at8, &s->g8, &s->gt8};
-    for (int i = 0; i < 4; i++) {
+    uint8_t** bufs[3] = {&s->a8, &s->g8, &s->gt8};
+    for (int i = 0; i < 3; i++) {
         size_t cap = s->codes_cap;
         lowp_grow(bufs[i], &cap, n);
     }
@@ -130,10 +166,34 @@ static inline void lowp_grow_blk(LowpState* s, size_t n) {
 
 static inline bool lowp_is_tcfp() { return GEMM_LOWP_TCFP12; }
 
+// Block scaling (TCFP-12 --tcfp-block b): the weights in b x b tiles (transposable, so dgrad's W^T codes share
+// them), X and dY in 1 x b blocks along K. b = 128 is cuBLASLt's Hopper block scaling (BLK128x128 weights,
+// VEC128 activations: one GEMM); b = 32, 64 run gemm_fp8.cuh's chunked outer-vector modes (K / b GEMMs of
+// depth b per product, accumulated in fp32: a slow path for numerics studies).
+static inline Fp8ScaleMode lowp_block_mode(int block) {
+    return block == 128 ? FP8_SCALE_BLK128_VEC128 : block == 64 ? FP8_SCALE_CHUNK64 : block == 32 ? FP8_SCALE_CHUNK32 : FP8_SCALE_TENSOR;
+}
+static inline FP8BlockLayout lowp_weight_tiles(int block, int OC, int C) {
+    return block == 128 ? fp8_block_layout_cublaslt_blk128x128(OC, C) : fp8_block_layout_tiles(OC, C, block);
+}
+// The DEQUANT scales of weight codes (rows, K) as a GEMM's A operand reads them.
+static inline FP8BlockLayout lowp_weight_a_layout(int block, int rows, int K) {
+    return block == 128 ? fp8_block_layout_cublaslt_blk128x128(rows, K) : fp8_block_layout_colmajor(rows, K, block);
+}
+// The scales of activation / gradient codes (rows, K) as a GEMM's B operand reads them.
+static inline FP8BlockLayout lowp_act_layout(int block, int rows, int K) {
+    return block == 128 ? fp8_block_layout_cublaslt_vec128(rows, K) : fp8_block_layout_colmajor(rows, K, block);
+}
+
 // Register (or find) the layer of `weight`; allocates its state on first sight.
 static inline LowpLayer* lowp_layer(LowpState* s, const floatX* weight, int OC, int C) {
     for (int i = 0; i < s->num_layers; i++)
-        if (s->layers[i].weight == weight) return &s->layers[i];
+        if (s->layers[i].weight == weight) {
+            if (s->layers[i].OC != OC || s->layers[i].C != C)
+                die("gemm_lowp: the weight at %p is used as (%d x %d) and as (%d x %d)", (const void*)weight, s->layers[i].OC,
+                    s->layers[i].C, OC, C);
+            return &s->layers[i];
+        }
     if (s->num_layers == LOWP_MAX_LAYERS) die("gemm_lowp: more than %d linear layers", LOWP_MAX_LAYERS);
     LowpLayer* L = &s->layers[s->num_layers++];
     memset(L, 0, sizeof(*L));
@@ -143,7 +203,8 @@ static inline LowpLayer* lowp_layer(LowpState* s, const floatX* weight, int OC, 
     const size_t n = (size_t)OC * C;
     cudaCheck(cudaMalloc(&L->w_hi, n));
     cudaCheck(cudaMalloc(&L->wt_hi, n));
-    cudaCheck(cudaMalloc(&L->f, 2 * LOWP_TRIPLE * sizeof(float)));
+    cudaCheck(cudaMalloc(&L->f, 3 * LOWP_TRIPLE * sizeof(float)));
+    cudaCheck(cudaMemset(L->f, 0, 3 * LOWP_TRIPLE * sizeof(float)));
     if (lowp_is_tcfp()) {
         cudaCheck(cudaMalloc(&L->w_lo, n));
         cudaCheck(cudaMalloc(&L->wt_lo, n));
@@ -152,12 +213,20 @@ static inline LowpLayer* lowp_layer(LowpState* s, const floatX* weight, int OC, 
             cudaCheck(cudaMemset(L->ef, 0, n * sizeof(float)));
         }
         if (s->opt.block) {
-            const size_t nb = fp8_block_layout_count(fp8_block_layout_cublaslt_blk128x128(OC, C));
-            const size_t nbt = fp8_block_layout_count(fp8_block_layout_cublaslt_blk128x128(C, OC));
-            float** bufs[4] = {&L->blk_s_hi, &L->blk_inv_hi, &L->blk_s_lo, &L->blk_inv_lo};
-            for (int i = 0; i < 4; i++) cudaCheck(cudaMalloc(bufs[i], nb * sizeof(float)));
-            cudaCheck(cudaMalloc(&L->blk_inv_hi_t, nbt * sizeof(float)));
-            cudaCheck(cudaMalloc(&L->blk_inv_lo_t, nbt * sizeof(float)));
+            const int b = s->opt.block;
+            const size_t nt = fp8_block_layout_count(lowp_weight_tiles(b, OC, C));
+            const size_t na = fp8_block_layout_count(lowp_weight_a_layout(b, OC, C));
+            const size_t nat = fp8_block_layout_count(lowp_weight_a_layout(b, C, OC));
+            cudaCheck(cudaMalloc(&L->blk_s_hi, nt * sizeof(float)));
+            cudaCheck(cudaMalloc(&L->blk_s_lo, nt * sizeof(float)));
+            cudaCheck(cudaMalloc(&L->blk_inv_hi, na * sizeof(float)));
+            cudaCheck(cudaMalloc(&L->blk_inv_lo, na * sizeof(float)));
+            cudaCheck(cudaMalloc(&L->blk_inv_hi_t, nat * sizeof(float)));
+            cudaCheck(cudaMalloc(&L->blk_inv_lo_t, nat * sizeof(float)));
+            if (b != 128) {
+                cudaCheck(cudaMalloc(&L->tile_inv_hi, nt * sizeof(float)));
+                cudaCheck(cudaMalloc(&L->tile_inv_lo, nt * sizeof(float)));
+            }
         }
     }
     if (s->opt.delayed > 0) {
@@ -165,21 +234,63 @@ static inline LowpLayer* lowp_layer(LowpState* s, const floatX* weight, int OC, 
         cudaCheck(cudaMemset(L->hist, 0, 3 * (size_t)s->opt.delayed * sizeof(float)));
         cudaCheck(cudaMalloc(&L->pos, 3 * sizeof(int)));
         cudaCheck(cudaMemset(L->pos, 0, 3 * sizeof(int)));
+        cudaCheck(cudaMalloc(&L->pending, 3 * sizeof(uint32_t)));
+        cudaCheck(cudaMemset(L->pending, 0, 3 * sizeof(uint32_t)));
     }
     return L;
 }
 
-// Per-tensor scale of x (n values of T) into s[0..2] = amax, quant scale, dequant scale: current
-// scaling, or delayed (role 0 X, 1 W, 2 dY of layer L).
+// The producer amax registered for `x` (n values) by gemm_amax_slot, or NULL. Every GEMM call takes the hint
+// (it is valid for the next call only), so a stale one is never used.
+static inline uint32_t* lowp_take_hint(LowpState* s, const void* x, size_t n) {
+    const LowpAmaxHint h = s->hint;
+    s->hint.slot = -1;
+    if (h.slot < 0 || h.tensor != x || h.n != n) return NULL;
+    return s->amax_bits + h.slot;
+}
+
+// GemmLowpBackend::amax_slot: a zeroed slot for the producer of `tensor` (current scaling only: delayed
+// scaling takes its amaxes while quantizing).
+static unsigned int* lowp_amax_slot(GemmContext* ctx, const void* tensor, size_t n) {
+    LowpState* s = lowp_state(ctx);
+    if (s->opt.delayed > 0) return NULL;
+    const int i = s->next_slot;
+    s->next_slot = (i + 1) % LOWP_AMAX_SLOTS;
+    if (s->slot_dirty[i]) cudaCheck(cudaMemsetAsync(s->amax_bits + i, 0, sizeof(uint32_t), ctx->stream));
+    s->slot_dirty[i] = 1;
+    s->hint.tensor = tensor;
+    s->hint.n = n;
+    s->hint.slot = i;
+    return s->amax_bits + i;
+}
+
+// Per-tensor scale of x (n values of T) into s[0..2] = amax, quant scale, dequant scale, before x is quantized.
+// Returns the slot the quantization must accumulate amax(x) into (delayed scaling), or NULL.
+//   delayed scaling (history H > 0): the scale from the history of role `role` of layer L; the first use
+//     (bootstrap) by current scaling. The amax of this use enters the history at the next use
+//     (fp8_delayed_scale_pending).
+//   Outside training passes (evaluation, sampling) the history is left alone: current scaling.
+//   current scaling: from the producer's amax (`hint`, from lowp_take_hint) when there is one, else an amax
+//     pass over x.
 template <typename T>
-static inline void lowp_scale(LowpState* st, LowpLayer* L, int role, float* s, const T* x, size_t n, FP8Kind kind, cudaStream_t stream) {
-    if (st->opt.delayed > 0) {
-        fp8_amax(s, x, n, st->scratch, stream);
-        fp8_delayed_scale_update(L->hist + (size_t)role * st->opt.delayed, st->opt.delayed, L->pos + role, LOWP_AMAX(s), LOWP_SCALE(s),
-                                 LOWP_INV(s), kind, 0, 1, stream);
-    } else {
-        fp8_amax_scale(LOWP_AMAX(s), LOWP_SCALE(s), LOWP_INV(s), x, n, kind, 0, 1, st->scratch, stream);
+static inline uint32_t* lowp_scale(LowpState* st, LowpLayer* L, int role, float* s, const T* x, size_t n, FP8Kind kind,
+                                   uint32_t* hint, cudaStream_t stream) {
+    if (st->opt.delayed > 0 && st->ctx->training) {
+        uint32_t* pending = L->pending + role;
+        if (L->uses[role]++ == 0) {
+            fp8_amax_scale(LOWP_AMAX(s), LOWP_SCALE(s), LOWP_INV(s), x, n, kind, 0, 1, st->scratch, stream);
+            cudaCheck(cudaMemsetAsync(pending, 0, sizeof(uint32_t), stream));
+        } else {
+            fp8_delayed_scale_pending(L->hist + (size_t)role * st->opt.delayed, st->opt.delayed, L->pos + role, pending, LOWP_AMAX(s),
+                                      LOWP_SCALE(s), LOWP_INV(s), kind, 0, 1, stream);
+        }
+        return pending;
     }
+    if (hint) {
+        fp8_scale_from_amax_bits(hint, LOWP_AMAX(s), LOWP_SCALE(s), LOWP_INV(s), kind, 0, 1, stream);  // (zeroes the slot)
+        st->slot_dirty[hint - st->amax_bits] = 0;
+    } else fp8_amax_scale(LOWP_AMAX(s), LOWP_SCALE(s), LOWP_INV(s), x, n, kind, 0, 1, st->scratch, stream);
+    return NULL;
 }
 
 // The fp32 weights the TCFP-12 split reads: the master copy when the run keeps it whole, else a widened copy.
@@ -196,10 +307,9 @@ static inline void lowp_quantize_weights(LowpState* s, LowpLayer* L, unsigned lo
     if (L->version == version) return;
     L->version = version;
     const int OC = L->OC, C = L->C;
-    if (!lowp_is_tcfp()) {
-        lowp_scale(s, L, 1, L->f, L->weight, (size_t)OC * C, FP8_E4M3FN, stream);
-        fp8_quantize(L->w_hi, L->weight, OC, C, FP8_E4M3FN, LOWP_SCALE(L->f), 0, 0, 0, stream);
-        fp8_quantize(L->wt_hi, L->weight, OC, C, FP8_E4M3FN, LOWP_SCALE(L->f), 1, 0, 0, stream);
+    if (!lowp_is_tcfp()) {  // current scaling (weights change little per step; their amax pass is cheap), both copies in one pass
+        fp8_amax_scale(LOWP_AMAX(L->f), LOWP_SCALE(L->f), LOWP_INV(L->f), L->weight, (size_t)OC * C, FP8_E4M3FN, 0, 1, s->scratch, stream);
+        fp8_quantize_pair(L->w_hi, L->wt_hi, L->weight, OC, C, FP8_E4M3FN, LOWP_SCALE(L->f), NULL, 0, 0, stream);
         return;
     }
     TCFP12Split a;
@@ -213,14 +323,21 @@ static inline void lowp_quantize_weights(LowpState* s, LowpLayer* L, unsigned lo
     a.seed = s->seed ^ (version * 0x9E3779B97F4A7C15ull) ^ (unsigned long long)(L - s->layers);
     a.scratch = s->scratch;
     if (s->opt.block) {
+        const int b = s->opt.block;
         a.blocked = 1;
-        a.layout = fp8_block_layout_cublaslt_blk128x128(OC, C);
-        a.scale_hi = L->blk_s_hi; a.inv_scale_hi = L->blk_inv_hi;
-        a.scale_lo = L->blk_s_lo; a.inv_scale_lo = L->blk_inv_lo;
+        a.layout = lowp_weight_tiles(b, OC, C);
+        a.scale_hi = L->blk_s_hi; a.scale_lo = L->blk_s_lo;
+        // block 128: the tiles' layout is the forward's A-operand layout; 32 / 64: expanded from the tiles below
+        a.inv_scale_hi = b == 128 ? L->blk_inv_hi : L->tile_inv_hi;
+        a.inv_scale_lo = b == 128 ? L->blk_inv_lo : L->tile_inv_lo;
         tcfp12_split(a, stream);
-        // the transposed codes' tiles: the same numbers on the transposed grid
-        fp8_block_scales_relayout(L->blk_inv_hi_t, fp8_block_layout_cublaslt_blk128x128(C, OC), L->blk_inv_hi, a.layout, 1, stream);
-        fp8_block_scales_relayout(L->blk_inv_lo_t, fp8_block_layout_cublaslt_blk128x128(C, OC), L->blk_inv_lo, a.layout, 1, stream);
+        if (b != 128) {
+            fp8_block_scales_relayout(L->blk_inv_hi, lowp_weight_a_layout(b, OC, C), a.inv_scale_hi, a.layout, 0, stream);
+            fp8_block_scales_relayout(L->blk_inv_lo, lowp_weight_a_layout(b, OC, C), a.inv_scale_lo, a.layout, 0, stream);
+        }
+        // the transposed codes: the same tiles on the transposed grid
+        fp8_block_scales_relayout(L->blk_inv_hi_t, lowp_weight_a_layout(b, C, OC), a.inv_scale_hi, a.layout, 1, stream);
+        fp8_block_scales_relayout(L->blk_inv_lo_t, lowp_weight_a_layout(b, C, OC), a.inv_scale_lo, a.layout, 1, stream);
     } else {
         float* lo = L->f + LOWP_TRIPLE;
         a.scale_hi = LOWP_SCALE(L->f); a.inv_scale_hi = LOWP_INV(L->f); a.amax_hi = LOWP_AMAX(L->f);
@@ -230,35 +347,38 @@ static inline void lowp_quantize_weights(LowpState* s, LowpLayer* L, unsigned lo
 }
 
 // Quantize an activation-like operand x (rows, K) of `kind` for use as the B operand of a GEMM along K:
-// per tensor into codes + sc[0..2], or (block 128) with 1 x 128 scales into codes + the block-scale pair
-// `pair` (0: xs / xinv, 1: gs / ginv). tcodes != NULL: also the (K, rows) per-tensor transposed copy
-// (for the weight gradient), with its scale in sc.
+// per tensor into `codes` with the scale triple sc, or (blocked) with 1 x block scales into codes
+// + the block-scale pair `pair` (0: xs / xinv, 1: gs / ginv). tcodes != NULL: also the (K, rows) per-tensor
+// transposed copy (the wgrad operand), with its scale in sc; per tensor both copies come from one pass
+// (fp8_quantize_pair). hint: the producer's amax slot of x (lowp_take_hint) or NULL.
 static inline void lowp_quantize_act(LowpState* s, LowpLayer* L, int role, const floatX* x, int rows, int K, FP8Kind kind,
-                                     uint8_t* codes, uint8_t* tcodes, float* sc, int pair, bool blocked, cudaStream_t stream) {
+                                     uint8_t* codes, uint8_t* tcodes, float* sc, int pair, bool blocked, uint32_t* hint,
+                                     cudaStream_t stream) {
     if (blocked) {
-        const FP8BlockLayout BL = fp8_block_layout_cublaslt_vec128(rows, K);
+        const FP8BlockLayout BL = lowp_act_layout(s->opt.block, rows, K);
         lowp_grow_blk(s, fp8_block_layout_count(BL));  // before the buffers are read: it may reallocate them
         float* bs = pair ? s->gs : s->xs;
         float* binv = pair ? s->ginv : s->xinv;
         fp8_block_scales(bs, binv, x, BL, kind, 0, 1, stream);
         fp8_quantize_blocked(codes, x, BL, kind, bs, 0, 0, 0, stream);
+        codes = NULL;  // done; the per-tensor pass below makes only the transposed copy
     }
-    if (!blocked || tcodes) {
-        lowp_scale(s, L, role, sc, x, (size_t)rows * K, kind, stream);
-        if (!blocked) fp8_quantize(codes, x, rows, K, kind, LOWP_SCALE(sc), 0, 0, 0, stream);
-        if (tcodes) fp8_quantize(tcodes, x, rows, K, kind, LOWP_SCALE(sc), 1, 0, 0, stream);
+    if (codes || tcodes) {
+        uint32_t* acc = lowp_scale(s, L, role, sc, x, (size_t)rows * K, kind, hint, stream);
+        fp8_quantize_pair(codes, tcodes, x, rows, K, kind, LOWP_SCALE(sc), acc, 0, 0, stream);
     }
 }
 
 static inline bool lowp_eligible(const GemmContext* ctx, LowpState* s, LowpLayer* L, const floatX* weight, int N, int C, int OC) {
     if (ctx->optimizer_steps < s->opt.warmup) return false;
     if (weight == s->lm_head_weight && !s->opt.lm_head) return false;
-    const bool ok = N % 16 == 0 && C % 16 == 0 && OC % 16 == 0 && (!s->opt.block || (C % 128 == 0 && OC % 128 == 0));
+    const int b = s->opt.block;
+    const bool ok = N % 16 == 0 && C % 16 == 0 && OC % 16 == 0 && (!b || (C % b == 0 && OC % b == 0));
     if (!ok && !L->warned) {
         L->warned = 1;
         s->declined_shape++;
         printf("note: %s: a linear layer (N=%d C=%d OC=%d) runs in BF16: FP8 GEMMs need multiples of 16%s\n", s->backend.name, N, C,
-               OC, s->opt.block ? " (128 with block scaling)" : "");
+               OC, b ? " and C, OC multiples of the --tcfp-block size" : "");
     }
     return ok;
 }
@@ -268,32 +388,60 @@ static inline void lowp_gemm_failed(const char* what, cublasStatus_t st, const F
     exit(EXIT_FAILURE);
 }
 
+// The fp32 accumulator of the chunked block modes (32, 64) for n outputs, or NULL for the single-GEMM modes
+// (their sum stays in the GEMM's fp32 accumulators; the chunked modes would round to BF16 after every chunk).
+static inline float* lowp_acc32(LowpState* s, size_t n) {
+    if (s->opt.block == 0 || s->opt.block == 128) return NULL;
+    lowp_grow(&s->acc32, &s->acc32_cap, n);
+    return s->acc32;
+}
+
+// The layer's bias in a 256-byte aligned buffer (the FP8 GEMMs' bias epilogue refuses the 16-byte aligned
+// parameter slices), copied once per weight version.
+static inline const floatX* lowp_bias(LowpLayer* L, const floatX* bias, unsigned long long version, cudaStream_t stream) {
+    if (!bias) return NULL;
+    if (!L->bias) cudaCheck(cudaMalloc(&L->bias, (size_t)L->OC * sizeof(floatX)));
+    if (L->bias_version != version) {
+        cudaCheck(cudaMemcpyAsync(L->bias, bias, (size_t)L->OC * sizeof(floatX), cudaMemcpyDeviceToDevice, stream));
+        L->bias_version = version;
+    }
+    return L->bias;
+}
+
 static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C, int OC) {
     LowpState* s = lowp_state(ctx);
+    uint32_t* hint = lowp_take_hint(s, inp, (size_t)N * C);
     if (weight == s->lm_head_weight && !s->opt.lm_head) return false;  // before lowp_layer: no state for it
     LowpLayer* L = lowp_layer(s, weight, OC, C);
+    L->xt_rows = 0;
     if (!lowp_eligible(ctx, s, L, weight, N, C, OC)) return false;
     cudaStream_t st = ctx->stream;
     lowp_grow_codes(s, (size_t)N * (C > OC ? C : OC));
     lowp_quantize_weights(s, L, ctx->weight_version, st);
     const bool blocked = lowp_is_tcfp() && s->opt.block;
-    lowp_quantize_act(s, L, 0, inp, N, C, FP8_E4M3FN, s->a8, NULL, s->scalars, 0, blocked, st);
-    if (bias) {  // the epilogue's bias from a 256-byte aligned copy (a parameter slice is only 16-byte aligned)
-        lowp_grow(&s->bias, &s->bias_cap, (size_t)OC);
-        cudaCheck(cudaMemcpyAsync(s->bias, bias, (size_t)OC * sizeof(floatX), cudaMemcpyDeviceToDevice, st));
-        bias = s->bias;
+    // X: the GEMM operand and, unless wgrad runs in BF16, the transposed wgrad operand kept for backward
+    uint8_t* xt = NULL;
+    if (!s->opt.hp_wgrad) {
+        lowp_grow(&L->xt, &L->xt_cap, (size_t)N * C);
+        xt = L->xt;
     }
+    float* xsc = L->f + 2 * LOWP_TRIPLE;
+    lowp_quantize_act(s, L, LOWP_ROLE_X, inp, N, C, FP8_E4M3FN, s->a8, xt, xsc, 0, blocked, hint, st);
+    if (xt) L->xt_rows = N;
+    bias = lowp_bias(L, bias, ctx->weight_version, st);
     cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
     bool ok;
     float* lo = L->f + LOWP_TRIPLE;
     if (!lowp_is_tcfp()) {
-        ok = fp8_linear_forward(&s->fp8, y, s->a8, LOWP_INV(s->scalars), L->w_hi, LOWP_INV(L->f), bias, N, C, OC, FP8_SCALE_TENSOR,
+        ok = fp8_linear_forward(&s->fp8, y, s->a8, LOWP_INV(xsc), L->w_hi, LOWP_INV(L->f), bias, N, C, OC, FP8_SCALE_TENSOR,
                                 s->opt.fast_accum, 0.0f, &cs);
     } else if (blocked) {
+        float* acc32 = lowp_acc32(s, (size_t)N * OC);
         ok = tcfp12_linear_forward(&s->fp8, y, s->a8, s->xinv, L->w_hi, L->blk_inv_hi, L->w_lo, L->blk_inv_lo, bias, N, C, OC,
-                                   FP8_SCALE_BLK128_VEC128, s->opt.fast_accum, TCFP12_ACC_BF16_LO_FIRST, NULL, &cs);
+                                   lowp_block_mode(s->opt.block), s->opt.fast_accum, acc32 ? TCFP12_ACC_FP32 : TCFP12_ACC_BF16_LO_FIRST,
+                                   acc32, &cs);
     } else {
-        ok = tcfp12_linear_forward(&s->fp8, y, s->a8, LOWP_INV(s->scalars), L->w_hi, LOWP_INV(L->f), L->w_lo, LOWP_INV(lo), bias, N, C,
+        ok = tcfp12_linear_forward(&s->fp8, y, s->a8, LOWP_INV(xsc), L->w_hi, LOWP_INV(L->f), L->w_lo, LOWP_INV(lo), bias, N, C,
                                    OC, FP8_SCALE_TENSOR, s->opt.fast_accum, TCFP12_ACC_BF16_LO_FIRST, NULL, &cs);
     }
     if (!ok) lowp_gemm_failed("forward", cs, &s->fp8);
@@ -303,6 +451,7 @@ static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const f
 static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, const floatX* dout, const floatX* inp, const floatX* weight,
                           int N, int C, int OC) {
     LowpState* s = lowp_state(ctx);
+    uint32_t* hint = lowp_take_hint(s, dout, (size_t)N * OC);
     if (weight == NULL || (weight == s->lm_head_weight && !s->opt.lm_head)) return false;
     LowpLayer* L = lowp_layer(s, weight, OC, C);
     if (!lowp_eligible(ctx, s, L, weight, N, C, OC)) return false;
@@ -311,10 +460,13 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, const
     lowp_quantize_weights(s, L, ctx->weight_version, st);  // no-op after this step's forward
     const bool blocked = lowp_is_tcfp() && s->opt.block;
     const bool fp8_wgrad = dweight && !s->opt.hp_wgrad;
-    float* gsc = s->scalars + LOWP_TRIPLE;
+    if (fp8_wgrad && L->xt_rows != N)
+        die("gemm_lowp: the backward of a linear layer (N=%d C=%d OC=%d) without its forward at the same N", N, C, OC);
+    float* gsc = s->scalars;
     float* lo = L->f + LOWP_TRIPLE;
-    // dY: E5M2, plain (dgrad, B operand along OC) and transposed (wgrad, B operand along N)
-    lowp_quantize_act(s, L, 2, dout, N, OC, FP8_E5M2, s->g8, fp8_wgrad ? s->gt8 : NULL, gsc, 1, blocked, st);
+    // dY: E5M2, plain (dgrad, B operand along OC) and transposed (wgrad, B operand along N), one pass
+    lowp_quantize_act(s, L, LOWP_ROLE_DY, dout, N, OC, FP8_E5M2, dinp ? s->g8 : NULL, fp8_wgrad ? s->gt8 : NULL, gsc, 1, blocked,
+                      hint, st);
     cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
     if (dinp) {
         bool ok;
@@ -323,10 +475,12 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, const
                                   s->opt.fast_accum, 0.0f, FP8_E5M2, &cs);
         } else {
             const uint8_t* wt_lo = s->opt.abd ? NULL : L->wt_lo;
-            if (blocked)
+            if (blocked) {
+                float* acc32 = lowp_acc32(s, (size_t)N * C);
                 ok = tcfp12_linear_dgrad(&s->fp8, dinp, s->g8, s->ginv, L->wt_hi, L->blk_inv_hi_t, wt_lo, L->blk_inv_lo_t, N, C, OC,
-                                         FP8_SCALE_BLK128_VEC128, s->opt.fast_accum, TCFP12_ACC_BF16_LO_FIRST, NULL, FP8_E5M2, &cs);
-            else
+                                         lowp_block_mode(s->opt.block), s->opt.fast_accum,
+                                         acc32 ? TCFP12_ACC_FP32 : TCFP12_ACC_BF16_LO_FIRST, acc32, FP8_E5M2, &cs);
+            } else
                 ok = tcfp12_linear_dgrad(&s->fp8, dinp, s->g8, LOWP_INV(gsc), L->wt_hi, LOWP_INV(L->f), wt_lo, LOWP_INV(lo), N, C, OC,
                                          FP8_SCALE_TENSOR, s->opt.fast_accum, TCFP12_ACC_BF16_LO_FIRST, NULL, FP8_E5M2, &cs);
         }
@@ -336,17 +490,40 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, const
         if (!fp8_wgrad) {
             gemm_backend_backward_dweight(ctx, dweight, dout, inp, N, C, OC);
         } else {
-            // Xᵀ (C, N), per tensor, current scaling: X is re-read here rather than kept from the forward (no
-            // memory held across the step; its amax is not pushed into the delayed-scaling history twice)
-            float* xsc = s->scalars + 2 * LOWP_TRIPLE;
-            fp8_amax_scale(LOWP_AMAX(xsc), LOWP_SCALE(xsc), LOWP_INV(xsc), inp, (size_t)N * C, FP8_E4M3FN, 0, 1, s->scratch, st);
-            fp8_quantize(s->at8, inp, N, C, FP8_E4M3FN, LOWP_SCALE(xsc), 1, 0, 0, st);
-            if (!fp8_linear_wgrad(&s->fp8, dweight, s->gt8, LOWP_INV(gsc), s->at8, LOWP_INV(xsc), N, C, OC, FP8_SCALE_TENSOR, s->opt.fast_accum, 1.0f,
-                                  FP8_E5M2, &cs))
+            // dW += dY8ᵀ · X8ᵀ with the transposed X codes and scale the forward kept
+            const float* xsc = L->f + 2 * LOWP_TRIPLE;
+            if (!fp8_linear_wgrad(&s->fp8, dweight, s->gt8, LOWP_INV(gsc), L->xt, LOWP_INV(xsc), N, C, OC, FP8_SCALE_TENSOR,
+                                  s->opt.fast_accum, 1.0f, FP8_E5M2, &cs))
                 lowp_gemm_failed("wgrad", cs, &s->fp8);
         }
     }
     return true;
+}
+
+// GemmLowpBackend::destroy: every device buffer of the backend, then the state itself.
+static void lowp_destroy(GemmContext* ctx) {
+    LowpState* s = lowp_state(ctx);
+    for (int i = 0; i < s->num_layers; i++) {
+        LowpLayer* L = &s->layers[i];
+        void* bufs[] = {L->w_hi, L->w_lo, L->wt_hi, L->wt_lo, L->f, L->blk_s_hi, L->blk_inv_hi, L->blk_s_lo, L->blk_inv_lo,
+                        L->blk_inv_hi_t, L->blk_inv_lo_t, L->tile_inv_hi, L->tile_inv_lo, L->ef, L->hist, L->pos, L->pending,
+                        L->xt, L->bias};
+        for (void* b : bufs) cudaCheck(cudaFree(b));
+    }
+    void* bufs[] = {s->scalars, s->scratch, s->amax_bits, s->a8, s->g8, s->gt8, s->xs, s->xinv, s->gs, s->ginv, s->w32, s->acc32};
+    for (void* b : bufs) cudaCheck(cudaFree(b));
+    fp8_gemm_context_free(&s->fp8);
+    free(s);
+}
+
+// GemmLowpBackend::keeps_input: the layer's last forward kept its transposed input codes for N rows and its
+// backward will take it (so matmul_backward's inp is not read).
+static bool lowp_keeps_input(GemmContext* ctx, const floatX* weight, int N) {
+    LowpState* s = lowp_state(ctx);
+    if (s->opt.hp_wgrad) return false;
+    for (int i = 0; i < s->num_layers; i++)
+        if (s->layers[i].weight == weight) return s->layers[i].xt_rows == N && ctx->optimizer_steps >= s->opt.warmup;
+    return false;
 }
 
 // Attach the backend to ctx (after gemm_context_init). Dies on a GPU without FP8 tensor cores (below
@@ -360,8 +537,9 @@ static inline void gemm_lowp_attach(GemmContext* ctx, const LowpOptions* opt, in
         if (sw.value != 0 && sw.value != 1) die("%s: expected 0 or 1, got %d", sw.flag, sw.value);
     if (allow_fallback != 0 && allow_fallback != 1) die("--fp8-fallback: expected 0 or 1, got %d", allow_fallback);
     if (opt->srr && opt->error_feedback) die("--tcfp-srr 1 replaces error feedback: it cannot be combined with --tcfp-ef 1");
-    if (opt->block != 0 && opt->block != 128)
-        die("--tcfp-block %d: supported are 0 (per tensor) and 128 (cuBLASLt's Hopper block scaling); 32 and 64 have no fast path", opt->block);
+    if (opt->block != 0 && opt->block != 32 && opt->block != 64 && opt->block != 128)
+        die("--tcfp-block %d: supported are 0 (per tensor), 32, 64 (chunked GEMMs, slow) and 128 (cuBLASLt's Hopper block scaling)",
+            opt->block);
     if (!lowp_is_tcfp() && (opt->block || opt->error_feedback || opt->srr || opt->abd))
         die("--tcfp-*: TCFP-12 options need the TCFP12=1 build (this is %s)", GEMM_LOWP_MODE_NAME);
     if (opt->delayed < 0 || opt->warmup < 0) die("--fp8-delayed / --fp8-warmup: must be >= 0");
@@ -380,14 +558,21 @@ static inline void gemm_lowp_attach(GemmContext* ctx, const LowpOptions* opt, in
     LowpState* s = (LowpState*)calloc(1, sizeof(LowpState));
     if (!s) die("gemm_lowp: out of host memory");
     s->opt = *opt;
+    s->ctx = ctx;
     s->seed = seed;
     fp8_gemm_context_init(&s->fp8, ctx);
-    cudaCheck(cudaMalloc(&s->scalars, 3 * LOWP_TRIPLE * sizeof(float)));
+    cudaCheck(cudaMalloc(&s->scalars, 2 * LOWP_TRIPLE * sizeof(float)));
     cudaCheck(cudaMalloc(&s->scratch, FP8_QUANT_SCRATCH_FLOATS * sizeof(float)));
+    cudaCheck(cudaMalloc(&s->amax_bits, LOWP_AMAX_SLOTS * sizeof(uint32_t)));
+    cudaCheck(cudaMemset(s->amax_bits, 0, LOWP_AMAX_SLOTS * sizeof(uint32_t)));
+    s->hint.slot = -1;
     s->backend.state = s;
     s->backend.name = GEMM_LOWP_MODE_NAME;
     s->backend.forward = lowp_forward;
     s->backend.backward = lowp_backward;
+    s->backend.amax_slot = lowp_amax_slot;
+    s->backend.keeps_input = lowp_keeps_input;
+    s->backend.destroy = lowp_destroy;
     ctx->lowp = &s->backend;
 }
 
@@ -406,4 +591,132 @@ static inline void gemm_lowp_describe(const GemmContext* ctx, char* out, size_t 
     const LowpOptions& o = ((const LowpState*)ctx->lowp->state)->opt;
     snprintf(out, n, "block=%d ef=%d srr=%d abd=%d hp_wgrad=%d warmup=%d delayed=%d fast_accum=%d lm_head=%d", o.block,
              o.error_feedback, o.srr, o.abd, o.hp_wgrad, o.warmup, o.delayed, o.fast_accum, o.lm_head);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Checkpoint state (doc/FORMATS.md, "Low-precision GEMM state"): what a resumed FP8 / TCFP-12 run needs
+// to continue bit-exactly: the weight version and optimizer-step count (warm-up, SRR seeds), and per
+// linear layer its error-feedback buffer, delayed-scaling histories (ring position, pending amax, use
+// count) and, when they match the current weights, the quantized weights and their scales (they were
+// made from the error-feedback state before it advanced; remaking them would apply it twice).
+// Layout, little-endian: int64 header[16] = {magic 0x4C4F5750 ("LOWP"), version 1, mode (1 FP8, 2 TCFP-12),
+// block, error_feedback, delayed H, weight_version, optimizer_steps, num_layers, 0...}; per layer int64
+// rec[12] = {weight offset in parameters, OC, C, codes_current, uses[3], has_ef, has_delayed, 0...}, then
+// f (3 x 12 floats), then if codes_current: w_hi, wt_hi (OC*C bytes each), TCFP-12 also w_lo, wt_lo and with
+// block scaling the scale arrays (lowp_state_arrays); then ef (OC*C floats) if has_ef; then hist (3H floats), pos (3 int32),
+// pending (3 uint32) if has_delayed. Written to path.tmp, then renamed.
+#define LOWP_STATE_MAGIC 0x4C4F5750LL
+#define LOWP_STATE_VERSION 1LL
+
+// One device array <-> file, through a host buffer. write != 0: device -> file; else file -> device.
+static inline void lowp_state_io(FILE* f, const char* path, void* dev, size_t bytes, int write, const char* what) {
+    if (bytes == 0) return;
+    void* h = malloc_check(bytes);
+    if (write) {
+        cudaCheck(cudaMemcpy(h, dev, bytes, cudaMemcpyDeviceToHost));
+        fwrite_check(h, 1, bytes, f, path);
+    } else {
+        fread_check(h, 1, bytes, f, path, what);
+        cudaCheck(cudaMemcpy(dev, h, bytes, cudaMemcpyHostToDevice));
+    }
+    free(h);
+}
+
+// The arrays of one layer, in file order (codes only when `codes`).
+template <typename F>
+static inline void lowp_state_arrays(const LowpState* s, LowpLayer* L, bool codes, F&& io) {
+    const size_t n = (size_t)L->OC * L->C;
+    io(L->f, 3 * LOWP_TRIPLE * sizeof(float), "scales");
+    if (codes) {
+        io(L->w_hi, n, "w_hi");
+        io(L->wt_hi, n, "wt_hi");
+        if (lowp_is_tcfp()) {
+            io(L->w_lo, n, "w_lo");
+            io(L->wt_lo, n, "wt_lo");
+            if (s->opt.block) {
+                const int b = s->opt.block;
+                const size_t nt = fp8_block_layout_count(lowp_weight_tiles(b, L->OC, L->C)) * sizeof(float);
+                const size_t na = fp8_block_layout_count(lowp_weight_a_layout(b, L->OC, L->C)) * sizeof(float);
+                const size_t nat = fp8_block_layout_count(lowp_weight_a_layout(b, L->C, L->OC)) * sizeof(float);
+                io(L->blk_s_hi, nt, "tile scales");
+                io(L->blk_s_lo, nt, "tile scales");
+                io(L->blk_inv_hi, na, "block scales");
+                io(L->blk_inv_lo, na, "block scales");
+                io(L->blk_inv_hi_t, nat, "block scales");
+                io(L->blk_inv_lo_t, nat, "block scales");
+                if (b != 128) {
+                    io(L->tile_inv_hi, nt, "tile scales");
+                    io(L->tile_inv_lo, nt, "tile scales");
+                }
+            }
+        }
+    }
+    if (L->ef) io(L->ef, n * sizeof(float), "error feedback");
+    if (L->hist) {
+        io(L->hist, 3 * (size_t)s->opt.delayed * sizeof(float), "amax history");
+        io(L->pos, 3 * sizeof(int), "history position");
+        io(L->pending, 3 * sizeof(uint32_t), "pending amax");
+    }
+}
+
+// Write the backend's state of ctx to path (atomically). No-op when no backend is attached.
+static inline void gemm_lowp_state_write(GemmContext* ctx, const char* path) {
+    if (!ctx->lowp) return;
+    LowpState* s = lowp_state(ctx);
+    cudaCheck(cudaStreamSynchronize(ctx->stream));
+    int64_t h[16] = {LOWP_STATE_MAGIC, LOWP_STATE_VERSION, lowp_is_tcfp() ? 2 : 1, s->opt.block, s->opt.error_feedback, s->opt.delayed,
+                     (int64_t)ctx->weight_version, ctx->optimizer_steps, s->num_layers};
+    FILE* f = atomic_open(path);
+    fwrite_check(h, sizeof(int64_t), 16, f, path);
+    for (int i = 0; i < s->num_layers; i++) {
+        LowpLayer* L = &s->layers[i];
+        const bool codes = L->version == ctx->weight_version;
+        int64_t rec[12] = {(int64_t)(L->weight - s->params_base), L->OC, L->C, codes, L->uses[0], L->uses[1], L->uses[2],
+                           L->ef != NULL, L->hist != NULL};
+        fwrite_check(rec, sizeof(int64_t), 12, f, path);
+        lowp_state_arrays(s, L, codes, [&](void* dev, size_t bytes, const char* what) { lowp_state_io(f, path, dev, bytes, 1, what); });
+    }
+    atomic_commit(f, path);
+}
+
+// Restore what gemm_lowp_state_write wrote (before the first forward of the resumed run). Dies naming the
+// file and the field on a wrong magic / version, options that differ from this run's (--tcfp-block,
+// --tcfp-ef, --fp8-delayed, the build), a layer that does not fit the model, or a short / long file.
+static inline void gemm_lowp_state_read(GemmContext* ctx, const char* path, size_t num_parameters) {
+    if (!ctx->lowp) return;
+    LowpState* s = lowp_state(ctx);
+    FILE* f = fopen_check(path, "rb");
+    const size_t size = file_size_check(f, path);
+    if (size < 16 * sizeof(int64_t)) die("%s: truncated header (%zu bytes)", path, size);
+    int64_t h[16];
+    fread_check(h, sizeof(int64_t), 16, f, path, "header");
+    if (h[0] != LOWP_STATE_MAGIC) die("%s: bad magic: not a low-precision GEMM state file", path);
+    if (h[1] != LOWP_STATE_VERSION) die("%s: unsupported version %lld (expected %lld)", path, (long long)h[1], LOWP_STATE_VERSION);
+    const int64_t mode = lowp_is_tcfp() ? 2 : 1;
+    if (h[2] != mode) die("%s: written by the %s build, this is %s", path, h[2] == 2 ? "TCFP-12" : "FP8", GEMM_LOWP_MODE_NAME);
+    const struct { const char* flag; int64_t file, run; } opts[] = {
+        {"--tcfp-block", h[3], s->opt.block}, {"--tcfp-ef", h[4], s->opt.error_feedback}, {"--fp8-delayed", h[5], s->opt.delayed}};
+    for (const auto& o : opts)
+        if (o.file != o.run) die("%s: written with %s %lld, this run has %s %lld (resume with the same value)", path, o.flag,
+                                 (long long)o.file, o.flag, (long long)o.run);
+    if (h[6] < 1 || h[7] < 0 || h[8] < 0 || h[8] > LOWP_MAX_LAYERS) die("%s: header fields out of range", path);
+    ctx->weight_version = (unsigned long long)h[6];
+    ctx->optimizer_steps = (int)h[7];
+    for (int64_t i = 0; i < h[8]; i++) {
+        int64_t rec[12];
+        fread_check(rec, sizeof(int64_t), 12, f, path, "layer record");
+        const int64_t off = rec[0], OC = rec[1], C = rec[2];
+        if (off < 0 || OC < 1 || C < 1 || (size_t)(off + OC * C) > num_parameters)
+            die("%s: layer %lld (offset %lld, %lld x %lld) does not fit the model's %zu parameters", path, (long long)i, (long long)off,
+                (long long)OC, (long long)C, num_parameters);
+        LowpLayer* L = lowp_layer(s, s->params_base + off, (int)OC, (int)C);
+        if ((rec[7] != 0) != (L->ef != NULL) || (rec[8] != 0) != (L->hist != NULL)) die("%s: layer %lld: state arrays differ from this run's options", path, (long long)i);
+        for (int r = 0; r < 3; r++) L->uses[r] = rec[4 + r];
+        const bool codes = rec[3] != 0;
+        L->version = codes ? ctx->weight_version : 0;
+        lowp_state_arrays(s, L, codes, [&](void* dev, size_t bytes, const char* what) { lowp_state_io(f, path, dev, bytes, 0, what); });
+    }
+    const long pos = ftell(f);
+    if (pos < 0 || (size_t)pos != size) die("%s: %zu bytes, but the layers end at byte %ld", path, size, pos);
+    fclose_check(f, path);
 }

@@ -305,7 +305,9 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
     prof_mark(m->prof, PROF_ENCODER, s);
     encoder_forward(a.encoded, m->inputs, p.wte, p.wpe, B, T, C, s);
     prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
-    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, N, C, s);
+    // (gemm_amax_slot: the FP8 backend takes the amax of each LayerNorm output, the next GEMM's input,
+    // from the LayerNorm kernel instead of an extra pass; NULL in other builds)
+    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, N, C, s, gemm_amax_slot(g, a.ln1, BTC));
     for (int l = 0; l < L; l++) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
         floatX* ln1 = a.ln1 + (m->recompute >= 2 ? 0 : l * BTC);
@@ -326,7 +328,7 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         matmul_forward(g, a.output, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, N, C, C, NULL);
         prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
         fused_residual_layernorm_forward(residual2, ln2, a.ln2_mean + l * N, a.ln2_rstd + l * N, residual, a.output,
-                                         p.ln2w + l * C, p.ln2b + l * C, N, C, s);
+                                         p.ln2w + l * C, p.ln2b + l * C, N, C, s, gemm_amax_slot(g, ln2, BTC));
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         if (m->gelu_fusion) {
             matmul_forward(g, fch_gelu, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, fch);
@@ -342,10 +344,11 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         if (l + 1 < L) {
             floatX* next_ln1 = a.ln1 + (m->recompute >= 2 ? 0 : (l + 1) * BTC);
             fused_residual_layernorm_forward(residual3, next_ln1, a.ln1_mean + (l + 1) * N, a.ln1_rstd + (l + 1) * N,
-                                             residual2, a.output, p.ln1w + (l + 1) * C, p.ln1b + (l + 1) * C, N, C, s);
+                                             residual2, a.output, p.ln1w + (l + 1) * C, p.ln1b + (l + 1) * C, N, C, s,
+                                             gemm_amax_slot(g, next_ln1, BTC));
         } else {
             fused_residual_layernorm_forward(residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.output,
-                                             p.lnfw, p.lnfb, N, C, s);
+                                             p.lnfw, p.lnfb, N, C, s, gemm_amax_slot(g, a.lnf, BTC));
         }
     }
     prof_mark(m->prof, PROF_MATMUL_FWD, s);
@@ -388,7 +391,9 @@ static inline void gpt2_boundary_stats(GPT2* m, const int* inputs, const int* ta
 #endif
 
 // Recompute the LayerNorm output of layer l (ln1 if which == 1, else ln2) into its buffer when
-// recompute >= 2 discarded it. Deterministic kernels make it bit-identical to the forward's.
+// recompute >= 2 discarded it and the GEMM backend will read it (the FP8 backend keeps its own quantized
+// copy; the row statistics the LayerNorm backward needs are the forward's either way). Deterministic
+// kernels make it bit-identical to the forward's.
 static inline floatX* gpt2_layernorm_input(GPT2* m, int l, int which, int B, int T) {
     const GPT2Config* c = &m->config;
     const int C = c->channels, N = B * T;
@@ -396,6 +401,8 @@ static inline floatX* gpt2_layernorm_input(GPT2* m, int l, int which, int B, int
     ActivationTensors& a = m->acts;
     const ParameterTensors& p = m->params;
     if (m->recompute < 2) return (which == 1 ? a.ln1 : a.ln2) + l * BTC;
+    const floatX* consumer = which == 1 ? p.qkvw + (size_t)l * 3 * C * C : p.fcw + (size_t)l * 4 * C * C;
+    if (!gemm_backward_reads_input(&m->gemm, consumer, N)) return which == 1 ? a.ln1 : a.ln2;
     prof_mark(m->prof, PROF_LAYERNORM_FWD, m->stream);
     if (which == 1) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
@@ -420,6 +427,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
     const size_t BTC = (size_t)N * C;
     prof_mark(m->prof, PROF_OTHER, m->stream);
     gpt2_upload_batch(m, inputs, targets, B, T);
+    m->gemm.training = 1;  // (evaluation and sampling forwards leave the FP8 scaling state alone)
     gpt2_forward(m, B, T, true);
 
     const ParameterTensors& p = m->params;
@@ -440,8 +448,9 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
     prof_mark(m->prof, PROF_OTHER, s);
     cudaCheck(cudaMemsetAsync(a.dresidual, 0, BTC * sizeof(floatX), s));
     prof_mark(m->prof, PROF_LAYERNORM_BWD, s);
+    // (each LayerNorm backward's dresidual is the next GEMM's dout: its amax comes with it, gemm_amax_slot)
     layernorm_backward(a.dresidual, gr.lnfw, gr.lnfb, m->scratch, a.dbtc, a.residual3 + (L - 1) * BTC, p.lnfw,
-                       a.lnf_mean, a.lnf_rstd, N, C, s);
+                       a.lnf_mean, a.lnf_rstd, N, C, s, gemm_amax_slot(g, a.dresidual, BTC));
 
     for (int l = L - 1; l >= 0; l--) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
@@ -450,7 +459,8 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
         float* lse = a.att_lse + (size_t)l * B * NH * T;
         floatX* fch = a.fch + l * 4 * BTC;
         floatX* fch_gelu = a.fch_gelu + (m->recompute >= 1 ? 0 : l * 4 * BTC);
-        if (m->recompute >= 1) {
+        // (not needed when the FP8 backend kept its quantized copy of the fcproj input from the forward)
+        if (m->recompute >= 1 && gemm_backward_reads_input(g, p.fcprojw + (size_t)l * 4 * C * C, N)) {
             prof_mark(m->prof, PROF_GELU, s);
             gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
         }
@@ -466,7 +476,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
                         p.fcw + (size_t)l * 4 * C * C, m->scratch, N, C, 4 * C, NULL);
         prof_mark(m->prof, PROF_LAYERNORM_BWD, s);
         layernorm_backward(a.dresidual, gr.ln2w + l * C, gr.ln2b + l * C, m->scratch, a.dbtc, a.residual2 + l * BTC,
-                           p.ln2w + l * C, a.ln2_mean + l * N, a.ln2_rstd + l * N, N, C, s);
+                           p.ln2w + l * C, a.ln2_mean + l * N, a.ln2_rstd + l * N, N, C, s, gemm_amax_slot(g, a.dresidual, BTC));
         // attention block: residual2 = residual + attproj(attention(qkv(ln1(residual))))
         prof_mark(m->prof, PROF_MATMUL_BWD, s);
         matmul_backward(g, a.dbtc, gr.attprojw + (size_t)l * C * C, gr.attprojb + l * C, a.dresidual, atty,
@@ -480,13 +490,14 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
                         p.qkvw + (size_t)l * 3 * C * C, m->scratch, N, C, 3 * C, NULL);
         prof_mark(m->prof, PROF_LAYERNORM_BWD, s);
         layernorm_backward(a.dresidual, gr.ln1w + l * C, gr.ln1b + l * C, m->scratch, a.dbtc, residual,
-                           p.ln1w + l * C, a.ln1_mean + l * N, a.ln1_rstd + l * N, N, C, s);
+                           p.ln1w + l * C, a.ln1_mean + l * N, a.ln1_rstd + l * N, N, C, s, gemm_amax_slot(g, a.dresidual, BTC));
         // every gradient of layer l is final: reduce it across ranks while backward goes on
         if (m->reduce_grads) multi_gpu_reduce_bucket(m->mg, l, m->grads_memory, s);
     }
     prof_mark(m->prof, PROF_ENCODER, s);
     encoder_backward(gr.wte, gr.wpe, &m->encoder_ws, a.dresidual, m->inputs_host, B, T, C, s);
     if (m->reduce_grads) multi_gpu_reduce_bucket(m->mg, L, m->grads_memory, s);  // wte, wpe, lnfw, lnfb
+    m->gemm.training = 0;
     prof_mark(m->prof, PROF_OTHER, s);
     return gpt2_mean_loss(m, B, T);
 }
