@@ -86,17 +86,37 @@ if has_stage train; then
 fi
 
 if has_stage resume; then
-    # an uninterrupted 20-step run vs 10 steps + resume for 10: the printed losses must be identical
-    v=bf16
-    args=(-e d4 -b 8 -t 256 -x 20 -l 1e-3 -u 5 -v 0 -s 0 -n 10)
+    # an uninterrupted 20-step run vs 10 steps + resume for 10: the printed losses must be identical. Validation
+    # every 5 steps, so an evaluation forward runs between the checkpoint's weight update and the save. The
+    # FP8 / TCFP-12 runs carry their GEMM state (error feedback, amax histories, weight codes) in lowp_*.bin.
+    resume_cases=("bf16|" "fp8|--fp8-delayed 4 --fp8-warmup 3" "tcfp12|--tcfp-ef 1 --fp8-delayed 4" "tcfp12|--tcfp-srr 1"
+                  "tcfp12|--tcfp-block 128 --tcfp-ef 1")
+    for rc in "${resume_cases[@]}"; do
+        v=${rc%%|*}; knobs=${rc#*|}; tag="$v${knobs// /}"
+        [ -x "build/$v/train_gpt2cu" ] || continue
+        args=(-e d4 -b 8 -t 256 -x 20 -l 1e-3 -u 5 -v 5 -m 2 -s 0 -n 10 $knobs)
+        rm -rf "$OUT/res_a" "$OUT/res_b"
+        "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_a" > "$OUT/resume_${tag}_full.log" 2>&1
+        "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_b" > "$OUT/resume_${tag}_part1.log" 2>&1
+        rm -f "$OUT"/res_b/*_00000020*.bin
+        "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_b" -y 1 > "$OUT/resume_${tag}_part2.log" 2>&1
+        a=$(grep -E '^step +[0-9]+/20' "$OUT/resume_${tag}_full.log" | awk -F'|' '$1 ~ /step +(1[1-9]|20)\// {print $1 $2 $3}')
+        b=$(grep -E '^step +[0-9]+/20' "$OUT/resume_${tag}_part2.log" | awk -F'|' '{print $1 $2 $3}')
+        if [ -n "$a" ] && [ "$a" = "$b" ]; then row "resume bit-exact ($v $knobs)" "ok (steps 11-20 identical)"
+        else row "resume bit-exact ($v $knobs)" "FAIL"; diff <(echo "$a") <(echo "$b") | head; tail -3 "$OUT/resume_${tag}_part2.log"; fi
+        if [ "$v" = tcfp12 ] && [ "$knobs" = "--tcfp-ef 1 --fp8-delayed 4" ]; then
+            # bad resumes: other options, or the GEMM state file missing: a message naming the file, non-zero exit
+            rm -f "$OUT"/res_b/*_00000020*.bin   # (part 2 wrote step 20 again) resume from step 10
+            "build/$v/train_gpt2cu" "${args[@]//--tcfp-ef/--tcfp-abd}" -o "$OUT/res_b" -y 1 > "$OUT/resume_bad_opt.log" 2>&1
+            rc1=$?
+            rm -f "$OUT"/res_b/lowp_00000010.bin
+            "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_b" -y 1 > "$OUT/resume_bad_missing.log" 2>&1
+            rc2=$?
+            row "resume, other --tcfp-ef" "exit $rc1: $(grep -m1 error "$OUT/resume_bad_opt.log" | cut -c1-110)"
+            row "resume, lowp state missing" "exit $rc2: $(grep -m1 error "$OUT/resume_bad_missing.log" | cut -c1-110)"
+        fi
+    done
     rm -rf "$OUT/res_a" "$OUT/res_b"
-    "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_a" > "$OUT/resume_full.log" 2>&1
-    "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_b" > "$OUT/resume_part1.log" 2>&1
-    rm -f "$OUT/res_b/model_00000020.bin" "$OUT/res_b/state_00000020.bin"
-    "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_b" -y 1 > "$OUT/resume_part2.log" 2>&1
-    a=$(grep -E '^step +[0-9]+/20' "$OUT/resume_full.log" | awk -F'|' '$1 ~ /step +(1[1-9]|20)\// {print $1 $2 $3}')
-    b=$(grep -E '^step +[0-9]+/20' "$OUT/resume_part2.log" | awk -F'|' '{print $1 $2 $3}')
-    if [ -n "$a" ] && [ "$a" = "$b" ]; then row "resume bit-exact ($v)" "ok (steps 11-20 identical)"; else row "resume bit-exact ($v)" "FAIL"; diff <(echo "$a") <(echo "$b") | head; fi
 fi
 
 if has_stage bench; then
@@ -216,7 +236,8 @@ if has_stage lowp; then
     done
     for cfg in "d12 64" "d24 32"; do
         set -- $cfg
-        for run in "bf16" "fp8" "tcfp12" "tcfp12 --tcfp-block 128"; do
+        for run in "bf16" "fp8" "fp8 --fp8-delayed 16" "fp8 --fp8-lm-head 1 --fp8-fast-accum 1" "tcfp12" "tcfp12 --tcfp-abd 1" \
+                   "tcfp12 --tcfp-block 128"; do
             read -r -a r <<< "$run"
             tag=$(echo "$run" | tr -d ' -')
             timeout 200 "build/${r[0]}/train_gpt2cu" -e "$1" -b "$2" -t 1024 -x "${BENCH_STEPS:-20}" -v 0 -s 0 -l 6e-4 "${r[@]:1}" \
@@ -242,7 +263,8 @@ if has_stage lowp_knobs; then
     # impossible combination must stop with a message
     for run in "bf16" "fp8" "fp8 --fp8-delayed 16" "fp8 --fp8-hp-wgrad 1" "fp8 --fp8-fast-accum 1" "fp8 --fp8-warmup 10" \
                "fp8 --fp8-lm-head 1" "tcfp12" "tcfp12 --tcfp-ef 1" "tcfp12 --tcfp-srr 1" "tcfp12 --tcfp-abd 1" \
-               "tcfp12 --tcfp-block 128 --tcfp-ef 1" "tcfp12 --tcfp-ef 1 --tcfp-srr 1"; do
+               "tcfp12 --tcfp-block 128 --tcfp-ef 1" "tcfp12 --tcfp-block 64" "tcfp12 --tcfp-block 32 --tcfp-abd 1" \
+               "tcfp12 --tcfp-ef 1 --tcfp-srr 1"; do
         read -r -a r <<< "$run"
         tag=$(echo "$run" | tr -d ' -')
         timeout 120 "build/${r[0]}/train_gpt2cu" -e d6 -b 8 -t 256 -x 30 -l 1e-3 -u 5 -v 0 -s 0 "${r[@]:1}" > "$OUT/knob_$tag.log" 2>&1
