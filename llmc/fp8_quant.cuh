@@ -65,6 +65,9 @@ constexpr int FP8Q_TILE = 64;                // transposes work on 64 x 64 tiles
 // Device scratch (floats) needed by fp8_amax, fp8_amax_scale and per-tensor tcfp12_split.
 constexpr size_t FP8_QUANT_SCRATCH_FLOATS = FP8Q_MAX_PARTIALS;
 
+// Rows of fp8_quantize_pair's column-sum partials for a matrix of `rows` rows (one per 64-row tile).
+static inline int fp8_col_partial_rows(int rows) { return (rows + FP8Q_TILE - 1) / FP8Q_TILE; }
+
 // ------------------------------------------------------------------------------------------------
 // Host-side helpers
 
@@ -496,7 +499,8 @@ template <class T, FP8Kind KIND, bool SR, bool BLOCKED>
 __global__ void __launch_bounds__(FP8Q_THREADS)
     fp8q_quantize_transpose_kernel(uint8_t* __restrict__ out, const T* __restrict__ x, int rows, int cols,
                                    const float* __restrict__ scale, FP8BlockLayout L, uint64_t seed, int vec_in, int vec_out,
-                                   uint8_t* __restrict__ out_plain, uint32_t* __restrict__ amax_accum) {
+                                   uint8_t* __restrict__ out_plain, uint32_t* __restrict__ amax_accum,
+                                   float* __restrict__ col_partials) {
     __shared__ __align__(16) uint8_t tile[FP8Q_TILE * FP8Q_TILE];
     const int r0 = blockIdx.y * FP8Q_TILE, c0 = blockIdx.x * FP8Q_TILE;
     const bool full = r0 + FP8Q_TILE <= rows && c0 + FP8Q_TILE <= cols;
@@ -508,6 +512,9 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
         constexpr int V = Packed128<T>::size, CG = FP8Q_TILE / V, RPT = 16 / V;
         const int cg = threadIdx.x % CG, rg = threadIdx.x / CG, cl = cg * V;
         uint8_t codes[RPT][V];
+        float csum[V];  // this thread's share of the column sums (col_partials)
+        #pragma unroll
+        for (int j = 0; j < V; j++) csum[j] = 0.0f;
         #pragma unroll
         for (int k = 0; k < RPT; k++) {
             const int r = r0 + rg * RPT + k, c = c0 + cl;
@@ -519,6 +526,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
             #pragma unroll
             for (int j = 0; j < V; j++) {
                 m = max(m, fp8q_absbits(v[j]));
+                csum[j] += v[j];
                 v[j] = fp8q_scaled(v[j], sk);
             }
             fp8q_encode_n<KIND, SR, V>(codes[k], v, seed, idx);
@@ -545,6 +553,18 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
                 for (int k = 0; k < RPT; k++) dst[k] = codes[k][j];
             }
         }
+        if (col_partials) {  // the tile's column sums: row groups in order (uniform branch: every thread syncs)
+            constexpr int NRG = FP8Q_THREADS / CG;
+            __shared__ float red[NRG][FP8Q_TILE];
+            #pragma unroll
+            for (int j = 0; j < V; j++) red[rg][cl + j] = csum[j];
+            __syncthreads();
+            if (threadIdx.x < FP8Q_TILE) {
+                float t = 0.0f;
+                for (int g = 0; g < NRG; g++) t += red[g][threadIdx.x];
+                col_partials[(size_t)blockIdx.y * cols + c0 + threadIdx.x] = t;
+            }
+        }
     } else {
         for (int e = threadIdx.x; e < FP8Q_TILE * FP8Q_TILE; e += FP8Q_THREADS) {
             const int rl = e >> 6, cl = e & 63, r = r0 + rl, c = c0 + cl;
@@ -558,6 +578,12 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
                 tile[fp8q_tpos(cl, rl)] = code;
                 if (out_plain) out_plain[idx] = code;
             }
+        }
+        if (col_partials && threadIdx.x < FP8Q_TILE && c0 + (int)threadIdx.x < cols) {  // edge tiles: rows in order
+            const int c = c0 + threadIdx.x;
+            float t = 0.0f;
+            for (int r = r0; r < min(rows, r0 + FP8Q_TILE); r++) t += (float)x[(size_t)r * cols + c];
+            col_partials[(size_t)blockIdx.y * cols + c] = t;
         }
     }
     if (amax_accum) fp8q_amax_accumulate(amax_accum, m);  // (contains the __syncthreads the tile store needs)
@@ -811,7 +837,7 @@ static inline void fp8_scale_from_amax_bits(uint32_t* bits, float* amax_out, flo
 // 16-byte aligned and rows % 16 == 0. rows <= 65535 * 64 for the transposed form.
 template <class T>
 void fp8_quantize_pair(uint8_t* out, uint8_t* out_t, const T* x, int rows, int cols, FP8Kind kind, const float* scale,
-                       uint32_t* amax_accum, int stochastic, uint64_t seed, cudaStream_t stream);
+                       uint32_t* amax_accum, int stochastic, uint64_t seed, cudaStream_t stream, float* col_partials = nullptr);
 
 template <class T>
 void fp8_quantize(uint8_t* out, const T* x, int rows, int cols, FP8Kind kind, const float* scale, int transpose,
@@ -826,15 +852,19 @@ void fp8_quantize(uint8_t* out, const T* x, int rows, int cols, FP8Kind kind, co
 //   amax_accum: NULL, or a device uint32 that receives max(*amax_accum, bits of max |x|) (integer atomicMax
 //     of |x| bit patterns, one per thread block: deterministic; a NaN gives a NaN pattern, read it with
 //     fp8_scale_from_amax_bits). The caller zeroes it before the first accumulation.
+//   col_partials: NULL, or (needs out_t) fp8_col_partial_rows(rows) x cols fp32 (row-major, overwritten):
+//     row t holds the column sums of x over rows [64 t, 64 t + 64), summed in a fixed order (the bias
+//     gradient of a linear layer whose dY this is: gemm.cuh gemm_dbias_finish adds the rows in order).
 // Codes, scale, rounding, seed and fast paths exactly as fp8_quantize (the two outputs are bit-identical to
 // two fp8_quantize calls). Used by the FP8 GEMM backend to make an activation's GEMM operand and its
 // transposed wgrad operand in one pass, and (delayed scaling) to take the amax for the history while
 // quantizing instead of in a separate pass.
 template <class T>
 void fp8_quantize_pair(uint8_t* out, uint8_t* out_t, const T* x, int rows, int cols, FP8Kind kind, const float* scale,
-                       uint32_t* amax_accum, int stochastic, uint64_t seed, cudaStream_t stream) {
+                       uint32_t* amax_accum, int stochastic, uint64_t seed, cudaStream_t stream, float* col_partials) {
     fp8q_require((out != NULL || out_t != NULL) && x != NULL && scale != NULL && rows >= 0 && cols >= 0 && out != out_t,
                  "fp8_quantize", "bad arguments");
+    fp8q_require(col_partials == NULL || out_t != NULL, "fp8_quantize_pair", "column sums come with the transposed output");
     if (rows == 0 || cols == 0) return;
     const FP8BlockLayout none = {};
     fp8q_with_kind(kind, [&](auto K) {
@@ -847,7 +877,8 @@ void fp8_quantize_pair(uint8_t* out, uint8_t* out_t, const T* x, int rows, int c
                 const int vec_out = fp8q_aligned16(out_t) && rows % 16 == 0;
                 const dim3 grid(ceil_div(cols, FP8Q_TILE), ceil_div(rows, FP8Q_TILE));
                 fp8q_quantize_transpose_kernel<T, KIND, SR, false>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out_t, x, rows, cols, scale, none, seed, vec_in, vec_out, out, amax_accum);
+                    <<<grid, FP8Q_THREADS, 0, stream>>>(out_t, x, rows, cols, scale, none, seed, vec_in, vec_out, out, amax_accum,
+                                                        col_partials);
             } else {
                 const size_t n = (size_t)rows * cols;
                 const int vec = fp8q_aligned16(x) && fp8q_aligned16(out);
@@ -934,7 +965,7 @@ void fp8_quantize_blocked(uint8_t* out, const T* x, const FP8BlockLayout& L, FP8
                 const int vec_out = fp8q_aligned16(out) && rows % 16 == 0;
                 const dim3 grid(ceil_div(cols, FP8Q_TILE), ceil_div(rows, FP8Q_TILE));
                 fp8q_quantize_transpose_kernel<T, KIND, SR, true>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scales, L, seed, vec_in, vec_out, nullptr, nullptr);
+                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scales, L, seed, vec_in, vec_out, nullptr, nullptr, nullptr);
             } else {
                 const size_t n = (size_t)rows * cols;
                 const int vec = blk16 && cols % 16 == 0 && fp8q_aligned16(x) && fp8q_aligned16(out);

@@ -111,7 +111,7 @@ struct GemmContext;
 // A low-precision backend (llmc/gemm_lowp.cuh): returns true when it computed the product itself.
 //   forward:  y (N, OC) = inp (N, C) · weightᵀ + bias (overwrite)
 //   backward: dinp (N, C) = dout · weight (overwrite; skipped if NULL) and dweight (OC, C) += doutᵀ · inp
-//             (skipped if NULL)
+//             (skipped if NULL); may also do dbias (OC) += column sums of dout (then sets *dbias_done)
 //   amax_slot: a zeroed device slot into which the kernel about to produce `tensor` (n values) may
 //             atomicMax the bit patterns of |value| (current scaling without an amax pass); valid for the
 //             next forward/backward call only, whose input (forward) or dout (backward) it must be. NULL:
@@ -122,8 +122,8 @@ struct GemmLowpBackend {
     void* state;
     const char* name;
     bool (*forward)(GemmContext* ctx, floatX* y, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C, int OC);
-    bool (*backward)(GemmContext* ctx, floatX* dinp, floatX* dweight, const floatX* dout, const floatX* inp, const floatX* weight,
-                     int N, int C, int OC);
+    bool (*backward)(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, bool* dbias_done, const floatX* dout,
+                     const floatX* inp, const floatX* weight, int N, int C, int OC);
     unsigned int* (*amax_slot)(GemmContext* ctx, const void* tensor, size_t n);
     bool (*keeps_input)(GemmContext* ctx, const floatX* weight, int N);
     void (*destroy)(GemmContext* ctx);   // frees the backend (gemm_context_free calls it)
@@ -658,14 +658,20 @@ size_t matmul_dbias_scratch_floats(int N, int OC) {
 }
 
 // dbias (OC) += Σ_n dout[n, :], deterministic. scratch: matmul_dbias_scratch_floats(N, OC) floats.
+// dbias (OC) += the column sums of partial (chunks, OC) fp32, row-major, added in row order (stage 2 of
+// the bias gradient; the FP8 backend's dY quantization makes the partials itself). Deterministic.
+static inline void gemm_dbias_finish(floatX* dbias, const float* partial, int chunks, int OC, cudaStream_t stream) {
+    gemm_dbias_finish_kernel<<<ceil_div(OC, 32), dim3(32, GEMM_DBIAS_BLOCK_Y), 0, stream>>>(dbias, partial, chunks, OC);
+    cudaCheckLaunch();
+}
+
 static inline void gemm_dbias_accumulate(floatX* dbias, const floatX* dout, float* scratch, int N, int OC, cudaStream_t stream) {
     int rows, chunks;
     gemm_dbias_chunks(N, OC, &rows, &chunks);
     dim3 block(32, GEMM_DBIAS_BLOCK_Y);
     gemm_dbias_partial_kernel<<<dim3(ceil_div(OC, 32 * x128::size), chunks), block, 0, stream>>>(scratch, dout, N, OC, rows);
     cudaCheckLaunch();
-    gemm_dbias_finish_kernel<<<ceil_div(OC, 32), block, 0, stream>>>(dbias, scratch, chunks, OC);
-    cudaCheckLaunch();
+    gemm_dbias_finish(dbias, scratch, chunks, OC, stream);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -909,7 +915,8 @@ void matmul_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* db
         exit(EXIT_FAILURE);
     }
     // The low-precision backend (if any and if it takes this layer) computes dinp without GELU' and dweight.
-    const bool lowp = ctx->lowp && ctx->lowp->backward(ctx, dinp, dweight, dout, inp, weight, N, C, OC);
+    bool dbias_done = false;
+    const bool lowp = ctx->lowp && ctx->lowp->backward(ctx, dinp, dweight, dbias, &dbias_done, dout, inp, weight, N, C, OC);
     if (dinp) {
         const bool fused = !lowp && pre_gelu != NULL && ctx->fuse_gelu && C % 8 == 0 &&
                            gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, pre_gelu);
@@ -924,5 +931,5 @@ void matmul_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* db
         }
     }
     if (dweight && !lowp) gemm_backend_backward_dweight(ctx, dweight, dout, inp, N, C, OC);
-    if (dbias) gemm_dbias_accumulate(dbias, dout, dbias_scratch, N, OC, ctx->stream);
+    if (dbias && !dbias_done) gemm_dbias_accumulate(dbias, dout, dbias_scratch, N, OC, ctx->stream);
 }

@@ -128,6 +128,8 @@ struct LowpState {
     size_t w32_cap;
     float* acc32;                // block 32 / 64: fp32 accumulator of the chunked GEMMs (grow-only)
     size_t acc32_cap;
+    float* colpart;              // column sums of dY per 64-row tile (the bias gradient; grow-only)
+    size_t colpart_cap;
     unsigned long long declined_shape;
 };
 
@@ -350,10 +352,11 @@ static inline void lowp_quantize_weights(LowpState* s, LowpLayer* L, unsigned lo
 // per tensor into `codes` with the scale triple sc, or (blocked) with 1 x block scales into codes
 // + the block-scale pair `pair` (0: xs / xinv, 1: gs / ginv). tcodes != NULL: also the (K, rows) per-tensor
 // transposed copy (the wgrad operand), with its scale in sc; per tensor both copies come from one pass
-// (fp8_quantize_pair). hint: the producer's amax slot of x (lowp_take_hint) or NULL.
+// (fp8_quantize_pair). hint: the producer's amax slot of x (lowp_take_hint) or NULL. col_partials: with
+// tcodes, the column sums of x per 64-row tile (fp8_quantize_pair), or NULL.
 static inline void lowp_quantize_act(LowpState* s, LowpLayer* L, int role, const floatX* x, int rows, int K, FP8Kind kind,
                                      uint8_t* codes, uint8_t* tcodes, float* sc, int pair, bool blocked, uint32_t* hint,
-                                     cudaStream_t stream) {
+                                     cudaStream_t stream, float* col_partials = NULL) {
     if (blocked) {
         const FP8BlockLayout BL = lowp_act_layout(s->opt.block, rows, K);
         lowp_grow_blk(s, fp8_block_layout_count(BL));  // before the buffers are read: it may reallocate them
@@ -365,7 +368,7 @@ static inline void lowp_quantize_act(LowpState* s, LowpLayer* L, int role, const
     }
     if (codes || tcodes) {
         uint32_t* acc = lowp_scale(s, L, role, sc, x, (size_t)rows * K, kind, hint, stream);
-        fp8_quantize_pair(codes, tcodes, x, rows, K, kind, LOWP_SCALE(sc), acc, 0, 0, stream);
+        fp8_quantize_pair(codes, tcodes, x, rows, K, kind, LOWP_SCALE(sc), acc, 0, 0, stream, tcodes ? col_partials : NULL);
     }
 }
 
@@ -448,8 +451,8 @@ static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const f
     return true;
 }
 
-static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, const floatX* dout, const floatX* inp, const floatX* weight,
-                          int N, int C, int OC) {
+static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, bool* dbias_done, const floatX* dout,
+                          const floatX* inp, const floatX* weight, int N, int C, int OC) {
     LowpState* s = lowp_state(ctx);
     uint32_t* hint = lowp_take_hint(s, dout, (size_t)N * OC);
     if (weight == NULL || (weight == s->lm_head_weight && !s->opt.lm_head)) return false;
@@ -464,9 +467,19 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, const
         die("gemm_lowp: the backward of a linear layer (N=%d C=%d OC=%d) without its forward at the same N", N, C, OC);
     float* gsc = s->scalars;
     float* lo = L->f + LOWP_TRIPLE;
-    // dY: E5M2, plain (dgrad, B operand along OC) and transposed (wgrad, B operand along N), one pass
+    // dY: E5M2, plain (dgrad, B operand along OC) and transposed (wgrad, B operand along N), one pass that
+    // also makes the bias gradient's column sums
+    float* colpart = NULL;
+    if (dbias && fp8_wgrad) {
+        lowp_grow(&s->colpart, &s->colpart_cap, (size_t)fp8_col_partial_rows(N) * OC);
+        colpart = s->colpart;
+    }
     lowp_quantize_act(s, L, LOWP_ROLE_DY, dout, N, OC, FP8_E5M2, dinp ? s->g8 : NULL, fp8_wgrad ? s->gt8 : NULL, gsc, 1, blocked,
-                      hint, st);
+                      hint, st, colpart);
+    if (colpart) {
+        gemm_dbias_finish(dbias, colpart, fp8_col_partial_rows(N), OC, st);
+        *dbias_done = true;
+    }
     cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
     if (dinp) {
         bool ok;
@@ -510,7 +523,7 @@ static void lowp_destroy(GemmContext* ctx) {
                         L->xt, L->bias};
         for (void* b : bufs) cudaCheck(cudaFree(b));
     }
-    void* bufs[] = {s->scalars, s->scratch, s->amax_bits, s->a8, s->g8, s->gt8, s->xs, s->xinv, s->gs, s->ginv, s->w32, s->acc32};
+    void* bufs[] = {s->scalars, s->scratch, s->amax_bits, s->a8, s->g8, s->gt8, s->xs, s->xinv, s->gs, s->ginv, s->w32, s->acc32, s->colpart};
     for (void* b : bufs) cudaCheck(cudaFree(b));
     fp8_gemm_context_free(&s->fp8);
     free(s);

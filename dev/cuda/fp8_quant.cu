@@ -501,14 +501,33 @@ static bool check_quantize(Tally& tally, int rows, int cols, FP8Kind kind, bool 
     uint32_t want_amax = 0;
     for (size_t i = 0; i < n; i++) want_amax = std::max(want_amax, habs(x[i]));
     DeviceBuffer<uint32_t> dam(1);
+    const int prow = fp8_col_partial_rows(rows);
+    DeviceBuffer<float> dcol((size_t)prow * cols);
     bool ok_pair = true;
     for (int both = 0; both <= 1; both++) {
         dq.poison();
         dt.poison();
+        dcol.poison();
         dam.zero();
         fp8_quantize_pair(dq.ptr + offset, both ? dt.ptr + offset : (uint8_t*)NULL, dx.ptr + offset, rows, cols, kind, ds.ptr, dam.ptr, sr,
-                          srseed, 0);
+                          srseed, 0, both ? dcol.ptr : (float*)NULL);
         cudaCheck(cudaDeviceSynchronize());
+        if (both) {  // column sums per 64-row tile against fp64, within fp32 summation error of <= 64 terms
+            const std::vector<float> got = download(dcol);
+            size_t bad = 0;
+            for (int t = 0; t < prow; t++)
+                for (int c = 0; c < cols; c++) {
+                    double ref = 0.0, mag = 0.0;
+                    for (int r = t * 64; r < std::min(rows, t * 64 + 64); r++) {
+                        ref += x[(size_t)r * cols + c];
+                        mag += fabs((double)x[(size_t)r * cols + c]);
+                    }
+                    const float g = got[(size_t)t * cols + c];
+                    const bool ok_c = std::isfinite(ref) ? fabs(g - ref) <= 64.0 * 0x1p-24 * mag + 1e-30 : !std::isfinite(g);
+                    if (!ok_c && bad++ < 3) printf("      column sum tile %d col %d: got %.9g want %.9g\n", t, c, g, ref);
+                }
+            ok_pair = ok_pair && bad == 0;
+        }
         uint32_t got_amax = 0;
         cudaCheck(cudaMemcpy(&got_amax, dam.ptr, 4, cudaMemcpyDeviceToHost));
         const bool ok_codes = download_from(dq.ptr + offset, n) == q && (!both || download_from(dt.ptr + offset, n) == qt);
