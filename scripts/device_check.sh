@@ -2,8 +2,8 @@
 # Build, test and benchmark on a GPU machine in one call; prints a short table last.
 #
 #   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg sf16
-#                                            sf16_curves mgpu mgpu_bench (NGPU GPUs, default 2) lowp lowp_curves
-#                                            lowp_knobs
+#                                            sf16_curves mgpu mgpu_bench mgpu_lowp (NGPU GPUs, default 2) lowp
+#                                            lowp_curves lowp_knobs
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -201,6 +201,28 @@ if has_stage mgpu; then
     rm -f "$OUT"/mres_b/*_00000020*
     timeout 300 scripts/multi_gpu.sh "$n" "${args[@]}" -o "$OUT/mres_b" -y 1 > "$OUT/mgpu_resume_part2.log" 2>&1
     row "resume at $n GPUs (bf16, -z 1)" "$(python3 scripts/compare_losses.py "$OUT/mgpu_resume_full.log" "$OUT/mgpu_resume_part2.log" --steps 11-20 --exact)"
+fi
+
+if has_stage mgpu_lowp; then
+    # FP8 / TCFP-12 at N GPUs (ZeRO-1) vs 1 GPU at the same global batch, and resume at N GPUs with the
+    # per-rank GEMM state (lowp_<step>_rank<r>.bin)
+    n=${NGPU:-2}
+    common=(-e d12 -t 1024 -b 4 -x 20 -l 6e-4 -u 5 -v 0 -s 0 -i "${MGPU_LOWP_DATA:-data/gutenberg/gutenberg_train_*.bin}")
+    for run in "fp8" "tcfp12" "tcfp12 --tcfp-ef 1 --fp8-delayed 4"; do
+        read -r -a r <<< "$run"
+        tag=$(echo "$run" | tr -d ' -')
+        timeout 300 "build/${r[0]}/train_gpt2cu" "${common[@]}" "${r[@]:1}" -d $((4 * 1024 * n)) > "$OUT/mgpu_${tag}_1gpu.log" 2>&1
+        BIN="build/${r[0]}/train_gpt2cu" timeout 300 scripts/multi_gpu.sh "$n" "${common[@]}" "${r[@]:1}" -z 1 > "$OUT/mgpu_${tag}_${n}gpu.log" 2>&1
+        row "$n GPUs vs 1, $run -z 1" "rc=$? $(python3 scripts/compare_losses.py "$OUT/mgpu_${tag}_1gpu.log" "$OUT/mgpu_${tag}_${n}gpu.log" --rtol 0.01)"
+    done
+    args=(-e d12 -t 1024 -b 4 -x 20 -l 6e-4 -u 5 -v 0 -s 0 -n 10 -z 1 --tcfp-ef 1 --fp8-delayed 4 -i "${MGPU_LOWP_DATA:-data/gutenberg/gutenberg_train_*.bin}")
+    rm -rf "$OUT/mres_a" "$OUT/mres_b"
+    BIN=build/tcfp12/train_gpt2cu timeout 300 scripts/multi_gpu.sh "$n" "${args[@]}" -o "$OUT/mres_a" > "$OUT/mgpu_lowp_resume_full.log" 2>&1
+    BIN=build/tcfp12/train_gpt2cu timeout 300 scripts/multi_gpu.sh "$n" "${args[@]}" -o "$OUT/mres_b" > "$OUT/mgpu_lowp_resume_part1.log" 2>&1
+    rm -f "$OUT"/mres_b/*_00000020*
+    BIN=build/tcfp12/train_gpt2cu timeout 300 scripts/multi_gpu.sh "$n" "${args[@]}" -o "$OUT/mres_b" -y 1 > "$OUT/mgpu_lowp_resume_part2.log" 2>&1
+    row "resume at $n GPUs (tcfp12 ef, -z 1)" "$(ls "$OUT"/mres_b/lowp_00000010_rank*.bin 2>/dev/null | wc -l) lowp files; $(python3 scripts/compare_losses.py "$OUT/mgpu_lowp_resume_full.log" "$OUT/mgpu_lowp_resume_part2.log" --steps 11-20 --exact)"
+    rm -rf "$OUT/mres_a" "$OUT/mres_b"
 fi
 
 if has_stage mgpu_bench; then
