@@ -1153,6 +1153,15 @@ static void time_activations(std::vector<TimeRow>& rows, int R, int C) {
     add_time(rows, "amax + scale", R, C, tn, in, time_median_ms([&] { fp8_amax_scale(s.ptr, s.ptr + 1, s.ptr + 2, dx.ptr, n, FP8_E4M3FN, 0, 1, scratch.ptr, 0); }));
     add_time(rows, "quantize e4m3 RNE", R, C, tn, in + n, time_median_ms([&] { fp8_quantize(dq.ptr, dx.ptr, R, C, FP8_E4M3FN, s.ptr + 1, 0, 0, 1, 0); }));
     add_time(rows, "quantize e4m3 RNE transposed", R, C, tn, in + n, time_median_ms([&] { fp8_quantize(dq.ptr, dx.ptr, R, C, FP8_E4M3FN, s.ptr + 1, 1, 0, 1, 0); }));
+    {  // the FP8 backend's passes: X -> plain + transposed codes; dY -> both + amax + the bias gradient's column sums
+        DeviceBuffer<uint8_t> dq2(n);
+        DeviceBuffer<uint32_t> am(1);
+        DeviceBuffer<float> colp((size_t)fp8_col_partial_rows(R) * C);
+        add_time(rows, "pair e4m3 (plain + T)", R, C, tn, in + 2.0 * n, time_median_ms([&] {
+            fp8_quantize_pair(dq.ptr, dq2.ptr, dx.ptr, R, C, FP8_E4M3FN, s.ptr + 1, (uint32_t*)NULL, 0, 0, 0); }));
+        add_time(rows, "pair e5m2 + amax + colsums", R, C, tn, in + 2.0 * n + 4.0 * fp8_col_partial_rows(R) * C, time_median_ms([&] {
+            fp8_quantize_pair(dq.ptr, dq2.ptr, dx.ptr, R, C, FP8_E5M2, s.ptr + 1, am.ptr, 0, 0, 0, colp.ptr); }));
+    }
     add_time(rows, "quantize e5m2 SR", R, C, tn, in + n, time_median_ms([&] { fp8_quantize(dq.ptr, dx.ptr, R, C, FP8_E5M2, s.ptr + 1, 0, 1, 1, 0); }));
     add_time(rows, "quantize e5m2 SR transposed", R, C, tn, in + n, time_median_ms([&] { fp8_quantize(dq.ptr, dx.ptr, R, C, FP8_E5M2, s.ptr + 1, 1, 1, 1, 0); }));
     const FP8BlockLayout L = fp8_block_layout_cublaslt_vec128(R, C);
