@@ -131,6 +131,7 @@ struct LowpState {
     float* colpart;              // column sums of dY per 64-row tile (the bias gradient; grow-only)
     size_t colpart_cap;
     unsigned long long declined_shape;
+    int warned_rows;             // the note about B*T not a multiple of 16 was printed
 };
 
 static inline LowpState* lowp_state(GemmContext* ctx) { return (LowpState*)ctx->lowp->state; }
@@ -376,14 +377,19 @@ static inline bool lowp_eligible(const GemmContext* ctx, LowpState* s, LowpLayer
     if (ctx->optimizer_steps < s->opt.warmup) return false;
     if (weight == s->lm_head_weight && !s->opt.lm_head) return false;
     const int b = s->opt.block;
-    const bool ok = N % 16 == 0 && C % 16 == 0 && OC % 16 == 0 && (!b || (C % b == 0 && OC % b == 0));
-    if (!ok && !L->warned) {
+    const bool shape_ok = C % 16 == 0 && OC % 16 == 0 && (!b || (C % b == 0 && OC % b == 0));
+    if (!shape_ok && !L->warned) {  // a property of the layer: once per layer
         L->warned = 1;
         s->declined_shape++;
-        printf("note: %s: a linear layer (N=%d C=%d OC=%d) runs in BF16: FP8 GEMMs need multiples of 16%s\n", s->backend.name, N, C,
-               OC, b ? " and C, OC multiples of the --tcfp-block size" : "");
+        printf("note: %s: a linear layer (C=%d OC=%d) runs in BF16: FP8 GEMMs need multiples of 16%s\n", s->backend.name, C, OC,
+               b ? " and C, OC multiples of the --tcfp-block size" : "");
     }
-    return ok;
+    if (shape_ok && N % 16 != 0 && !s->warned_rows) {  // a property of the batch (e.g. sampling's B*T): once per run
+        s->warned_rows = 1;
+        printf("note: %s: forward passes whose B*T is not a multiple of 16 (here %d, e.g. sampling) run their GEMMs in BF16\n",
+               s->backend.name, N);
+    }
+    return shape_ok && N % 16 == 0;
 }
 
 static inline void lowp_gemm_failed(const char* what, cublasStatus_t st, const Fp8GemmContext* f) {
