@@ -94,6 +94,33 @@ __device__ __forceinline__ float block_reduce_max(float v) {
     return warp_reduce_max(v);
 }
 
+// ---- amax as integer bit patterns (FP8 scaling) -------------------------------------------------------
+// |v| as its IEEE bit pattern: for non-negative floats the unsigned order is the value order, and every
+// NaN (any sign, any payload) gives a pattern above +Inf's 0x7F800000, so an integer max of these
+// patterns is max |v| with NaN winning. Integer max is order independent: reductions are deterministic.
+__device__ __forceinline__ unsigned int abs_bits(float v) { return __float_as_uint(v) & 0x7FFFFFFFu; }
+
+// Max of v over the whole block (blockDim.x a multiple of 32, at most 1024); every thread must call it and
+// gets the result. 32 words of shared memory; safe to call repeatedly.
+__device__ __forceinline__ unsigned int block_reduce_max_u32(unsigned int v) {
+    __shared__ unsigned int partial_u32[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    v = __reduce_max_sync(0xFFFFFFFFu, v);
+    __syncthreads();  // protect partial_u32[] from a previous call still being read
+    if (lane == 0) partial_u32[warp] = v;
+    __syncthreads();
+    v = lane < nwarps ? partial_u32[lane] : 0u;
+    return __reduce_max_sync(0xFFFFFFFFu, v);
+}
+
+// *amax = max(*amax, the block's max of m): one integer atomicMax per block (none when the max is 0).
+// The accumulation behind the FP8 amax slots (gemm_amax_slot, fp8_quantize_pair). Every thread of the
+// block must call it.
+__device__ __forceinline__ void block_amax_accumulate(unsigned int* amax, unsigned int m) {
+    m = block_reduce_max_u32(m);
+    if (threadIdx.x == 0 && m != 0u) atomicMax(amax, m);
+}
+
 // ---- stochastic rounding ----------------------------------------------------------------------------
 
 // Counter-based hash (SplitMix64 finalizer) of (seed, index) -> 32 random bits: reproducible, no state.

@@ -211,26 +211,12 @@ static inline HOST_DEVICE float fp8q_scale_from_amax(FP8Format f, float amax, in
     return pow2 ? fp8_scale_pow2_from_amax(f, amax, margin) : fp8_scale_from_amax(f, amax, margin);
 }
 
-__device__ __forceinline__ uint32_t fp8q_absbits(float v) { return __float_as_uint(v) & 0x7FFFFFFFu; }
-__device__ __forceinline__ bool fp8q_isnan(float v) { return fp8q_absbits(v) > 0x7F800000u; }
+__device__ __forceinline__ bool fp8q_isnan(float v) { return abs_bits(v) > 0x7F800000u; }
 
 // x * s as one correctly rounded multiplication (__fmul_rn is never contracted), except that a NaN x is
 // passed on as it is: the device's multiply returns the canonical (positive) NaN, which would lose the
 // sign that fp8.h encodes into the NaN code (E4M3FN 0x7F | sign).
 __device__ __forceinline__ float fp8q_scaled(float x, float s) { return fp8q_isnan(x) ? x : __fmul_rn(x, s); }
-
-// Max over the block (blockDim.x a multiple of 32, at most 1024); every thread must call it; every thread
-// gets the result. Safe to call repeatedly.
-__device__ __forceinline__ uint32_t fp8q_block_max(uint32_t v) {
-    __shared__ uint32_t part[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = __reduce_max_sync(0xFFFFFFFFu, v);
-    __syncthreads();  // a previous call may still be reading part[]
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    v = lane < (int)(blockDim.x >> 5) ? part[lane] : 0u;
-    return __reduce_max_sync(0xFFFFFFFFu, v);
-}
 
 // One code, RNE or SR (random bits of element `idx`), straight from fp8.h.
 template <FP8Kind KIND, bool SR>
@@ -259,7 +245,7 @@ __device__ __forceinline__ void fp8q_encode_n(uint8_t* codes, const float* v, ui
                 const uint32_t p = (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(v[k], v[k + 1]), __NV_SATFINITE, interp);
                 codes[k] = (uint8_t)(p & 0xFFu);
                 codes[k + 1] = (uint8_t)(p >> 8);
-                mx = max(mx, max(fp8q_absbits(v[k]), fp8q_absbits(v[k + 1])));
+                mx = max(mx, max(abs_bits(v[k]), abs_bits(v[k + 1])));
             }
             if (mx > 0x7F800000u) {  // a NaN among the N values
                 #pragma unroll
@@ -341,18 +327,18 @@ __global__ void __launch_bounds__(FP8Q_THREADS) fp8q_amax_partials_kernel(uint32
             fp8q_load16(a, x + p * 16);
             fp8q_load16(b, x + (p + nthr) * 16);
             #pragma unroll
-            for (int k = 0; k < 16; k++) m = max(m, max(fp8q_absbits(a[k]), fp8q_absbits(b[k])));
+            for (int k = 0; k < 16; k++) m = max(m, max(abs_bits(a[k]), abs_bits(b[k])));
         }
         if (p < nc) {
             float a[16];
             fp8q_load16(a, x + p * 16);
             #pragma unroll
-            for (int k = 0; k < 16; k++) m = max(m, fp8q_absbits(a[k]));
+            for (int k = 0; k < 16; k++) m = max(m, abs_bits(a[k]));
         }
         done = nc * 16;
     }
-    for (size_t i = done + tid; i < n; i += nthr) m = max(m, fp8q_absbits((float)x[i]));
-    m = fp8q_block_max(m);
+    for (size_t i = done + tid; i < n; i += nthr) m = max(m, abs_bits((float)x[i]));
+    m = block_reduce_max_u32(m);
     if (threadIdx.x == 0) partials[blockIdx.x] = m;
 }
 
@@ -361,7 +347,7 @@ __global__ void fp8q_amax_finalize_kernel(const uint32_t* partials, int np, floa
                                           FP8Kind kind, int margin, int pow2) {
     uint32_t m = 0;
     for (int i = threadIdx.x; i < np; i += blockDim.x) m = max(m, partials[i]);
-    m = fp8q_block_max(m);
+    m = block_reduce_max_u32(m);
     if (threadIdx.x == 0) {
         const float amax = fp8q_amax_from_bits(m);
         if (amax_out) *amax_out = amax;
@@ -383,7 +369,7 @@ __global__ void fp8q_scale_kernel(float* scale, float* inv_scale, const float* a
 __global__ void fp8q_delayed_scale_kernel(float* history, int H, int* pos, const float* amax_now, float* scale,
                                           float* inv_scale, FP8Kind kind, int margin, int pow2) {
     uint32_t m = 0;
-    for (int j = threadIdx.x; j < H; j += 32) m = max(m, fp8q_absbits(history[j]));
+    for (int j = threadIdx.x; j < H; j += 32) m = max(m, abs_bits(history[j]));
     m = __reduce_max_sync(0xFFFFFFFFu, m);  // all lanes have read history[] before lane 0 writes it
     if (threadIdx.x == 0) {
         const float now = *amax_now;
@@ -412,7 +398,7 @@ __global__ void fp8q_delayed_pending_kernel(float* history, int H, int* pos, uin
     }
     __syncwarp();
     uint32_t m = 0;
-    for (int j = threadIdx.x; j < H; j += 32) m = max(m, fp8q_absbits(history[j]));
+    for (int j = threadIdx.x; j < H; j += 32) m = max(m, abs_bits(history[j]));
     m = __reduce_max_sync(0xFFFFFFFFu, m);
     if (threadIdx.x == 0) {  // 2. the scale from the history
         const float s = fp8q_scale_from_amax(fp8_format(kind), fp8q_amax_from_bits(m), margin, pow2);
@@ -434,13 +420,6 @@ __global__ void fp8q_scale_from_bits_kernel(uint32_t* bits, float* amax_out, flo
 
 // ------------------------------------------------------------------------------------------------
 // Kernels: quantization
-
-// Block-wide max of the bit patterns m into *amax_accum (one integer atomicMax per block: order
-// independent, so deterministic). Every thread of the block must call it.
-__device__ __forceinline__ void fp8q_amax_accumulate(uint32_t* amax_accum, uint32_t m) {
-    m = fp8q_block_max(m);
-    if (threadIdx.x == 0 && m != 0u) atomicMax(amax_accum, m);
-}
 
 // Plain quantization: thread i handles elements [16 i, 16 i + 16) of the flat row-major array.
 // vec: x and out 16-byte aligned (and, if BLOCKED, cols % 16 == 0 and block_k % 16 == 0 so that the 16
@@ -468,7 +447,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
         fp8q_load16(v, x + i0);
         #pragma unroll
         for (int k = 0; k < 16; k++) {
-            m = max(m, fp8q_absbits(v[k]));
+            m = max(m, abs_bits(v[k]));
             v[k] = fp8q_scaled(v[k], s);
         }
         uint8_t codes[16];
@@ -483,11 +462,11 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
                 si = __ldg(scale + fp8_block_index_of(L, r, (int)(i - (size_t)r * cols)));
             }
             const float xi = (float)x[i];
-            m = max(m, fp8q_absbits(xi));
+            m = max(m, abs_bits(xi));
             out[i] = fp8q_encode1<KIND, SR>(fp8q_scaled(xi, si), seed, i);
         }
     }
-    if (amax_accum) fp8q_amax_accumulate(amax_accum, m);
+    if (amax_accum) block_amax_accumulate(amax_accum, m);
 }
 
 // Transposed quantization through a 64 x 64 shared-memory tile. grid = (ceil(cols / 64), ceil(rows / 64)).
@@ -525,7 +504,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
             fp8q_load_packet(v, x + idx);
             #pragma unroll
             for (int j = 0; j < V; j++) {
-                m = max(m, fp8q_absbits(v[j]));
+                m = max(m, abs_bits(v[j]));
                 csum[j] += v[j];
                 v[j] = fp8q_scaled(v[j], sk);
             }
@@ -573,7 +552,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
                 if constexpr (BLOCKED) sk = __ldg(scale + fp8_block_index_of(L, r, c));
                 const size_t idx = (size_t)r * cols + c;
                 const float xv = (float)x[idx];
-                m = max(m, fp8q_absbits(xv));
+                m = max(m, abs_bits(xv));
                 const uint8_t code = fp8q_encode1<KIND, SR>(fp8q_scaled(xv, sk), seed, idx);
                 tile[fp8q_tpos(cl, rl)] = code;
                 if (out_plain) out_plain[idx] = code;
@@ -586,7 +565,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
             col_partials[(size_t)blockIdx.y * cols + c] = t;
         }
     }
-    if (amax_accum) fp8q_amax_accumulate(amax_accum, m);  // (contains the __syncthreads the tile store needs)
+    if (amax_accum) block_amax_accumulate(amax_accum, m);  // (contains the __syncthreads the tile store needs)
     __syncthreads();
     fp8q_tile_store(out, tile, rows, cols, r0, c0, full && vec_out);
 }
@@ -639,10 +618,10 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
                 float v[V];
                 fp8q_load_packet(v, row + c);
                 #pragma unroll
-                for (int k = 0; k < V; k++) m = max(m, fp8q_absbits(v[k]));
+                for (int k = 0; k < V; k++) m = max(m, abs_bits(v[k]));
             }
         } else {
-            for (int c = cb + lane; c < ce; c += G) m = max(m, fp8q_absbits((float)row[c]));
+            for (int c = cb + lane; c < ce; c += G) m = max(m, abs_bits((float)row[c]));
         }
     }
     for (int off = G >> 1; off > 0; off >>= 1) m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
@@ -666,9 +645,9 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
     uint32_t m = 0;
     for (int e = threadIdx.x; e < count; e += FP8Q_THREADS) {
         const int rr = e / width, cc = e - rr * width;
-        m = max(m, fp8q_absbits((float)x[(size_t)(r0 + rr) * L.K + c0 + cc]));
+        m = max(m, abs_bits((float)x[(size_t)(r0 + rr) * L.K + c0 + cc]));
     }
-    m = fp8q_block_max(m);
+    m = block_reduce_max_u32(m);
     if (threadIdx.x == 0) {
         const float s = fp8q_scale_from_amax(fp8_format(kind), fp8q_amax_from_bits(m), margin, pow2);
         const int64_t idx = fp8_block_index(L, rb, kb);
@@ -835,6 +814,38 @@ static inline void fp8_scale_from_amax_bits(uint32_t* bits, float* amax_out, flo
 // element index only). Fast paths: plain: x and out 16-byte aligned; transposed: 64 x 64 shared-memory tiles,
 // 16-byte loads when x is 16-byte aligned and cols % (16 / sizeof(T)) == 0, 16-byte stores when out is
 // 16-byte aligned and rows % 16 == 0. rows <= 65535 * 64 for the transposed form.
+// The launch behind fp8_quantize_pair and fp8_quantize_blocked: plain codes into out and / or transposed
+// codes into out_t (at least one) from one read of x (rows, cols); BLOCKED: the QUANT scales of layout L,
+// else the per-tensor *scale. The fast paths' conditions are stated at the public launchers.
+template <class T, bool BLOCKED>
+static inline void fp8q_quantize_launch(const char* fn, uint8_t* out, uint8_t* out_t, const T* x, int rows, int cols, FP8Kind kind,
+                                        const float* scale, const FP8BlockLayout& L, uint32_t* amax_accum, float* col_partials,
+                                        int stochastic, uint64_t seed, cudaStream_t stream) {
+    const bool blk16 = !BLOCKED || L.block_k % 16 == 0;  // a 16-byte vector of x stays inside one scale block
+    fp8q_with_kind(kind, [&](auto K) {
+        fp8q_with_bool(stochastic != 0, [&](auto S) {
+            constexpr FP8Kind KIND = decltype(K)::value;
+            constexpr bool SR = decltype(S)::value;
+            if (out_t) {
+                fp8q_require(ceil_div(rows, FP8Q_TILE) <= 65535, fn, "too many rows for the transposed form");
+                const int vec_in = blk16 && fp8q_aligned16(x) && cols % Packed128<T>::size == 0 && (out == NULL || fp8q_aligned16(out));
+                const int vec_out = fp8q_aligned16(out_t) && rows % 16 == 0;
+                const dim3 grid(ceil_div(cols, FP8Q_TILE), ceil_div(rows, FP8Q_TILE));
+                fp8q_quantize_transpose_kernel<T, KIND, SR, BLOCKED>
+                    <<<grid, FP8Q_THREADS, 0, stream>>>(out_t, x, rows, cols, scale, L, seed, vec_in, vec_out, out, amax_accum,
+                                                        col_partials);
+            } else {
+                const size_t n = (size_t)rows * cols;
+                const int vec = blk16 && (!BLOCKED || cols % 16 == 0) && fp8q_aligned16(x) && fp8q_aligned16(out);
+                const int grid = (int)ceil_div_sz(n, (size_t)16 * FP8Q_THREADS);
+                fp8q_quantize_rowmajor_kernel<T, KIND, SR, BLOCKED>
+                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scale, L, seed, vec, amax_accum);
+            }
+            cudaCheckLaunch();
+        });
+    });
+}
+
 template <class T>
 void fp8_quantize_pair(uint8_t* out, uint8_t* out_t, const T* x, int rows, int cols, FP8Kind kind, const float* scale,
                        uint32_t* amax_accum, int stochastic, uint64_t seed, cudaStream_t stream, float* col_partials = nullptr);
@@ -867,28 +878,8 @@ void fp8_quantize_pair(uint8_t* out, uint8_t* out_t, const T* x, int rows, int c
     fp8q_require(col_partials == NULL || out_t != NULL, "fp8_quantize_pair", "column sums come with the transposed output");
     if (rows == 0 || cols == 0) return;
     const FP8BlockLayout none = {};
-    fp8q_with_kind(kind, [&](auto K) {
-        fp8q_with_bool(stochastic != 0, [&](auto S) {
-            constexpr FP8Kind KIND = decltype(K)::value;
-            constexpr bool SR = decltype(S)::value;
-            if (out_t) {
-                fp8q_require(ceil_div(rows, FP8Q_TILE) <= 65535, "fp8_quantize", "too many rows for the transposed form");
-                const int vec_in = fp8q_aligned16(x) && cols % Packed128<T>::size == 0 && (out == NULL || fp8q_aligned16(out));
-                const int vec_out = fp8q_aligned16(out_t) && rows % 16 == 0;
-                const dim3 grid(ceil_div(cols, FP8Q_TILE), ceil_div(rows, FP8Q_TILE));
-                fp8q_quantize_transpose_kernel<T, KIND, SR, false>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out_t, x, rows, cols, scale, none, seed, vec_in, vec_out, out, amax_accum,
-                                                        col_partials);
-            } else {
-                const size_t n = (size_t)rows * cols;
-                const int vec = fp8q_aligned16(x) && fp8q_aligned16(out);
-                const int grid = (int)ceil_div_sz(n, (size_t)16 * FP8Q_THREADS);
-                fp8q_quantize_rowmajor_kernel<T, KIND, SR, false>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scale, none, seed, vec, amax_accum);
-            }
-            cudaCheckLaunch();
-        });
-    });
+    fp8q_quantize_launch<T, false>("fp8_quantize", out, out_t, x, rows, cols, kind, scale, none, amax_accum, col_partials, stochastic,
+                                   seed, stream);
 }
 
 // Byte transpose of a row-major (rows, cols) code matrix: out (cols, rows), out[c * rows + r] = in[r * cols + c].
@@ -953,29 +944,8 @@ template <class T>
 void fp8_quantize_blocked(uint8_t* out, const T* x, const FP8BlockLayout& L, FP8Kind kind, const float* scales,
                           int transpose, int stochastic, uint64_t seed, cudaStream_t stream) {
     fp8q_require(out != NULL && x != NULL && scales != NULL, "fp8_quantize_blocked", "NULL pointer");
-    const int rows = L.rows, cols = L.K;
-    const bool blk16 = L.block_k % 16 == 0;
-    fp8q_with_kind(kind, [&](auto K) {
-        fp8q_with_bool(stochastic != 0, [&](auto S) {
-            constexpr FP8Kind KIND = decltype(K)::value;
-            constexpr bool SR = decltype(S)::value;
-            if (transpose) {
-                fp8q_require(ceil_div(rows, FP8Q_TILE) <= 65535, "fp8_quantize_blocked", "too many rows for the transposed form");
-                const int vec_in = blk16 && fp8q_aligned16(x) && cols % Packed128<T>::size == 0;
-                const int vec_out = fp8q_aligned16(out) && rows % 16 == 0;
-                const dim3 grid(ceil_div(cols, FP8Q_TILE), ceil_div(rows, FP8Q_TILE));
-                fp8q_quantize_transpose_kernel<T, KIND, SR, true>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scales, L, seed, vec_in, vec_out, nullptr, nullptr, nullptr);
-            } else {
-                const size_t n = (size_t)rows * cols;
-                const int vec = blk16 && cols % 16 == 0 && fp8q_aligned16(x) && fp8q_aligned16(out);
-                const int grid = (int)ceil_div_sz(n, (size_t)16 * FP8Q_THREADS);
-                fp8q_quantize_rowmajor_kernel<T, KIND, SR, true>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scales, L, seed, vec, nullptr);
-            }
-            cudaCheckLaunch();
-        });
-    });
+    fp8q_quantize_launch<T, true>("fp8_quantize_blocked", transpose ? (uint8_t*)NULL : out, transpose ? out : (uint8_t*)NULL, x,
+                                  L.rows, L.K, kind, scales, L, (uint32_t*)NULL, (float*)NULL, stochastic, seed, stream);
 }
 
 // Copies block scales from layout Ls to layout Ld of the same matrix (transpose_grid == 0) or of its
@@ -1082,13 +1052,13 @@ __device__ __forceinline__ uint32_t tcfp12_element(const TCFP12Split& a, size_t 
     float wp = a.w[i];
     if (a.ef) wp = __fadd_rn(wp, a.ef[i]);
     if constexpr (PASS == 1) {
-        return fp8q_absbits(wp);
+        return abs_bits(wp);
     } else {
         const uint8_t h = fp8q_encode1<FP8_E4M3FN, false>(fp8q_scaled(wp, s_hi), 0, 0);
         const float R = __fsub_rn(wp, tcfp12_deq(h, s_hi));
         if constexpr (PASS == 2) {
             a.w_hi[i] = h;
-            return fp8q_absbits(R);
+            return abs_bits(R);
         } else {
             const uint8_t l = fp8q_encode1<FP8_E4M3FN, SRR>(fp8q_scaled(R, s_lo), a.seed, i);
             a.w_lo[i] = l;
@@ -1127,7 +1097,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS) tcfp12_tensor_pass_kernel(TCFP12
                 }
                 if constexpr (PASS == 1) {
                     #pragma unroll
-                    for (int k = 0; k < 4; k++) m = max(m, fp8q_absbits(wp[k]));
+                    for (int k = 0; k < 4; k++) m = max(m, abs_bits(wp[k]));
                 } else {
                     float v[4], R[4];
                     uint8_t h[4];
@@ -1139,7 +1109,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS) tcfp12_tensor_pass_kernel(TCFP12
                     if constexpr (PASS == 2) {
                         hw[q] = fp8q_pack4(h);
                         #pragma unroll
-                        for (int k = 0; k < 4; k++) m = max(m, fp8q_absbits(R[k]));
+                        for (int k = 0; k < 4; k++) m = max(m, abs_bits(R[k]));
                     } else {
                         uint8_t l[4];
                         #pragma unroll
@@ -1162,7 +1132,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS) tcfp12_tensor_pass_kernel(TCFP12
     }
     for (size_t i = done + tid; i < n; i += nthr) m = max(m, tcfp12_element<PASS, SRR>(a, i, s_hi, s_lo));
     if constexpr (PASS <= 2) {
-        m = fp8q_block_max(m);
+        m = block_reduce_max_u32(m);
         if (threadIdx.x == 0) partials[blockIdx.x] = m;
     }
 }
@@ -1171,7 +1141,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS) tcfp12_tensor_pass_kernel(TCFP12
 template <int GROUP>
 __device__ __forceinline__ uint32_t tcfp12_group_max(uint32_t v) {
     if constexpr (GROUP == 32) return __reduce_max_sync(0xFFFFFFFFu, v);
-    else return fp8q_block_max(v);
+    else return block_reduce_max_u32(v);
 }
 
 // Per-block split: one group (a warp for 1-D blocks, 8 per thread block; a whole thread block for 2-D
@@ -1197,7 +1167,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS) tcfp12_blocked_kernel(TCFP12Spli
         return a.ef ? __fadd_rn(w, a.ef[i]) : w;
     };
     uint32_t m = 0;
-    for (int e = lane; e < count; e += GROUP) m = max(m, fp8q_absbits(wprime(index_of(e))));
+    for (int e = lane; e < count; e += GROUP) m = max(m, abs_bits(wprime(index_of(e))));
     const float s_hi = fp8q_scale_from_amax(f, fp8q_amax_from_bits(tcfp12_group_max<GROUP>(m)), a.margin, a.pow2);
     m = 0;
     for (int e = lane; e < count; e += GROUP) {
@@ -1205,7 +1175,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS) tcfp12_blocked_kernel(TCFP12Spli
         const float wp = wprime(i);
         const uint8_t h = fp8q_encode1<FP8_E4M3FN, false>(fp8q_scaled(wp, s_hi), 0, 0);
         a.w_hi[i] = h;
-        m = max(m, fp8q_absbits(__fsub_rn(wp, tcfp12_deq(h, s_hi))));
+        m = max(m, abs_bits(__fsub_rn(wp, tcfp12_deq(h, s_hi))));
     }
     const float s_lo = fp8q_scale_from_amax(f, fp8q_amax_from_bits(tcfp12_group_max<GROUP>(m)), a.margin, a.pow2);
     for (int e = lane; e < count; e += GROUP) {

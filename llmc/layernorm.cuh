@@ -54,33 +54,13 @@ __device__ __forceinline__ float ln_row_sum(float v) {
     else return block_reduce_sum(v);
 }
 
-// |v| as its IEEE bit pattern: for non-negative floats the unsigned order is the value order; a NaN
-// (any sign, any payload) gives a pattern above +Inf's 0x7F800000.
-__device__ __forceinline__ unsigned int ln_abs_bits(float v) { return __float_as_uint(v) & 0x7FFFFFFFu; }
-
-// atomicMax(amax_out, max of v over the LN_THREADS threads of the block): warp max, then the warp maxima
-// through shared memory, then ONE integer atomicMax per block (order-independent: deterministic). Every
-// thread of the block must call it, once per kernel.
-__device__ __forceinline__ void ln_block_amax_commit(unsigned int v, unsigned int* amax_out) {
-    constexpr int WARPS = LN_THREADS / 32;
-    __shared__ unsigned int ln_amax_part[WARPS];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    v = __reduce_max_sync(0xFFFFFFFFu, v);
-    if (lane == 0) ln_amax_part[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = __reduce_max_sync(0xFFFFFFFFu, lane < WARPS ? ln_amax_part[lane] : 0u);
-        if (lane == 0) atomicMax(amax_out, v);
-    }
-}
-
 // ---------------------------------------------------------------------------------------------------
 // Forward
 
 // The work of one thread of layernorm_forward_kernel: row `row` is owned by TPR threads; thread t holds
 // packets p = t + TPR*k (k < PPT, p < C/x128::size). Threads past the last row return at once.
 // FUSED: x = round(boundary<RESIDUAL_OUT>(inp1 + inp2)) is stored to `residual` and normalized.
-// Returns the max of ln_abs_bits over the out values this thread stored if AMAX, else 0.
+// Returns the max of abs_bits over the out values this thread stored if AMAX, else 0.
 template <int TPR, int PPT, bool FUSED, bool AMAX>
 __device__ __forceinline__ unsigned int
 layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
@@ -138,7 +118,7 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
             #pragma unroll
             for (int i = 0; i < X; i++) {
                 o[i] = (floatX)boundary_value<LAYERNORM_OUT>(((float)xv[k][i] - m) * s * (float)w[i] + (float)b[i]);
-                if constexpr (AMAX) amax = max(amax, ln_abs_bits((float)o[i]));  // the value as stored
+                if constexpr (AMAX) amax = max(amax, abs_bits((float)o[i]));  // the value as stored
             }
             store128(out + base + p * X, o);
         }
@@ -151,7 +131,7 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
 }
 
 // One row per TPR threads: LN_THREADS / TPR rows per block (warp path 8, block path 1).
-// AMAX: also atomicMax(amax_out, max ln_abs_bits(out)) once per block (ln_block_amax_commit); threads
+// AMAX: also atomicMax(amax_out, max abs_bits(out)) once per block (block_amax_accumulate); threads
 // past the last row come back from layernorm_forward_thread with 0 and still take part in it.
 template <int TPR, int PPT, bool FUSED, bool AMAX>
 __global__ void __launch_bounds__(LN_THREADS)
@@ -161,7 +141,7 @@ layernorm_forward_kernel(floatX* __restrict__ residual, floatX* __restrict__ out
                          unsigned int* __restrict__ amax_out) {
     const unsigned int amax =
         layernorm_forward_thread<TPR, PPT, FUSED, AMAX>(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C);
-    if constexpr (AMAX) ln_block_amax_commit(amax, amax_out);
+    if constexpr (AMAX) block_amax_accumulate(amax_out, amax);
 }
 
 static inline void layernorm_check_args(const char* who, int N, int C, const void* const* ptrs, const char* const* names,
@@ -293,8 +273,8 @@ static inline size_t layernorm_backward_scratch_floats(int N, int C) {
 // Each thread keeps fp32 sums of dout*xhat and dout for its channels over its rows; the groups of a
 // block are added in group order in shared memory (2*C floats) and written to scratch row b:
 // scratch[b*2C + c] = dweight partial, scratch[b*2C + C + c] = dbias partial.
-// AMAX: each thread also keeps the max ln_abs_bits of the dinp values it stored, and the block commits
-// it with one atomicMax into *amax_out after its rows (ln_block_amax_commit).
+// AMAX: each thread also keeps the max abs_bits of the dinp values it stored, and the block commits
+// it with one atomicMax into *amax_out after its rows (block_amax_accumulate).
 template <int TPR, int PPT, bool AMAX>
 __global__ void __launch_bounds__(LN_THREADS, (PPT <= 3 ? 2 : 1))
 layernorm_backward_kernel(floatX* __restrict__ dinp, float* __restrict__ scratch, const floatX* __restrict__ dout,
@@ -364,13 +344,13 @@ layernorm_backward_kernel(floatX* __restrict__ dinp, float* __restrict__ scratch
                     const float xhat = ((float)x[k][i] - m) * s;
                     const float dxhat = (float)d[k][i] * (float)w[i];
                     di[k][i] = (floatX)((float)di[k][i] + s * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
-                    if constexpr (AMAX) amax = max(amax, ln_abs_bits((float)di[k][i]));  // the sum as stored
+                    if constexpr (AMAX) amax = max(amax, abs_bits((float)di[k][i]));  // the sum as stored
                 }
                 store128(dinp + base + p * X, di[k]);
             }
         }
     }
-    if constexpr (AMAX) ln_block_amax_commit(amax, amax_out);  // all threads get here (no early exit)
+    if constexpr (AMAX) block_amax_accumulate(amax_out, amax);  // all threads get here (no early exit)
 
     float* dst = scratch + (size_t)blockIdx.x * 2 * C;
     if constexpr (GROUPS == 1) {

@@ -292,12 +292,15 @@ static void check_amax(Tally& tally, size_t n, int offset, int nan_at, uint64_t 
     DeviceBuffer<T> dx(n + offset);
     upload_to(dx.ptr + offset, x);
     DeviceBuffer<float> scratch(FP8_QUANT_SCRATCH_FLOATS), out(6);
+    auto run = [&] {  // out[0..5] = amax, pow2 E4M3 scale and 1/scale, non-pow2 E5M2 scale and 1/scale, amax again
+        fp8_amax_scale(out.ptr, out.ptr + 1, out.ptr + 2, dx.ptr + offset, n, FP8_E4M3FN, 0, 1, scratch.ptr, 0);
+        fp8_amax_scale((float*)NULL, out.ptr + 3, out.ptr + 4, dx.ptr + offset, n, FP8_E5M2, 1, 0, scratch.ptr, 0);
+        fp8_amax(out.ptr + 5, dx.ptr + offset, n, scratch.ptr, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        return download(out);
+    };
     out.poison();
-    fp8_amax_scale(out.ptr, out.ptr + 1, out.ptr + 2, dx.ptr + offset, n, FP8_E4M3FN, 0, 1, scratch.ptr, 0);
-    fp8_amax_scale((float*)NULL, out.ptr + 3, out.ptr + 4, dx.ptr + offset, n, FP8_E5M2, 1, 0, scratch.ptr, 0);
-    fp8_amax(out.ptr + 5, dx.ptr + offset, n, scratch.ptr, 0);
-    cudaCheck(cudaDeviceSynchronize());
-    const std::vector<float> g = download(out);
+    const std::vector<float> g = run();
     const float s_p2 = fp8_scale_pow2_from_amax(fp8_format(FP8_E4M3FN), want, 0);
     const float s_np2 = fp8_scale_from_amax(fp8_format(FP8_E5M2), want, 1);
     const bool ok_amax = same_float(g[0], want) && same_float(g[5], want) && (nan_at < 0 || hnan(g[0]));
@@ -306,11 +309,7 @@ static void check_amax(Tally& tally, size_t n, int offset, int nan_at, uint64_t 
     const bool ok_np2 = u <= 2 && same_float(g[4], hrcp(g[3]));
     // determinism
     out.zero();
-    fp8_amax_scale(out.ptr, out.ptr + 1, out.ptr + 2, dx.ptr + offset, n, FP8_E4M3FN, 0, 1, scratch.ptr, 0);
-    fp8_amax_scale((float*)NULL, out.ptr + 3, out.ptr + 4, dx.ptr + offset, n, FP8_E5M2, 1, 0, scratch.ptr, 0);
-    fp8_amax(out.ptr + 5, dx.ptr + offset, n, scratch.ptr, 0);
-    cudaCheck(cudaDeviceSynchronize());
-    const std::vector<float> g2 = download(out);
+    const std::vector<float> g2 = run();
     const bool det = memcmp(g.data(), g2.data(), 6 * sizeof(float)) == 0;
     char name[160];
     snprintf(name, sizeof name, "amax %s n=%zu off=%d%s", type_name<T>(), n, offset, nan_at >= 0 ? " +NaN" : "");
