@@ -447,6 +447,23 @@ static inline void gemm_no_algorithm(const char* fn, const char* what, int N, in
 // and the algorithm cuBLASLt chose: algorithm id, tile id (cublasLtMatmulTile_t), stages id
 // (cublasLtMatmulStages_t), split-K count and reduction scheme (cublasLtReductionScheme_t), cluster
 // shape id, numerical implementation (MMA kind, accumulator and input types), workspace, waves, uses.
+// The configuration of a cuBLASLt algorithm that the plan printouts show (best effort: fields cuBLASLt
+// does not report stay 0).
+struct GemmAlgoConfig {
+    int32_t id, splitk;
+    uint32_t tile, stages, red;
+};
+static inline GemmAlgoConfig gemm_algo_config(const cublasLtMatmulAlgo_t* algo) {
+    GemmAlgoConfig a = {};
+    size_t w = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &a.id, sizeof(a.id), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &a.tile, sizeof(a.tile), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &a.stages, sizeof(a.stages), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &a.splitk, sizeof(a.splitk), &w);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &a.red, sizeof(a.red), &w);
+    return a;
+}
+
 void gemm_context_print_plans(const GemmContext* ctx, FILE* f) {
     fprintf(f, "GEMM plans (%s, compute type %s, %d cached, %llu heuristic queries, %llu uncached calls):\n", GEMM_BACKEND_NAME,
             gemm_compute_type_name(ctx->compute_type), ctx->num_plans, ctx->heuristic_queries, ctx->uncached_calls);
@@ -459,23 +476,17 @@ void gemm_context_print_plans(const GemmContext* ctx, FILE* f) {
             fprintf(f, "no algorithm (heuristic: %s; unfused fallback)\n", cublasLtGetStatusName(p.status));
             continue;
         }
-        int32_t id = 0, splitk = 0;
-        uint32_t tile = 0, stages = 0, red = 0;
+        const GemmAlgoConfig a = gemm_algo_config(&p.algo);
         uint16_t cluster = 0;
         uint64_t impl = 0;
         size_t w = 0;
-        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red), &w);
         cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster), &w);
         cublasLtMatmulAlgoCapGetAttribute(&p.algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &impl, sizeof(impl), &w);
         const uint64_t op = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_OP_TYPE_MASK;
         const uint64_t acc = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK;
         const uint64_t in = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_OP_INPUT_TYPE_MASK;
         fprintf(f, "algo %d tile %u stages %u splitK %d red %u cluster %u %s acc %s in %s%s%s%s ws %zu KiB waves %.2f uses %llu\n",
-                id, tile, stages, splitk, red, (unsigned)cluster,
+                a.id, a.tile, a.stages, a.splitk, a.red, (unsigned)cluster,
                 op == CUBLASLT_NUMERICAL_IMPL_FLAGS_HMMA ? "HMMA" : op == CUBLASLT_NUMERICAL_IMPL_FLAGS_FMA ? "FMA" : "other",
                 acc == CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F ? "32F" : acc == CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_16F ? "16F" : "other",
                 in == CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16BF ? "16BF" : in == CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_16F ? "16F"
@@ -513,21 +524,7 @@ __device__ __forceinline__ float gemm_gelu_tanh_grad(float x) {
 // BOUND_PRE (SF16): pre is the raw GEMM output; it first passes the MATMUL_OUT boundary and is stored
 // back, so the one kernel is the pre-activation's q115_simulate_kernel and the GELU (one read of pre
 // instead of two).
-// amax != NULL (gemm_amax_slot): also max |stored value| of out / d as bits into *amax.
-__device__ __forceinline__ void gemm_amax_accumulate(unsigned int* amax, unsigned int m) {
-    __shared__ unsigned int part[32];
-    m = __reduce_max_sync(0xFFFFFFFFu, m);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        m = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0u;
-        m = __reduce_max_sync(0xFFFFFFFFu, m);
-        if (threadIdx.x == 0 && m != 0u) atomicMax(amax, m);
-    }
-}
-
-__device__ __forceinline__ unsigned int gemm_absbits(floatX v) { return __float_as_uint((float)v) & 0x7FFFFFFFu; }
-
+// amax != NULL (gemm_amax_slot): also max |stored value| of out / d as bits into *amax (block_amax_accumulate).
 template <bool BOUND_PRE>
 __global__ void __launch_bounds__(256) gemm_gelu_forward_kernel(floatX* __restrict__ out, floatX* __restrict__ pre,
                                                                 size_t n_packets, unsigned int* __restrict__ amax) {
@@ -543,11 +540,11 @@ __global__ void __launch_bounds__(256) gemm_gelu_forward_kernel(floatX* __restri
         #pragma unroll
         for (int k = 0; k < x128::size; k++) {
             o[k] = (floatX)boundary_value<GELU_OUT>(gemm_gelu_tanh((float)p[k]));
-            m = max(m, gemm_absbits(o[k]));
+            m = max(m, abs_bits((float)o[k]));
         }
         store128(out + i * x128::size, o);
     }
-    if (amax) gemm_amax_accumulate(amax, m);
+    if (amax) block_amax_accumulate(amax, m);
 }
 
 // d[i] = d[i] * gelu_tanh'(pre[i]) in place, for n_packets 16-byte packets.
@@ -561,11 +558,11 @@ __global__ void __launch_bounds__(256) gemm_gelu_backward_kernel(floatX* __restr
         #pragma unroll
         for (int k = 0; k < x128::size; k++) {
             o[k] = (floatX)((float)g[k] * gemm_gelu_tanh_grad((float)p[k]));
-            m = max(m, gemm_absbits(o[k]));
+            m = max(m, abs_bits((float)o[k]));
         }
         store128(d + i * x128::size, o);
     }
-    if (amax) gemm_amax_accumulate(amax, m);
+    if (amax) block_amax_accumulate(amax, m);
 }
 
 static inline unsigned int gemm_elementwise_blocks(size_t n_packets) {

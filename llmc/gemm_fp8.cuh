@@ -778,15 +778,8 @@ void fp8_gemm_context_print_plans(const Fp8GemmContext* ctx, FILE* f) {
             fprintf(f, "no algorithm (%s)\n", cublasLtGetStatusName(p.status));
             continue;
         }
-        int32_t id = 0, splitk = 0;
-        uint32_t tile = 0, stages = 0, red = 0;
-        size_t w = 0;
-        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red), &w);
-        fprintf(f, "algo %d tile %u stages %u splitK %d red %u%s ws %zu KiB waves %.2f uses %llu\n", id, tile, stages, splitk, red,
+        const GemmAlgoConfig a = gemm_algo_config(&p.algo);
+        fprintf(f, "algo %d tile %u stages %u splitK %d red %u%s ws %zu KiB waves %.2f uses %llu\n", a.id, a.tile, a.stages, a.splitk, a.red,
                 p.reduction_mask == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE ? "" : " (any reduction scheme allowed)", p.workspace >> 10,
                 p.waves, p.uses);
     }
