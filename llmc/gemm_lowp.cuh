@@ -144,27 +144,28 @@ static inline void lowp_grow(T** p, size_t* cap, size_t n) {
     *cap = n;
 }
 
-// Grow the three activation / gradient code buffers to n bytes each (cudaFree synchronizes the device, so
+// Grow a set of buffers that share one capacity to n elements each (cudaFree synchronizes the device, so
 // no queued kernel still reads the old ones).
-static inline void lowp_grow_codes(LowpState* s, size_t n) {
-    if (n <= s->codes_cap) return;
-    uint8_t** bufs[3] = {&s->a8, &s->g8, &s->gt8};
-    for (int i = 0; i < 3; i++) {
-        size_t cap = s->codes_cap;
-        lowp_grow(bufs[i], &cap, n);
+template <typename T, int K>
+static inline void lowp_grow_set(T** (&bufs)[K], size_t* cap, size_t n) {
+    if (n <= *cap) return;
+    for (int i = 0; i < K; i++) {
+        size_t c = *cap;
+        lowp_grow(bufs[i], &c, n);
     }
-    s->codes_cap = n;
+    *cap = n;
 }
 
-// Grow the four block-scale buffers to n floats each.
+// The three activation / gradient code buffers, n bytes each.
+static inline void lowp_grow_codes(LowpState* s, size_t n) {
+    uint8_t** bufs[3] = {&s->a8, &s->g8, &s->gt8};
+    lowp_grow_set(bufs, &s->codes_cap, n);
+}
+
+// The four block-scale buffers, n floats each.
 static inline void lowp_grow_blk(LowpState* s, size_t n) {
-    if (n <= s->blk_cap) return;
     float** bufs[4] = {&s->xs, &s->xinv, &s->gs, &s->ginv};
-    for (int i = 0; i < 4; i++) {
-        size_t cap = s->blk_cap;
-        lowp_grow(bufs[i], &cap, n);
-    }
-    s->blk_cap = n;
+    lowp_grow_set(bufs, &s->blk_cap, n);
 }
 
 static inline bool lowp_is_tcfp() { return GEMM_LOWP_TCFP12; }
@@ -188,15 +189,20 @@ static inline FP8BlockLayout lowp_act_layout(int block, int rows, int K) {
     return block == 128 ? fp8_block_layout_cublaslt_vec128(rows, K) : fp8_block_layout_colmajor(rows, K, block);
 }
 
+// The registered layer of `weight`, or NULL.
+static inline LowpLayer* lowp_find_layer(LowpState* s, const floatX* weight) {
+    for (int i = 0; i < s->num_layers; i++)
+        if (s->layers[i].weight == weight) return &s->layers[i];
+    return NULL;
+}
+
 // Register (or find) the layer of `weight`; allocates its state on first sight.
 static inline LowpLayer* lowp_layer(LowpState* s, const floatX* weight, int OC, int C) {
-    for (int i = 0; i < s->num_layers; i++)
-        if (s->layers[i].weight == weight) {
-            if (s->layers[i].OC != OC || s->layers[i].C != C)
-                die("gemm_lowp: the weight at %p is used as (%d x %d) and as (%d x %d)", (const void*)weight, s->layers[i].OC,
-                    s->layers[i].C, OC, C);
-            return &s->layers[i];
-        }
+    if (LowpLayer* found = lowp_find_layer(s, weight)) {
+        if (found->OC != OC || found->C != C)
+            die("gemm_lowp: the weight at %p is used as (%d x %d) and as (%d x %d)", (const void*)weight, found->OC, found->C, OC, C);
+        return found;
+    }
     if (s->num_layers == LOWP_MAX_LAYERS) die("gemm_lowp: more than %d linear layers", LOWP_MAX_LAYERS);
     LowpLayer* L = &s->layers[s->num_layers++];
     memset(L, 0, sizeof(*L));
@@ -539,10 +545,8 @@ static void lowp_destroy(GemmContext* ctx) {
 // backward will take it (so matmul_backward's inp is not read).
 static bool lowp_keeps_input(GemmContext* ctx, const floatX* weight, int N) {
     LowpState* s = lowp_state(ctx);
-    if (s->opt.hp_wgrad) return false;
-    for (int i = 0; i < s->num_layers; i++)
-        if (s->layers[i].weight == weight) return s->layers[i].xt_rows == N && ctx->optimizer_steps >= s->opt.warmup;
-    return false;
+    const LowpLayer* L = s->opt.hp_wgrad ? NULL : lowp_find_layer(s, weight);
+    return L != NULL && L->xt_rows == N && ctx->optimizer_steps >= s->opt.warmup;
 }
 
 // Attach the backend to ctx (after gemm_context_init). Dies on a GPU without FP8 tensor cores (below
