@@ -56,6 +56,7 @@
 #include <type_traits>
 #include <utility>
 #include "cuda_common.cuh"
+#include "cuda_utils.cuh"
 #include "boundary.cuh"
 
 // ------------------------------------------------------------------------------------------------
@@ -263,12 +264,25 @@ __device__ __forceinline__ void attn_c_to_a(uint32_t (&a)[WM][NTILE / 2][4], con
         }
 }
 
+// Bit pattern of max(|a|, |b|) (as fp32) of the two 16-bit floatX values packed in x.
+__device__ __forceinline__ unsigned int attn_abs_bits2(uint32_t x) {
+    if constexpr (std::is_same<floatX, __nv_bfloat16>::value) {
+        return max((x << 16) & 0x7FFF0000u, x & 0x7FFF0000u);  // a bf16 is the upper half of the same fp32
+    } else {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&x));
+        return max(abs_bits(f.x), abs_bits(f.y));
+    }
+}
+
 // Write this warp's WM x 16 rows of fp32 accumulators (times `mul`) as floatX into its own rows of a
 // padded smem tile, then copy them out with 16-byte stores (rows >= T are not written). Each warp
-// only touches its own rows, so a __syncwarp is the only barrier needed.
-template <int WM, int HS>
+// only touches its own rows, so a __syncwarp is the only barrier needed. AMAX: also atomicMax the
+// bit pattern of max |stored value| into *amax (the FP8 backend's amax slot of the next GEMM's operand,
+// gemm_amax_slot; warp_amax_accumulate). A template parameter, so that the kernels without it are
+// unchanged: a run-time test in this epilogue made the backward kernels 10-20% slower (benchmarks.md).
+template <int WM, int HS, bool AMAX = false>
 __device__ __forceinline__ void attn_store_rows(floatX* sRows, const float (&acc)[WM][HS / 8][4], float mul,
-                                                floatX* g, int ld, int row0, int T, int lane) {
+                                                floatX* g, int ld, int row0, int T, int lane, unsigned int* amax = nullptr) {
     constexpr int LDS = HS + 8, CPR = HS / 8;
     const int gr = lane >> 2, tq = lane & 3;
     __syncwarp();  // earlier ldmatrix reads of these rows by other lanes must be done
@@ -283,13 +297,17 @@ __device__ __forceinline__ void attn_store_rows(floatX* sRows, const float (&acc
                     attn_pack<floatX>(acc[mi][n][2 * hh] * mul, acc[mi][n][2 * hh + 1] * mul);
             }
     __syncwarp();
+    unsigned int m = 0;
     #pragma unroll
     for (int i = 0; i < WM * 16 * CPR / 32; i++) {
         const int c = i * 32 + lane, r = c / CPR, col = (c % CPR) * 8;
-        if (row0 + r < T)
-            *reinterpret_cast<uint4*>(g + (size_t)(row0 + r) * ld + col) =
-                *reinterpret_cast<const uint4*>(sRows + r * LDS + col);
+        if (row0 + r < T) {
+            const uint4 w = *reinterpret_cast<const uint4*>(sRows + r * LDS + col);
+            *reinterpret_cast<uint4*>(g + (size_t)(row0 + r) * ld + col) = w;
+            if constexpr (AMAX) m = max(m, max(max(attn_abs_bits2(w.x), attn_abs_bits2(w.y)), max(attn_abs_bits2(w.z), attn_abs_bits2(w.w))));
+        }
     }
+    if constexpr (AMAX) warp_amax_accumulate(amax, m);
 }
 
 // Per-tile elementwise steps. s holds C fragments of a score tile: for 16-row tile mi, element r of
@@ -423,10 +441,10 @@ struct AttnFwdTC {
     static constexpr size_t smem_bytes = (size_t)(BR + 4 * BC) * LDS * sizeof(floatX);
 };
 
-template <int HS, int WM, int NW, int BC, int MINB, bool PL = kAttnProbsFromLse, bool CNT = false>
+template <int HS, int WM, int NW, int BC, int MINB, bool PL = kAttnProbsFromLse, bool CNT = false, bool AMAX = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floatX* __restrict__ qkv,
-                   int T, int NH, float scale) {
+                   int T, int NH, float scale, unsigned int* __restrict__ amax) {
     constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     constexpr int KS = HS / 16;  // k-steps of Q.K^T
     constexpr int NS = BC / 8;   // n-tiles of S (keys)
@@ -554,7 +572,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
             }
             __syncthreads();
         }
-        if (live) attn_store_rows<WM, HS>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane);
+        if (live) attn_store_rows<WM, HS, AMAX>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
     } else {
         if (live) {
             float inv[WM][2];
@@ -574,7 +592,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                         o[mi][n][2 * hh + 1] *= inv[mi][hh];
                     }
                 }
-            attn_store_rows<WM, HS>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane);
+            attn_store_rows<WM, HS, AMAX>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
         }
     }
 }
@@ -591,11 +609,11 @@ struct AttnBwdDqTC {
     static constexpr size_t smem_bytes = (size_t)(2 * BR + 4 * BC) * LDS * sizeof(floatX) + BR * sizeof(float);
 };
 
-template <int HS, int WM, int NW, int BC, int MINB>
+template <int HS, int WM, int NW, int BC, int MINB, bool AMAX = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const floatX* __restrict__ dout,
                       const floatX* __restrict__ qkv, const floatX* __restrict__ out,
-                      const float* __restrict__ lse, int T, int NH, float scale) {
+                      const float* __restrict__ lse, int T, int NH, float scale, unsigned int* __restrict__ amax) {
     constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     constexpr int KS = HS / 16, NS = BC / 8, NO = HS / 8, CPR = HS / 8;
     static_assert(HS % 64 == 0 && BC % 16 == 0, "HS must be a multiple of 64, BC of 16");
@@ -712,7 +730,7 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
         __syncthreads();
     }
 
-    if (live) attn_store_rows<WM, HS>(sQ + wrow * LDS, dq, scale, dqkv + (size_t)b * T * C3 + h * HS, C3, wr0, T, lane);
+    if (live) attn_store_rows<WM, HS, AMAX>(sQ + wrow * LDS, dq, scale, dqkv + (size_t)b * T * C3 + h * HS, C3, wr0, T, lane, amax);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -731,10 +749,11 @@ struct AttnBwdDkvTC {
         (size_t)(2 * BK + 4 * BR) * LDS * sizeof(floatX) + 4 * BR * sizeof(float);
 };
 
-template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB>
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool AMAX = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dout, const floatX* __restrict__ qkv,
-                       const float* __restrict__ lse, const float* __restrict__ Dbuf, int T, int NH, float scale) {
+                       const float* __restrict__ lse, const float* __restrict__ Dbuf, int T, int NH, float scale,
+                       unsigned int* __restrict__ amax) {
     constexpr int NT = NW * 32, BK = 16 * WM * NW, LDS = HS + 8;
     constexpr int KS = HS / 16, NS = BR / 8, NO = HS / 8;
     static_assert(HS % 16 == 0 && BR % 16 == 0, "tile sizes must be multiples of 16");
@@ -841,8 +860,8 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
 
     if (live) {
         floatX* gdqkv = dqkv + (size_t)b * T * C3 + h * HS;
-        attn_store_rows<WM, HS>(sK + wrow * LDS, dk, scale, gdqkv + C, C3, kw0, T, lane);
-        attn_store_rows<WM, HS>(sV + wrow * LDS, dv, 1.f, gdqkv + 2 * C, C3, kw0, T, lane);
+        attn_store_rows<WM, HS, AMAX>(sK + wrow * LDS, dk, scale, gdqkv + C, C3, kw0, T, lane, amax);
+        attn_store_rows<WM, HS, AMAX>(sV + wrow * LDS, dv, 1.f, gdqkv + 2 * C, C3, kw0, T, lane, amax);
     }
 }
 
@@ -858,36 +877,40 @@ static inline void attn_set_smem(Kernel kernel, size_t bytes) {
 
 // CNT: the --q115-stats counting instantiation (boundary.cuh); the plain builds never need it.
 template <int HS, int WM, int NW, int BC, int MINB = 1, bool PL = kAttnProbsFromLse>
-void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream) {
+void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
+                          unsigned int* amax = nullptr) {
     using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
-    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false>;
+    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, false>;
+    if (amax) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, true>;
     if constexpr (!boundary_is_identity<ATTN_SCORES>())
-        if (boundary_stats_active()) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true>;
+        if (boundary_stats_active())
+            kernel = amax ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, true> : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
-    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS));
+    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax);
     cudaCheckLaunch();
 }
 
 template <int HS, int WM, int NW, int BC, int MINB = 1>
 void attention_backward_dq_tc(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv, const floatX* out,
-                              const float* lse, int B, int T, int NH, cudaStream_t stream) {
+                              const float* lse, int B, int T, int NH, cudaStream_t stream, unsigned int* amax = nullptr) {
     using Cfg = AttnBwdDqTC<HS, WM, NW, BC, MINB>;
-    auto kernel = attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB>;
+    auto kernel = amax ? attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, true> : attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, false>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
-    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS));
+    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS), amax);
     cudaCheckLaunch();
 }
 
 template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB = 1>
 void attention_backward_dkv_tc(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
-                               const float* Dbuf, int B, int T, int NH, cudaStream_t stream) {
+                               const float* Dbuf, int B, int T, int NH, cudaStream_t stream, unsigned int* amax = nullptr) {
     using Cfg = AttnBwdDkvTC<HS, WM, NW, BR, KV_REGS, MINB>;
-    auto kernel = attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB>;
+    auto kernel = amax ? attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, true>
+                       : attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
-    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS));
+    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax);
     cudaCheckLaunch();
 }
 
@@ -937,9 +960,16 @@ __device__ __forceinline__ void attn_gen_load2(float* sa, float* sb, const float
 
 // Forward, one warp per query row. PL (kProbsFromLse): pass 1 = online max/sum only (K chunks only),
 // pass 2 = P^ from lse and O = sum P^ V without rescaling (see the header comment).
+// Store v rounded to floatX at p; returns the bit pattern of |stored value| (for the amax slot).
+__device__ __forceinline__ unsigned int attn_gen_store(floatX* p, float v) {
+    const floatX x = (floatX)v;
+    *p = x;
+    return abs_bits((float)x);
+}
+
 template <int DPL, bool PL = kAttnProbsFromLse>
 __global__ void __launch_bounds__(ATTN_GEN_ROWS * 32)
-attn_fwd_generic_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale) {
+attn_fwd_generic_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale, unsigned int* amax) {
     extern __shared__ float gsm[];
     const int LDK = HS + 1;
     float* sK = gsm;                               // CHUNK x LDK
@@ -1028,16 +1058,20 @@ attn_fwd_generic_kernel(floatX* out, float* lse, const floatX* qkv, int T, int N
         }
         if (live) {
             floatX* orow = out + ((size_t)b * T + row) * C + h * HS;
+            unsigned int am = 0;
             #pragma unroll
             for (int i = 0; i < DPL; i++)
-                if (lane + 32 * i < HS) orow[lane + 32 * i] = (floatX)o[i];
+                if (lane + 32 * i < HS) am = max(am, attn_gen_store(orow + lane + 32 * i, o[i]));
+            if (amax) warp_amax_accumulate(amax, am);  // (live is warp-uniform: one warp per row)
         }
     } else {
         if (live) {
             floatX* orow = out + ((size_t)b * T + row) * C + h * HS;
+            unsigned int am = 0;
             #pragma unroll
             for (int i = 0; i < DPL; i++)
-                if (lane + 32 * i < HS) orow[lane + 32 * i] = (floatX)(o[i] / l);
+                if (lane + 32 * i < HS) am = max(am, attn_gen_store(orow + lane + 32 * i, o[i] / l));
+            if (amax) warp_amax_accumulate(amax, am);
             if (lane == 0) lse[(size_t)bh * T + row] = m + logf(l);
         }
     }
@@ -1046,7 +1080,7 @@ attn_fwd_generic_kernel(floatX* out, float* lse, const floatX* qkv, int T, int N
 template <int DPL>
 __global__ void __launch_bounds__(ATTN_GEN_ROWS * 32)
 attn_bwd_dq_generic_kernel(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv, const floatX* out,
-                           const float* lse, int T, int NH, int HS, float scale) {
+                           const float* lse, int T, int NH, int HS, float scale, unsigned int* amax) {
     extern __shared__ float gsm[];
     const int LDK = HS + 1;
     float* sK = gsm;
@@ -1110,16 +1144,18 @@ attn_bwd_dq_generic_kernel(floatX* dqkv, float* Dbuf, const floatX* dout, const 
     }
     if (live) {
         floatX* dqrow = dqkv + ((size_t)b * T + row) * C3 + h * HS;
+        unsigned int am = 0;
         #pragma unroll
         for (int i = 0; i < DPL; i++)
-            if (lane + 32 * i < HS) dqrow[lane + 32 * i] = (floatX)(dq[i] * scale);
+            if (lane + 32 * i < HS) am = max(am, attn_gen_store(dqrow + lane + 32 * i, dq[i] * scale));
+        if (amax) warp_amax_accumulate(amax, am);
     }
 }
 
 template <int DPL>
 __global__ void __launch_bounds__(ATTN_GEN_ROWS * 32)
 attn_bwd_dkv_generic_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
-                            int T, int NH, int HS, float scale) {
+                            int T, int NH, int HS, float scale, unsigned int* amax) {
     extern __shared__ float gsm[];
     const int LDK = HS + 1;
     float* sQ = gsm;                               // CHUNK x LDK
@@ -1191,14 +1227,16 @@ attn_bwd_dkv_generic_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv,
     }
     if (live) {
         floatX* row = dqkv + ((size_t)b * T + key) * C3 + h * HS;
+        unsigned int am = 0;
         #pragma unroll
         for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
             if (d < HS) {
-                row[C + d] = (floatX)(dk[i] * scale);
-                row[2 * C + d] = (floatX)dv[i];
+                am = max(am, attn_gen_store(row + C + d, dk[i] * scale));
+                am = max(am, attn_gen_store(row + 2 * C + d, dv[i]));
             }
         }
+        if (amax) warp_amax_accumulate(amax, am);
     }
 }
 
@@ -1222,20 +1260,20 @@ static inline void attn_dispatch_dpl(int HS, F&& f) {
 
 template <bool PL = kAttnProbsFromLse>
 static inline void attention_forward_generic(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int HS,
-                                             cudaStream_t stream) {
+                                             cudaStream_t stream, unsigned int* amax = nullptr) {
     const size_t smem = (size_t)(2 * ATTN_GEN_CHUNK * (HS + 1) + ATTN_GEN_ROWS * HS + ATTN_GEN_ROWS * ATTN_GEN_CHUNK) * sizeof(float);
     const dim3 grid(ceil_div(T, ATTN_GEN_ROWS), B * NH);
     attn_dispatch_dpl(HS, [&](auto dpl) {
         auto kernel = attn_fwd_generic_kernel<decltype(dpl)::value, PL>;
         attn_set_smem(kernel, smem);
-        kernel<<<grid, ATTN_GEN_ROWS * 32, smem, stream>>>(out, lse, qkv, T, NH, HS, 1.0f / sqrtf((float)HS));
+        kernel<<<grid, ATTN_GEN_ROWS * 32, smem, stream>>>(out, lse, qkv, T, NH, HS, 1.0f / sqrtf((float)HS), amax);
         cudaCheckLaunch();
     });
 }
 
 static inline void attention_backward_generic(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv,
                                               const floatX* out, const float* lse, int B, int T, int NH, int HS,
-                                              cudaStream_t stream) {
+                                              cudaStream_t stream, unsigned int* amax = nullptr) {
     const float scale = 1.0f / sqrtf((float)HS);
     const dim3 grid(ceil_div(T, ATTN_GEN_ROWS), B * NH);
     const size_t smem_dq = (size_t)(2 * ATTN_GEN_CHUNK * (HS + 1) + 2 * ATTN_GEN_ROWS * HS + ATTN_GEN_ROWS * ATTN_GEN_CHUNK) * sizeof(float);
@@ -1244,11 +1282,11 @@ static inline void attention_backward_generic(floatX* dqkv, float* Dbuf, const f
     attn_dispatch_dpl(HS, [&](auto dpl) {
         auto kdq = attn_bwd_dq_generic_kernel<decltype(dpl)::value>;
         attn_set_smem(kdq, smem_dq);
-        kdq<<<grid, ATTN_GEN_ROWS * 32, smem_dq, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, HS, scale);
+        kdq<<<grid, ATTN_GEN_ROWS * 32, smem_dq, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, HS, scale, amax);
         cudaCheckLaunch();
         auto kdkv = attn_bwd_dkv_generic_kernel<decltype(dpl)::value>;
         attn_set_smem(kdkv, smem_dkv);
-        kdkv<<<grid, ATTN_GEN_ROWS * 32, smem_dkv, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, HS, scale);
+        kdkv<<<grid, ATTN_GEN_ROWS * 32, smem_dkv, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, HS, scale, amax);
         cudaCheckLaunch();
     });
 }
@@ -1273,28 +1311,29 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 // fp32 builds (if constexpr discards the dependent branch).
 template <bool PL, typename T>
 static inline bool attn_forward_tc_dispatch(T* out, float* lse, const T* qkv, int B, int Tn, int NH, int HS,
-                                            cudaStream_t stream) {
+                                            cudaStream_t stream, unsigned int* amax) {
     if constexpr (sizeof(T) == 2) {
         if (!attn_aligned16(out) || !attn_aligned16(qkv)) return false;
-        if (HS == 64) { attention_forward_tc<ATTN_FWD_CFG_64, PL>(out, lse, qkv, B, Tn, NH, stream); return true; }
-        if (HS == 128) { attention_forward_tc<ATTN_FWD_CFG_128, PL>(out, lse, qkv, B, Tn, NH, stream); return true; }
+        if (HS == 64) { attention_forward_tc<ATTN_FWD_CFG_64, PL>(out, lse, qkv, B, Tn, NH, stream, amax); return true; }
+        if (HS == 128) { attention_forward_tc<ATTN_FWD_CFG_128, PL>(out, lse, qkv, B, Tn, NH, stream, amax); return true; }
     }
     return false;
 }
 
 template <typename T>
 static inline bool attn_backward_tc_dispatch(T* dqkv, float* Dbuf, const T* dout, const T* qkv, const T* out,
-                                             const float* lse, int B, int Tn, int NH, int HS, cudaStream_t stream) {
+                                             const float* lse, int B, int Tn, int NH, int HS, cudaStream_t stream,
+                                             unsigned int* amax) {
     if constexpr (sizeof(T) == 2) {
         if (!attn_aligned16(dqkv) || !attn_aligned16(dout) || !attn_aligned16(qkv) || !attn_aligned16(out)) return false;
         if (HS == 64) {
-            attention_backward_dq_tc<ATTN_DQ_CFG_64>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream);
-            attention_backward_dkv_tc<ATTN_DKV_CFG_64>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream);
+            attention_backward_dq_tc<ATTN_DQ_CFG_64>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax);
+            attention_backward_dkv_tc<ATTN_DKV_CFG_64>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax);
             return true;
         }
         if (HS == 128) {
-            attention_backward_dq_tc<ATTN_DQ_CFG_128>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream);
-            attention_backward_dkv_tc<ATTN_DKV_CFG_128>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream);
+            attention_backward_dq_tc<ATTN_DQ_CFG_128>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax);
+            attention_backward_dkv_tc<ATTN_DKV_CFG_128>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax);
             return true;
         }
     }
@@ -1318,11 +1357,11 @@ static inline void attn_check_shape(int B, int T, int C, int NH) {
 // without a quantizer.
 template <bool PL>
 static inline void attention_forward_mode(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
-                                          cudaStream_t stream) {
+                                          cudaStream_t stream, unsigned int* amax = nullptr) {
     attn_check_shape(B, T, C, NH);
     const int HS = C / NH;
-    if (attn_forward_tc_dispatch<PL>(out, lse, qkv, B, T, NH, HS, stream)) return;
-    attention_forward_generic<PL>(out, lse, qkv, B, T, NH, HS, stream);
+    if (attn_forward_tc_dispatch<PL>(out, lse, qkv, B, T, NH, HS, stream, amax)) return;
+    attention_forward_generic<PL>(out, lse, qkv, B, T, NH, HS, stream, amax);
 }
 
 // Causal self-attention forward.
@@ -1336,8 +1375,12 @@ static inline void attention_forward_mode(floatX* out, float* lse, const floatX*
 // Milakov & Gimelshein 2018; FlashAttention-2 tiling, Dao 2023). Softmax statistics and all
 // accumulation in fp32. Deterministic. Uses the tensor-core kernel for bf16/fp16 with HS 64 or 128
 // and 16-byte aligned pointers, the generic kernel otherwise (HS <= 256). Asynchronous on `stream`.
-void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
-    attention_forward_mode<kAttnProbsFromLse>(out, lse, qkv, B, T, C, NH, stream);
+// amax: NULL, or a device uint32 that receives max(*amax, bit pattern of max |out|) over the stored
+// (rounded) outputs (integer atomicMax per warp: the FP8 backend's amax slot of the attention
+// projection's input, gemm_amax_slot, so that its quantization needs no amax pass).
+void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, cudaStream_t stream,
+                       unsigned int* amax = nullptr) {
+    attention_forward_mode<kAttnProbsFromLse>(out, lse, qkv, B, T, C, NH, stream, amax);
 }
 
 // Causal self-attention backward (gradients of attention_forward).
@@ -1351,10 +1394,12 @@ void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T,
 // P is recomputed from lse (exact softmax, no T x T buffer); dS = P (dP - D) as in the
 // FlashAttention-2 backward pass (Dao 2023). Two kernels instead of atomics make it bit-deterministic: one over query
 // tiles (D, dQ), then one over key tiles (dK, dV). fp32 accumulation. Asynchronous on `stream`.
+// amax: NULL, or a device uint32 that receives max(*amax, bit pattern of max |dqkv|) as in
+// attention_forward (the amax slot of the qkv layer's dout).
 void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv, const floatX* out,
-                        const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
+                        const float* lse, int B, int T, int C, int NH, cudaStream_t stream, unsigned int* amax = nullptr) {
     attn_check_shape(B, T, C, NH);
     const int HS = C / NH;
-    if (attn_backward_tc_dispatch(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream)) return;
-    attention_backward_generic(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream);
+    if (attn_backward_tc_dispatch(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax)) return;
+    attention_backward_generic(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax);
 }

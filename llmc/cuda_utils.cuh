@@ -121,6 +121,16 @@ __device__ __forceinline__ void block_amax_accumulate(unsigned int* amax, unsign
     if (threadIdx.x == 0 && m != 0u) atomicMax(amax, m);
 }
 
+// *amax = max(*amax, the warp's max of m), for kernels that store per warp (the attention epilogues).
+// All 32 lanes of the warp must call it. Thousands of warps target one address, so lane 0 reads the
+// current value first (from L2) and issues the atomicMax only when its max is larger: atomics to one
+// address serialize, reads do not. A stale read only costs an atomic that changes nothing, so the
+// result is the exact max.
+__device__ __forceinline__ void warp_amax_accumulate(unsigned int* amax, unsigned int m) {
+    m = __reduce_max_sync(0xFFFFFFFFu, m);
+    if ((threadIdx.x & 31) == 0 && m > __ldcg(amax)) atomicMax(amax, m);
+}
+
 // ---- stochastic rounding ----------------------------------------------------------------------------
 
 // Counter-based hash (SplitMix64 finalizer) of (seed, index) -> 32 random bits: reproducible, no state.

@@ -323,7 +323,7 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, N, C, 3 * C, NULL);
         prof_mark(m->prof, PROF_ATTENTION_FWD, s);
-        attention_forward(atty, lse, qkv, B, T, C, NH, s);
+        attention_forward(atty, lse, qkv, B, T, C, NH, s, gemm_amax_slot(g, atty, BTC));  // (amax: the attproj input)
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, a.output, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, N, C, C, NULL);
         prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
@@ -483,7 +483,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
                         p.attprojw + (size_t)l * C * C, m->scratch, N, C, C, NULL);
         floatX* dqkv = a.dbt4c;  // (B,T,3C) fits in the (B,T,4C) scratch
         prof_mark(m->prof, PROF_ATTENTION_BWD, s);
-        attention_backward(dqkv, m->scratch, a.dbtc, qkv, atty, lse, B, T, C, NH, s);
+        attention_backward(dqkv, m->scratch, a.dbtc, qkv, atty, lse, B, T, C, NH, s, gemm_amax_slot(g, dqkv, 3 * BTC));
         floatX* ln1 = gpt2_layernorm_input(m, l, 1, B, T);
         prof_mark(m->prof, PROF_MATMUL_BWD, s);
         matmul_backward(g, a.dbtc, gr.qkvw + (size_t)l * 3 * C * C, gr.qkvb + l * 3 * C, dqkv, ln1,

@@ -14,7 +14,8 @@
 // attention and its analytic gradient, computed from the same floatX-rounded inputs, with the
 // build's boundary hooks, see reference_head) by the norm-relative error |a - ref| / |ref| per
 // tensor; NaNs left anywhere mean unwritten elements; running forward and backward twice must give
-// bit-identical results. In the plain builds the two-pass forward (kProbsFromLse = true, what SF16
+// bit-identical results, and the second run's amax outputs (the FP8 backend's amax slots) must equal
+// the host's max |out| and max |dqkv| bit for bit (timed too: "fwd/bwd + amax"). In the plain builds the two-pass forward (kProbsFromLse = true, what SF16
 // uses) is also run on every shape and checked the same way. Then the probe: V = identity, so that
 // O exposes the probabilities P the forward multiplied V with, compared bit-exactly with
 // floatX(boundary(p)) of the float64 normalized p (run_probe). The exit status is non-zero if any
@@ -229,8 +230,10 @@ struct Buffers {
         cudaCheck(cudaMemset(scratch, 0xFF, n_lse * sizeof(float)));
     }
     int C() const { return sh.NH * sh.HS; }
-    void forward(cudaStream_t st) { attention_forward(out, lse, qkv, sh.B, sh.T, C(), sh.NH, st); }
-    void backward(cudaStream_t st) { attention_backward(dqkv, scratch, dout, qkv, out, lse, sh.B, sh.T, C(), sh.NH, st); }
+    void forward(cudaStream_t st, unsigned int* amax = nullptr) { attention_forward(out, lse, qkv, sh.B, sh.T, C(), sh.NH, st, amax); }
+    void backward(cudaStream_t st, unsigned int* amax = nullptr) {
+        attention_backward(dqkv, scratch, dout, qkv, out, lse, sh.B, sh.T, C(), sh.NH, st, amax);
+    }
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -242,7 +245,9 @@ struct Result {
     double m_out = 0, m_lse = 0, m_dq = 0, m_dk = 0, m_dv = 0;
     size_t nan_out = 0, nan_lse = 0, nan_dqkv = 0;
     bool det = false;
+    bool amax_ok = false;  // the fused amax outputs (FP8 amax slots) equal the host max |out| / |dqkv|, bit for bit
     int heads_checked = 0;
+    float fwd_amax_ms = -1, bwd_amax_ms = -1;  // the same kernels with the amax output
     float fwd_ms = -1, bwd_ms = -1;
     // Plain builds only: the forced two-pass forward (kProbsFromLse = true) on the same inputs.
     bool two_pass = false, det2 = false;
@@ -270,11 +275,15 @@ static Result run_shape(const Shape& sh, uint64_t seed, bool timing, cudaStream_
     res.nan_lse = count_nan(h_lse);
     res.nan_dqkv = count_nan(h_dqkv);
 
-    // Determinism: poison again, rerun both passes, require identical bytes.
+    // Determinism: poison again, rerun both passes, require identical bytes. This run also asks for the
+    // amax of out and of dqkv (the FP8 backend's amax slots), checked against the host below.
+    unsigned int* d_amax = nullptr;
+    cudaCheck(cudaMalloc(&d_amax, 2 * sizeof(unsigned int)));
+    cudaCheck(cudaMemset(d_amax, 0, 2 * sizeof(unsigned int)));
     buf.poison_fwd();
-    buf.forward(st);
+    buf.forward(st, d_amax);
     buf.poison_bwd();
-    buf.backward(st);
+    buf.backward(st, d_amax + 1);
     cudaCheck(cudaStreamSynchronize(st));
     const std::vector<floatX> h_out2 = to_host(buf.out, buf.n_out);
     const std::vector<float> h_lse2 = to_host(buf.lse, buf.n_lse);
@@ -282,6 +291,20 @@ static Result run_shape(const Shape& sh, uint64_t seed, bool timing, cudaStream_
     res.det = memcmp(h_out.data(), h_out2.data(), buf.n_out * sizeof(floatX)) == 0 &&
               memcmp(h_lse.data(), h_lse2.data(), buf.n_lse * sizeof(float)) == 0 &&
               memcmp(h_dqkv.data(), h_dqkv2.data(), buf.n_qkv * sizeof(floatX)) == 0;
+    {
+        const std::vector<unsigned int> got = to_host(d_amax, 2);
+        auto host_amax_bits = [](const std::vector<floatX>& v) {
+            float m = 0.0f;
+            for (floatX x : v) m = std::max(m, fabsf(to_float(x)));
+            uint32_t bits;
+            memcpy(&bits, &m, sizeof(bits));
+            return bits;
+        };
+        const uint32_t want_out = host_amax_bits(h_out2), want_dqkv = host_amax_bits(h_dqkv2);
+        res.amax_ok = got[0] == want_out && got[1] == want_dqkv;
+        if (!res.amax_ok)
+            printf("    amax slots: out 0x%08x (host 0x%08x), dqkv 0x%08x (host 0x%08x)\n", got[0], want_out, got[1], want_dqkv);
+    }
 
     // Plain builds: the two-pass forward that SF16 uses (identity hooks here, so it must agree with
     // the same reference), into its own poisoned buffers, run twice for determinism.
@@ -347,17 +370,17 @@ static Result run_shape(const Shape& sh, uint64_t seed, bool timing, cudaStream_
 
     const double tol = tolerance();
     auto ok = [&](double e) { return e == e && e <= tol; };
-    res.pass = ok(res.e_out) && ok(res.e_lse) && ok(res.e_dq) && ok(res.e_dk) && ok(res.e_dv) && res.det &&
+    res.pass = ok(res.e_out) && ok(res.e_lse) && ok(res.e_dq) && ok(res.e_dk) && ok(res.e_dv) && res.det && res.amax_ok &&
                res.nan_out == 0 && res.nan_lse == 0 && res.nan_dqkv == 0;
     if (res.two_pass) res.pass &= ok(res.e_out2) && ok(res.e_lse2) && res.det2 && res.nan2 == 0;
 
     // Same rule as the launchers' dispatch (cudaMalloc pointers are always 16-byte aligned).
     const bool tc = sizeof(floatX) == 2 && (HS == 64 || HS == 128);
     printf("B=%-3d T=%-5d NH=%-3d HS=%-4d %-11s heads checked %4d | rel err (max abs): out %.2e (%.1e) lse %.2e (%.1e) "
-           "dq %.2e (%.1e) dk %.2e (%.1e) dv %.2e (%.1e) | NaN left: out %zu lse %zu dqkv %zu | deterministic %s\n",
+           "dq %.2e (%.1e) dk %.2e (%.1e) dv %.2e (%.1e) | NaN left: out %zu lse %zu dqkv %zu | deterministic %s | amax %s\n",
            sh.B, T, sh.NH, HS, tc ? "tensor-core" : "generic", res.heads_checked, res.e_out, res.m_out, res.e_lse,
            res.m_lse, res.e_dq, res.m_dq, res.e_dk, res.m_dk, res.e_dv, res.m_dv, res.nan_out, res.nan_lse,
-           res.nan_dqkv, res.det ? "yes" : "NO");
+           res.nan_dqkv, res.det ? "yes" : "NO", res.amax_ok ? "exact" : "WRONG");
     if (res.two_pass)
         printf("    two-pass forward (kProbsFromLse forced)  | rel err (max abs): out %.2e (%.1e) lse %.2e (%.1e) | "
                "NaN left %zu | deterministic %s\n",
@@ -367,8 +390,11 @@ static Result run_shape(const Shape& sh, uint64_t seed, bool timing, cudaStream_
     if (timing) {
         res.fwd_ms = time_median_ms([&] { buf.forward(st); }, 5, 25, st);
         res.bwd_ms = time_median_ms([&] { buf.backward(st); }, 5, 25, st);
+        res.fwd_amax_ms = time_median_ms([&] { buf.forward(st, d_amax); }, 5, 25, st);
+        res.bwd_amax_ms = time_median_ms([&] { buf.backward(st, d_amax + 1); }, 5, 25, st);
         if (res.two_pass) res.fwd2_ms = time_median_ms(forward2, 5, 25, st);
     }
+    cudaCheck(cudaFree(d_amax));
     if (outP) cudaCheck(cudaFree(outP));
     if (lseP) cudaCheck(cudaFree(lseP));
     return res;
@@ -678,12 +704,12 @@ int main(int argc, char** argv) {
     std::vector<Result> results;
     for (size_t i = 0; i < shapes.size(); i++) results.push_back(run_shape(shapes[i], 1000 + 7919 * i, timing, st));
 
-    printf("\n%-20s | %-9s | %-9s | %-13s | %-9s | %-11s | %-9s | %-11s | %-9s | %s\n", "shape (B,T,NH,HS)", "fwd err",
-           "bwd err", "deterministic", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s", "2pass ms", "result");
+    printf("\n%-20s | %-9s | %-9s | %-13s | %-9s | %-11s | %-9s | %-11s | %-9s | %-19s | %s\n", "shape (B,T,NH,HS)", "fwd err",
+           "bwd err", "deterministic", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s", "2pass ms", "fwd/bwd + amax ms", "result");
     bool all_pass = true;
     int n_pass = 0, n_fail = 0;
     for (const Result& r : results) {
-        char name[64], fms[32] = "-", ftf[32] = "-", bms[32] = "-", btf[32] = "-", f2ms[32] = "-";
+        char name[64], fms[32] = "-", ftf[32] = "-", bms[32] = "-", btf[32] = "-", f2ms[32] = "-", ams[48] = "-";
         snprintf(name, sizeof name, "(%d,%d,%d,%d)", r.sh.B, r.sh.T, r.sh.NH, r.sh.HS);
         if (r.fwd_ms >= 0) {
             snprintf(fms, sizeof fms, "%.4f", r.fwd_ms);
@@ -692,15 +718,17 @@ int main(int argc, char** argv) {
             snprintf(btf, sizeof btf, "%.1f", bwd_flops(r.sh) / (r.bwd_ms * 1e-3) / 1e12);
         }
         if (r.fwd2_ms >= 0) snprintf(f2ms, sizeof f2ms, "%.4f", r.fwd2_ms);
+        if (r.fwd_amax_ms >= 0) snprintf(ams, sizeof ams, "%.4f / %.4f", r.fwd_amax_ms, r.bwd_amax_ms);
         const double fe = std::max(std::max(r.e_out, r.e_lse), std::max(r.e_out2, r.e_lse2));
         const double be = std::max(r.e_dq, std::max(r.e_dk, r.e_dv));
-        printf("%-20s | %.3e | %.3e | %-13s | %9s | %11s | %9s | %11s | %9s | %s\n", name, fe, be,
-               r.det && (!r.two_pass || r.det2) ? "yes" : "NO", fms, ftf, bms, btf, f2ms, r.pass ? "PASS" : "FAIL");
+        printf("%-20s | %.3e | %.3e | %-13s | %9s | %11s | %9s | %11s | %9s | %19s | %s\n", name, fe, be,
+               r.det && (!r.two_pass || r.det2) ? "yes" : "NO", fms, ftf, bms, btf, f2ms, ams, r.pass ? "PASS" : "FAIL");
         all_pass &= r.pass;
         (r.pass ? n_pass : n_fail)++;
     }
     printf("(err: max over out/lse (and the forced two-pass out/lse in plain builds) resp. dq/dk/dv of |gpu - ref| / |ref|;\n"
            " 2pass ms: forced two-pass forward in plain builds (in SF16 builds fwd ms is the two-pass forward);\n"
+           " + amax: the same passes with the amax output the FP8 backend asks for;\n"
            " FLOPs counted causal: fwd 2*B*NH*T^2*HS, bwd 2.5x fwd, the two-pass forward's extra Q.K^T not counted)\n");
 
     // Probe: the forward's P, exposed through V = identity (see run_probe).
