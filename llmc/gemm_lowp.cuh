@@ -25,8 +25,8 @@
 // X once into the GEMM operand and the transposed wgrad operand (fp8_quantize_pair), kept per layer until
 // its backward (so backward neither re-reads X nor needs the GELU recompute: keeps_input); dY is
 // quantized once into both its operands; under current scaling the amax of X / dY comes from the kernel
-// that produced it when that kernel asked for an amax slot (gemm_amax_slot: LayerNorm, GELU, dGELU),
-// else from one amax pass. Knobs are run-time options (LowpOptions), so one
+// that produced it when that kernel asked for an amax slot (gemm_amax_slot: LayerNorm, GELU, dGELU,
+// attention forward and backward), else from one amax pass. Knobs are run-time options (LowpOptions), so one
 // build serves a sweep. The backend declines (the base BF16 backend runs instead) during the warm-up
 // steps, for the LM head unless lm_head is set, and for shapes FP8 GEMMs cannot take (C, OC or N not a
 // multiple of 16; reported once per layer).
