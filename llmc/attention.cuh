@@ -958,8 +958,6 @@ __device__ __forceinline__ void attn_gen_load2(float* sa, float* sb, const float
     }
 }
 
-// Forward, one warp per query row. PL (kProbsFromLse): pass 1 = online max/sum only (K chunks only),
-// pass 2 = P^ from lse and O = sum P^ V without rescaling (see the header comment).
 // Store v rounded to floatX at p; returns the bit pattern of |stored value| (for the amax slot).
 __device__ __forceinline__ unsigned int attn_gen_store(floatX* p, float v) {
     const floatX x = (floatX)v;
@@ -967,6 +965,8 @@ __device__ __forceinline__ unsigned int attn_gen_store(floatX* p, float v) {
     return abs_bits((float)x);
 }
 
+// Forward, one warp per query row. PL (kProbsFromLse): pass 1 = online max/sum only (K chunks only),
+// pass 2 = P^ from lse and O = sum P^ V without rescaling (see the header comment).
 template <int DPL, bool PL = kAttnProbsFromLse>
 __global__ void __launch_bounds__(ATTN_GEN_ROWS * 32)
 attn_fwd_generic_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int HS, float scale, unsigned int* amax) {

@@ -293,13 +293,6 @@ static Result run_shape(const Shape& sh, uint64_t seed, bool timing, cudaStream_
               memcmp(h_dqkv.data(), h_dqkv2.data(), buf.n_qkv * sizeof(floatX)) == 0;
     {
         const std::vector<unsigned int> got = to_host(d_amax, 2);
-        auto host_amax_bits = [](const std::vector<floatX>& v) {
-            float m = 0.0f;
-            for (floatX x : v) m = std::max(m, fabsf(to_float(x)));
-            uint32_t bits;
-            memcpy(&bits, &m, sizeof(bits));
-            return bits;
-        };
         const uint32_t want_out = host_amax_bits(h_out2), want_dqkv = host_amax_bits(h_dqkv2);
         res.amax_ok = got[0] == want_out && got[1] == want_dqkv;
         if (!res.amax_ok)

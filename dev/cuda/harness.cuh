@@ -68,6 +68,12 @@ struct DeviceBuffer {
     void zero() { cudaCheck(cudaMemset(ptr, 0, n * sizeof(T))); }
 };
 
+// Poison several buffers (of any element types) before a kernel writes them.
+template <typename... Buffers>
+static inline void poison_all(Buffers&... bufs) {
+    (bufs.poison(), ...);
+}
+
 // Upload host floats to a device buffer of T (rounded to T).
 template <typename T>
 static inline void upload(DeviceBuffer<T>& d, const std::vector<float>& h) {
@@ -92,6 +98,20 @@ static inline std::vector<T> download_raw(const DeviceBuffer<T>& d) {
     std::vector<T> h(d.n);
     cudaCheck(cudaMemcpy(h.data(), d.ptr, d.n * sizeof(T), cudaMemcpyDeviceToHost));
     return h;
+}
+
+// Host amax: max over v of bits((float)v) & 0x7FFFFFFF, what the kernels' amax outputs (FP8 amax slots,
+// integer atomicMax of |value| bit patterns) accumulate.
+template <typename T>
+static inline unsigned int host_amax_bits(const std::vector<T>& v) {
+    unsigned int m = 0;
+    for (const T& x : v) {
+        const float f = (float)x;
+        unsigned int u;
+        memcpy(&u, &f, sizeof u);
+        m = std::max(m, u & 0x7FFFFFFFu);
+    }
+    return m;
 }
 
 // Bit-identical vectors (determinism: run twice, compare).

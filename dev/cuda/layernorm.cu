@@ -53,19 +53,6 @@ struct Case {
     const char* what;
 };
 
-// Host amax: max over v of bits((float)v) & 0x7FFFFFFF, what the kernels accumulate into amax_out.
-template <typename T>
-static unsigned int host_amax_bits(const std::vector<T>& v) {
-    unsigned int m = 0;
-    for (const T& x : v) {
-        const float f = (float)x;
-        unsigned int u;
-        memcpy(&u, &f, sizeof u);
-        m = std::max(m, u & 0x7FFFFFFFu);
-    }
-    return m;
-}
-
 static float float_from_bits(unsigned int u) {
     float f;
     memcpy(&f, &u, sizeof f);
@@ -188,9 +175,7 @@ static Row run_case(const Case& cs, uint64_t seed, bool timing, Tally& tally) {
     auto fwd_amax = [&] {
         layernorm_forward(d_out.ptr, d_mean.ptr, d_rstd.ptr, d_x.ptr, d_w.ptr, d_b.ptr, N, C, stream, d_amax.ptr);
     };
-    d_out.poison();
-    d_mean.poison();
-    d_rstd.poison();
+    poison_all(d_out, d_mean, d_rstd);
     fwd();
     cudaCheck(cudaStreamSynchronize(stream));
     const std::vector<floatX> out1 = download_raw(d_out);
@@ -213,18 +198,14 @@ static Row run_case(const Case& cs, uint64_t seed, bool timing, Tally& tally) {
         row.ok &= tally.check("forward constant row: out = bias", e0.result(tol), tol);
         row.err_fwd = ro.rel;
     }
-    d_out.poison();
-    d_mean.poison();
-    d_rstd.poison();
+    poison_all(d_out, d_mean, d_rstd);
     fwd();
     cudaCheck(cudaStreamSynchronize(stream));
     bool det_fwd = same_bits(out1, download_raw(d_out)) && same_bits(mean1, download_raw(d_mean)) &&
                    same_bits(rstd1, download_raw(d_rstd));
     row.ok &= tally.check("forward deterministic (memcmp)", det_fwd);
     {
-        d_out.poison();
-        d_mean.poison();
-        d_rstd.poison();
+        poison_all(d_out, d_mean, d_rstd);
         arm_amax(d_amax, stream);
         fwd_amax();
         cudaCheck(cudaStreamSynchronize(stream));
@@ -246,10 +227,7 @@ static Row run_case(const Case& cs, uint64_t seed, bool timing, Tally& tally) {
         fused_residual_layernorm_forward(d_res.ptr, d_out.ptr, d_mean.ptr, d_rstd.ptr, d_in1.ptr, d_in2.ptr, d_w.ptr,
                                          d_b.ptr, N, C, stream, d_amax.ptr);
     };
-    d_res.poison();
-    d_out.poison();
-    d_mean.poison();
-    d_rstd.poison();
+    poison_all(d_res, d_out, d_mean, d_rstd);
     fused();
     cudaCheck(cudaStreamSynchronize(stream));
     const std::vector<floatX> res2 = download_raw(d_res), out2 = download_raw(d_out);
@@ -270,20 +248,14 @@ static Row run_case(const Case& cs, uint64_t seed, bool timing, Tally& tally) {
         row.ok &= tally.check("fused rstd", compare_all(rstd2, r_rstd, tol_stats), tol_stats);
         row.err_fused = ro.rel;
     }
-    d_res.poison();
-    d_out.poison();
-    d_mean.poison();
-    d_rstd.poison();
+    poison_all(d_res, d_out, d_mean, d_rstd);
     fused();
     cudaCheck(cudaStreamSynchronize(stream));
     const bool det_fused = same_bits(res2, download_raw(d_res)) && same_bits(out2, download_raw(d_out)) &&
                            same_bits(mean2, download_raw(d_mean)) && same_bits(rstd2, download_raw(d_rstd));
     row.ok &= tally.check("fused deterministic (memcmp)", det_fused);
     {
-        d_res.poison();
-        d_out.poison();
-        d_mean.poison();
-        d_rstd.poison();
+        poison_all(d_res, d_out, d_mean, d_rstd);
         arm_amax(d_amax, stream);
         fused_amax();
         cudaCheck(cudaStreamSynchronize(stream));
@@ -427,10 +399,7 @@ static bool run_nan_case(int N, int C, int nan_row, uint64_t seed, Tally& tally)
         std::vector<floatX> outs[2], ress[2];
         std::vector<float> means[2], rstds[2];
         for (int a = 0; a < 2; a++) {
-            d_out.poison();
-            d_res.poison();
-            d_mean.poison();
-            d_rstd.poison();
+            poison_all(d_out, d_res, d_mean, d_rstd);
             arm_amax(d_amax, stream);
             unsigned int* slot = a ? d_amax.ptr : nullptr;
             if (fused)
