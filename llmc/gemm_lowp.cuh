@@ -39,6 +39,7 @@
 #include "cuda_common.cuh"
 #include "cuda_utils.cuh"
 #include "utils.h"
+#include "cli.h"
 #include "gemm.cuh"
 #include "gemm_fp8.cuh"
 #include "fp8_quant.cuh"
@@ -549,10 +550,40 @@ static bool lowp_keeps_input(GemmContext* ctx, const floatX* weight, int N) {
     return L != NULL && L->xt_rows == N && ctx->optimizer_steps >= s->opt.warmup;
 }
 
-// Attach the backend to ctx (after gemm_context_init). Dies on a GPU without FP8 tensor cores (below
-// compute capability 8.9) unless allow_fallback, in which case nothing is attached and the base
-// backend runs every GEMM (printed). Invalid option combinations end the program naming the flag.
-static inline void gemm_lowp_attach(GemmContext* ctx, const LowpOptions* opt, int allow_fallback, unsigned long long seed) {
+#if GEMM_LOWP_TCFP12
+#define GEMM_LOWP_NUM_FLAGS 10
+#else
+#define GEMM_LOWP_NUM_FLAGS 6
+#endif
+
+// The FP8 / TCFP-12 command-line knobs, with their defaults (all 0: current scaling, fp32-exact
+// accumulation, FP8 wgrad, LM head in BF16), written into flags; returns the count. *fallback is
+// --fp8-fallback. The TCFP-12 knobs exist only in the TCFP12=1 build.
+static inline int gemm_lowp_flags(LowpOptions* opt, int* fallback, CliFlag* flags) {
+    *opt = LowpOptions{};
+    *fallback = 0;
+    const CliFlag f[] = {
+        {"--fp8-delayed", CLI_INT, &opt->delayed, "FP8 scales from the max amax of the last N uses (delayed scaling); 0 = current"},
+        {"--fp8-fast-accum", CLI_INT, &opt->fast_accum, "1 = cuBLASLt fast accumulation in the FP8 GEMMs"},
+        {"--fp8-hp-wgrad", CLI_INT, &opt->hp_wgrad, "1 = weight gradients in BF16 instead of FP8"},
+        {"--fp8-warmup", CLI_INT, &opt->warmup, "optimizer steps with BF16 GEMMs before FP8 starts"},
+        {"--fp8-lm-head", CLI_INT, &opt->lm_head, "1 = the LM head in FP8 too"},
+        {"--fp8-fallback", CLI_INT, fallback, "1 = on a GPU without FP8 tensor cores run BF16 GEMMs instead of failing"},
+#if GEMM_LOWP_TCFP12
+        {"--tcfp-block", CLI_INT, &opt->block, "TCFP-12 scales: 0 per tensor; 32, 64, 128 = bxb weight tiles, 1xb activation blocks (32, 64: slow chunked GEMMs)"},
+        {"--tcfp-ef", CLI_INT, &opt->error_feedback, "1 = error feedback of the weight split across steps"},
+        {"--tcfp-srr", CLI_INT, &opt->srr, "1 = stochastic rounding of the residual W_lo (instead of error feedback)"},
+        {"--tcfp-abd", CLI_INT, &opt->abd, "1 = asymmetric backward: dgrad with W_hi only"},
+#endif
+    };
+    static_assert(sizeof(f) / sizeof(f[0]) == GEMM_LOWP_NUM_FLAGS, "GEMM_LOWP_NUM_FLAGS");
+    for (int i = 0; i < GEMM_LOWP_NUM_FLAGS; i++) flags[i] = f[i];
+    return GEMM_LOWP_NUM_FLAGS;
+}
+
+// Check the knobs and their combinations (dies naming the flag; no CUDA call, so the trainer checks
+// them before it touches the GPU).
+static inline void gemm_lowp_options_validate(const LowpOptions* opt, int allow_fallback) {
     const struct { const char* flag; int value; } switches[] = {
         {"--fp8-fast-accum", opt->fast_accum}, {"--fp8-hp-wgrad", opt->hp_wgrad}, {"--fp8-lm-head", opt->lm_head},
         {"--tcfp-ef", opt->error_feedback},    {"--tcfp-srr", opt->srr},           {"--tcfp-abd", opt->abd}};
@@ -566,6 +597,13 @@ static inline void gemm_lowp_attach(GemmContext* ctx, const LowpOptions* opt, in
     if (!lowp_is_tcfp() && (opt->block || opt->error_feedback || opt->srr || opt->abd))
         die("--tcfp-*: TCFP-12 options need the TCFP12=1 build (this is %s)", GEMM_LOWP_MODE_NAME);
     if (opt->delayed < 0 || opt->warmup < 0) die("--fp8-delayed / --fp8-warmup: must be >= 0");
+}
+
+// Attach the backend to ctx (after gemm_context_init). Dies on a GPU without FP8 tensor cores (below
+// compute capability 8.9) unless allow_fallback, in which case nothing is attached and the base
+// backend runs every GEMM (printed). Invalid option combinations end the program naming the flag.
+static inline void gemm_lowp_attach(GemmContext* ctx, const LowpOptions* opt, int allow_fallback, unsigned long long seed) {
+    gemm_lowp_options_validate(opt, allow_fallback);
     int dev = 0, major = 0, minor = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));

@@ -29,6 +29,8 @@
 
 #include "cuda_common.cuh"
 #include "cuda_utils.cuh"
+#include "cli.h"
+#include "precision.h"
 #include "rendezvous.h"
 #include "zero.h"
 
@@ -58,6 +60,59 @@ struct MultiGpu {
     ncclComm_t comm;
 #endif
 };
+
+// The multi-GPU command-line options (rendezvous, ZeRO stage, gradient wire precision), declared
+// with their flag table here so that the trainer's main only appends the table.
+struct MultiGpuOptions {
+    int zero_stage;           // -z: 0 replicated optimizer, 1 ZeRO-1
+    const char* grad_wire;    // -gw: "" (storage type), "fp32", or the storage type's name
+    const char* method;       // -pi: auto | mpi | tcp | fs | none
+    int nranks, rank, local;  // -pn, -pr, -pl (-1: from the launcher)
+    const char* server;       // -ps: HOST:PORT of rank 0 (tcp)
+    const char* folder;       // -pf: shared folder (fs)
+    int timeout_s;            // -pt
+    int wire_fp32;            // derived by multi_gpu_options_validate
+};
+
+#define MULTI_GPU_NUM_FLAGS 9
+
+// Defaults, then the flag table (targets are o's fields) written into flags; returns the count.
+static inline int multi_gpu_flags(MultiGpuOptions* o, CliFlag* flags) {
+    *o = MultiGpuOptions{0, "", "auto", -1, -1, -1, "127.0.0.1:29500", "", 120, 0};
+    const CliFlag f[MULTI_GPU_NUM_FLAGS] = {
+        {"-z", CLI_INT, &o->zero_stage, "ZeRO stage: 0 replicated optimizer, 1 optimizer state sharded over the GPUs"},
+        {"-gw", CLI_STRING, &o->grad_wire, "gradient all-reduce precision: fp32 or the storage type (bf16/fp16; default)"},
+        {"-pi", CLI_STRING, &o->method, "multi-GPU rendezvous: auto | mpi | tcp | fs | none"},
+        {"-pn", CLI_INT, &o->nranks, "number of processes (tcp/fs; default: from mpirun/srun)"},
+        {"-pr", CLI_INT, &o->rank, "rank of this process (tcp/fs; default: from mpirun/srun)"},
+        {"-pl", CLI_INT, &o->local, "local rank = GPU index of this process (default: from the launcher, else -pr)"},
+        {"-ps", CLI_STRING, &o->server, "tcp rendezvous: HOST:PORT of rank 0"},
+        {"-pf", CLI_STRING, &o->folder, "fs rendezvous: a folder all processes share"},
+        {"-pt", CLI_INT, &o->timeout_s, "rendezvous timeout in seconds"},
+    };
+    for (int i = 0; i < MULTI_GPU_NUM_FLAGS; i++) flags[i] = f[i];
+    return MULTI_GPU_NUM_FLAGS;
+}
+
+// Check the options (dies naming the flag; no CUDA call) and derive wire_fp32.
+static inline void multi_gpu_options_validate(MultiGpuOptions* o) {
+    if (o->zero_stage != 0 && o->zero_stage != 1) die("-z: ZeRO stage %d is not supported (0 or 1)", o->zero_stage);
+    o->wire_fp32 = 0;
+    if (*o->grad_wire) {
+        char native[8];
+        snprintf(native, sizeof(native), "%s", PRECISION_MODE_NAME);
+        for (char* c = native; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+        if (strcmp(o->grad_wire, "fp32") == 0) o->wire_fp32 = 1;
+        else if (strcmp(o->grad_wire, native) != 0) die("-gw %s: expected fp32 or %s (this build's storage type)", o->grad_wire, native);
+    }
+    if (o->timeout_s <= 0) die("-pt: must be positive, got %d", o->timeout_s);
+}
+
+// Join the processes of this run (before any CUDA call): the rendezvous the options name.
+static inline void multi_gpu_rendezvous(ProcessGroup* pg, const MultiGpuOptions* o) {
+    rendezvous_init(pg, rendezvous_method_from_name(o->method, o->nranks, o->folder), o->nranks, o->rank, o->local, o->server,
+                    o->folder, o->timeout_s);
+}
 
 // Whether this run spans several processes.
 static inline bool multi_gpu_active(const MultiGpu* mg) { return mg != NULL && mg->pg.nranks > 1; }
