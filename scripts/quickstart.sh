@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Quick start: prepare Tiny Shakespeare and train a GPT-2 on it.
+# Quick start on a fresh machine: install what is missing, prepare Tiny Shakespeare, train a GPT-2 on it.
+#   - scripts/setup_env.sh first: system packages with apt-get (gcc, make, python3-venv, numpy; when
+#     it cannot, it names the command and we stop) and the .venv with tiktoken from PyPI,
 #   - with a working NVIDIA GPU and nvcc: the CUDA trainer on a d6 model (L=6, C=384), 150 steps,
 #   - otherwise the CPU fp32 reference trainer on a small model (d4: L=4, C=256, NH=4; T=256),
 #     one epoch (300 steps, a few minutes on 2 cores), printing validation loss and samples.
@@ -7,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+scripts/setup_env.sh                                 # before any make: it may install make itself
 make --no-print-directory data                       # tokenized shards + tokenizer in data/
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
    && [ "$(make -s --no-print-directory print-HAVE_CUDA)" = 1 ]; then

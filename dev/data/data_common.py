@@ -1,9 +1,11 @@
 """Shared helpers for the data-preparation scripts: shared-data lookup, the GPT-2
 tokenizer (offline through the shared BPE files), and writers for the binary formats
 of doc/FORMATS.md (token shards and the tokenizer file)."""
+import filecmp
 import hashlib
 import os
 import shutil
+import tempfile
 import urllib.request
 from pathlib import Path
 
@@ -54,22 +56,47 @@ def file_sha256(path):
     return h.hexdigest()
 
 
+def shared_bpe_cache():
+    """Return a tiktoken cache folder holding the shared BPE files under tiktoken's names, or None.
+
+    The folder is ours (data/tiktoken_cache, else one under the temp dir), filled from the shared
+    gpt2/ files, so that a caller's TIKTOKEN_CACHE_DIR without them cannot send tiktoken online."""
+    shared = shared_data_dir()
+    src_dir = shared / "gpt2" if shared else None
+    if not src_dir or not all((src_dir / name).is_file() for name in ("vocab.bpe", "encoder.json")):
+        return None  # the two files of the gpt2 encoding
+    for cache in (REPO / "data" / "tiktoken_cache", Path(tempfile.gettempdir()) / f"llmc-tiktoken-{os.getuid()}"):
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            for name, key in TIKTOKEN_FILES.items():
+                src, dst = src_dir / name, cache / key
+                if src.is_file() and (not dst.is_file() or not filecmp.cmp(src, dst, shallow=False)):
+                    tmp = dst.with_name(f"{key}.{os.getpid()}.tmp")
+                    shutil.copyfile(src, tmp)
+                    os.replace(tmp, dst)  # atomic: concurrent runs (gutenberg's workers) never see half a file
+            return cache
+        except OSError:
+            continue  # read-only checkout: try the next folder
+    return None
+
+
 def get_gpt2_encoding():
-    """Return tiktoken's gpt2 encoding, served from the shared BPE files when available."""
+    """Return tiktoken's gpt2 encoding, from the shared BPE files when they exist (whatever the
+    caller's TIKTOKEN_CACHE_DIR holds: it is restored afterwards), else tiktoken's own cache/download."""
     import tiktoken
 
-    shared = shared_data_dir()
-    if "TIKTOKEN_CACHE_DIR" not in os.environ and shared and (shared / "gpt2").is_dir():
-        cache = REPO / "data" / "tiktoken_cache"
-        cache.mkdir(parents=True, exist_ok=True)
-        for name, key in TIKTOKEN_FILES.items():
-            src, dst = shared / "gpt2" / name, cache / key
-            if src.is_file() and (not dst.is_file() or dst.stat().st_size != src.stat().st_size):
-                tmp = dst.with_name(f"{key}.{os.getpid()}.tmp")
-                shutil.copyfile(src, tmp)
-                os.replace(tmp, dst)
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
-    return tiktoken.get_encoding("gpt2")
+    cache = shared_bpe_cache()
+    if cache is None:
+        return tiktoken.get_encoding("gpt2")
+    saved = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)  # tiktoken reads it when it loads the files
+    try:
+        return tiktoken.get_encoding("gpt2")
+    finally:
+        if saved is None:
+            del os.environ["TIKTOKEN_CACHE_DIR"]
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = saved
 
 
 def atomic_write(path, chunks):

@@ -162,7 +162,7 @@ def main(argv=None):
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    enc = get_gpt2_encoding()  # also points TIKTOKEN_CACHE_DIR at the shared files for the workers
+    enc = get_gpt2_encoding()  # each worker loads it again (init_worker), from the same files
     args.out_dir.mkdir(parents=True, exist_ok=True)
     args.tokenizer_out.parent.mkdir(parents=True, exist_ok=True)
     write_tokenizer(args.tokenizer_out, enc)

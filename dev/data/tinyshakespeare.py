@@ -53,7 +53,12 @@ def main(argv=None):
     """Run the preparation and print what was written."""
     args = parse_args(argv)
     t0 = time.time()
-    src = resolve_input(args)
+    try:
+        src = resolve_input(args)
+    except OSError as e:  # offline without the shared copy
+        print(f"error: {URL}: download failed ({e}); without internet, point LLMC_SHARED_DATA at the "
+              "shared data folder (tinyshakespeare/input.txt, gpt2/) or give --input", file=sys.stderr)
+        return 1
     val_path = args.out_dir / "tiny_shakespeare_val.bin"
     train_path = args.out_dir / "tiny_shakespeare_train.bin"
     outputs = [val_path, train_path, args.tokenizer_out]

@@ -1,6 +1,7 @@
 """Tests for dev/data: tokenizer setup, shard and tokenizer writers, Tiny Shakespeare and Gutenberg CLIs."""
 import gzip
 import json
+import os
 import random
 import subprocess
 import sys
@@ -25,6 +26,26 @@ def run_script(name, *args):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
+
+
+# Runs a script (argv[1], its arguments after it) with every network connection refused: socket
+# connects and name lookups raise, so a download attempt (requests, urllib) fails at once.
+NO_NETWORK = """
+import runpy, socket, sys
+def refuse(*args, **kwargs):
+    raise OSError("network access is blocked in this test")
+socket.socket.connect = socket.socket.connect_ex = refuse
+socket.create_connection = socket.getaddrinfo = refuse
+sys.argv = sys.argv[1:]
+sys.path.insert(0, sys.argv[0].rsplit("/", 1)[0])
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def run_offline(script, *args, **env):
+    """Run a script with no network and the given extra environment; return the CompletedProcess."""
+    return subprocess.run([sys.executable, "-c", NO_NETWORK, str(script), *map(str, args)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **env})
 
 
 def read_shard(path):
@@ -66,6 +87,34 @@ def test_tinyshakespeare_counts(shakespeare):
     assert val[0] == 50256
     assert (out / "tiny_shakespeare_train.bin").stat().st_size == 1024 + 2 * 305260
     assert "305,260" in stdout
+
+
+@needs_shared
+def test_offline_with_foreign_tiktoken_cache(tmp_path, shakespeare):
+    """TIKTOKEN_CACHE_DIR at an empty folder and no network: the shared BPE files are used, the
+    tokens are the usual ones, and nothing is written into the caller's cache folder."""
+    cache = tmp_path / "empty_cache"
+    cache.mkdir()
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"import sys; sys.path.insert(0, {str(DATA_DIR)!r}); import data_common\n"
+                     "print(data_common.get_gpt2_encoding().encode('Hello world'))\n")
+    # control: without the shared files tiktoken must download, and the blocked network stops it
+    proc = run_offline(probe, TIKTOKEN_CACHE_DIR=cache, LLMC_SHARED_DATA=tmp_path / "no_such_folder")
+    assert proc.returncode != 0 and "network access is blocked" in proc.stderr
+    proc = run_offline(probe, TIKTOKEN_CACHE_DIR=cache)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[15496, 995]", proc.stderr
+    out = tmp_path / "ts"
+    proc = run_offline(DATA_DIR / "tinyshakespeare.py", "--out-dir", out, "--tokenizer-out", out / "tok.bin",
+                       TIKTOKEN_CACHE_DIR=cache)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("tiny_shakespeare_val.bin", "tiny_shakespeare_train.bin", "tok.bin"):
+        assert (out / name).read_bytes() == (shakespeare[0] / name).read_bytes(), name
+    assert (len(read_shard(out / "tiny_shakespeare_val.bin")), len(read_shard(out / "tiny_shakespeare_train.bin"))) \
+        == (32768, 305260)
+    proc = run_offline(DATA_DIR / "gutenberg.py", "--max-books", 1, "--workers", 2, "--out-dir", tmp_path / "gb",
+                       "--tokenizer-out", tmp_path / "gb" / "tok.bin", TIKTOKEN_CACHE_DIR=cache)
+    assert proc.returncode == 0 and read_shard(tmp_path / "gb" / "gutenberg_train_000000.bin")[0] == 50256, proc.stderr
+    assert list(cache.iterdir()) == []
 
 
 @needs_shared

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# What the README's two commands need on a fresh Debian/Ubuntu machine, in one place
+# (scripts/quickstart.sh runs it; the Makefile runs it for `make venv`, `make data`, `make test`):
+#   1. system packages: gcc and make (build-essential), the system Python 3 with venv and numpy,
+#      and with --torch PyTorch (python3-torch: make test's reference state). Missing ones are
+#      installed with apt-get when we are root or have passwordless sudo; otherwise one message
+#      names the command to run, and the exit status is 1.
+#   2. the venv .venv: sees the system's packages (Debian's torch and numpy) and adds tiktoken,
+#      pytest, ml_dtypes and matplotlib from PyPI. .venv/.complete is written last, so a venv
+#      left half made (an interrupted run) is made again, never used.
+# usage: scripts/setup_env.sh [--torch]      Quiet and quick when everything is there already.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# make -j may start two of us: one at a time (the lock is on this file, so nothing is left behind)
+if command -v flock >/dev/null; then exec 9<"$0"; flock 9; fi
+
+case "${1:-}" in
+    "") TORCH=0 ;;
+    --torch) TORCH=1 ;;
+    *) echo "usage: $0 [--torch]" >&2; exit 2 ;;
+esac
+VENV=${VENV:-.venv}
+# the venv is made from the system Python, where apt puts its packages, not a pyenv/conda one on PATH
+PY_BASE=${PY_BASE:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)}
+PIP_REQS=('tiktoken>=0.6' 'pytest>=7' numpy 'ml_dtypes>=0.5,<0.6' 'matplotlib>=3.7')
+# a venv is good when these import and the system's torch, if any, can use its numpy
+VENV_CHECK='import numpy, tiktoken, pytest, ml_dtypes, matplotlib, importlib.util
+if importlib.util.find_spec("torch"):
+    import torch; torch.from_numpy(numpy.zeros(1))'
+TORCH_PIP="$VENV/bin/python -m pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+die() { printf 'error: %s\n' "$1" >&2; shift; printf '%s\n' "$@" >&2; exit 1; }   # one message
+has_module() { "$1" -c "import importlib.util as u, sys; sys.exit(u.find_spec('$2') is None)" 2>/dev/null; }
+
+# --- 1. system packages ----------------------------------------------------------------------------
+find_missing() {   # fills MISSING with the Debian packages of what is not there
+    MISSING=()
+    command -v gcc >/dev/null && command -v make >/dev/null || MISSING+=(build-essential)
+    # Debian's python3 has no ensurepip (so no venv with pip) without python3-venv
+    has_module "$PY_BASE" ensurepip || MISSING+=(python3 python3-venv)
+    # the venv uses the system's numpy: the one Debian's torch is built for
+    has_module "$PY_BASE" numpy || MISSING+=(python3-numpy)
+    if [ "$TORCH" = 1 ]; then   # torch from apt, or installed into the venv with pip
+        local py=$PY_BASE
+        [ -x "$VENV/bin/python" ] && py=$VENV/bin/python
+        has_module "$py" torch || MISSING+=(python3-torch)
+    fi
+    return 0
+}
+
+find_missing
+TORCH_UNPACKAGED=0
+if [ ${#MISSING[@]} -gt 0 ]; then
+    command -v apt-get >/dev/null ||
+        die "missing: ${MISSING[*]} (Debian package names); install them with this system's package manager, then run this again"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then
+        HINT=()
+        [[ " ${MISSING[*]} " != *" python3-torch "* ]] ||
+            HINT=("(where apt has no python3-torch, e.g. Ubuntu without universe: leave it out, then: $TORCH_PIP)")
+        { command -v sudo >/dev/null && sudo -n true 2>/dev/null; } ||
+            die "missing system packages: ${MISSING[*]}. Install them (as root), then run this again:" \
+                "  sudo apt-get update && sudo apt-get install -y ${MISSING[*]}" "${HINT[@]}"
+        SUDO=sudo
+    fi
+    echo "installing system packages: ${MISSING[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q >/dev/null
+    if [[ " ${MISSING[*]} " == *" python3-torch "* ]] && ! apt-cache show python3-torch >/dev/null 2>&1; then
+        TORCH_UNPACKAGED=1   # not in this distribution's archive: pip into the venv instead (below)
+        read -ra MISSING <<< "${MISSING[*]/python3-torch/}"
+    fi
+    [ ${#MISSING[@]} -eq 0 ] || $SUDO apt-get install -y -q --no-install-recommends "${MISSING[@]}" >/dev/null
+    find_missing
+    [ ${#MISSING[@]} -eq 0 ] || [ "${MISSING[*]}" = python3-torch ] ||
+        die "still missing after apt-get install: ${MISSING[*]}"
+fi
+
+# --- 2. the venv ---------------------------------------------------------------------------------
+if [ ! -f "$VENV/.complete" ]; then
+    if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$VENV_CHECK" 2>/dev/null; then
+        echo "$VENV: complete, marking it so"   # made before .complete existed
+    else
+        echo "creating $VENV: system site packages + ${PIP_REQS[*]} from PyPI"
+        rm -rf "$VENV"
+        "$PY_BASE" -m venv --system-site-packages "$VENV"
+        # keep the system's numpy: pip would upgrade it (matplotlib wants a newer one) to a numpy 2
+        # that Debian's torch 1.13 cannot use (torch.from_numpy: "Numpy is not available")
+        "$VENV/bin/python" -c 'import numpy; print("numpy==" + numpy.__version__)' > "$VENV/constraints.txt"
+        "$VENV/bin/python" -m pip install -q -c "$VENV/constraints.txt" "${PIP_REQS[@]}"
+        "$VENV/bin/python" -c "$VENV_CHECK" || die "$VENV: the packages above do not import (see the message)"
+    fi
+    touch "$VENV/.complete"
+fi
+
+if [ "$TORCH" = 1 ] && ! has_module "$VENV/bin/python" torch; then
+    die "PyTorch is needed (make test: the reference state) and $([ $TORCH_UNPACKAGED = 1 ] &&
+        echo "apt has no python3-torch here" || echo "is not installed"). Install it into the venv, then run this again:" \
+        "  $TORCH_PIP"
+fi
