@@ -38,6 +38,9 @@ against the PyTorch reference of dev/reference/.
 #include "llmc/cli.h"
 #include "llmc/train_config.h"
 #include "llmc/train_setup.h"
+#include "llmc/hellaswag.h"
+#include "llmc/outlier_detector.h"
+#include "llmc/checkpoint_retention.h"
 
 // ----------------------------------------------------------------------------------------------
 // Matrix products. One cache-tiled routine serves the forward product and both backward products.
@@ -643,13 +646,18 @@ float gpt2_grad_norm(const GPT2* m) {
     return (float)sqrt(sum);
 }
 
-// Scale gradients so their global norm is at most max_norm (PyTorch clip_grad_norm_ semantics:
-// factor max_norm / (norm + 1e-6), applied when below 1). Returns the norm before clipping.
-float gpt2_clip_grad_norm(GPT2* m, float max_norm) {
-    float norm = gpt2_grad_norm(m);
+// Scale the gradients, of global norm `norm`, so that their norm is at most max_norm (PyTorch
+// clip_grad_norm_ semantics: factor max_norm / (norm + 1e-6), applied when below 1; 0 = off).
+void gpt2_clip_grads(GPT2* m, float norm, float max_norm) {
     float coef = max_norm / (norm + 1e-6f);
     if (max_norm > 0.0f && coef < 1.0f)
         for (size_t i = 0; i < m->num_parameters; i++) m->grads_memory[i] *= coef;
+}
+
+// gpt2_grad_norm, then gpt2_clip_grads. Returns the norm before clipping.
+float gpt2_clip_grad_norm(GPT2* m, float max_norm) {
+    float norm = gpt2_grad_norm(m);
+    gpt2_clip_grads(m, norm, max_norm);
     return norm;
 }
 
@@ -726,6 +734,14 @@ static void sample_and_print(GPT2* model, const Tokenizer* tok, int have_tok, Rn
     free(seq);
 }
 
+// The forward of the HellaSwag evaluation (llmc/hellaswag.h): per-position losses of a B x T batch.
+typedef struct { GPT2* model; int B, T; } EvalContext;
+static const float* eval_forward(void* ctx, const int* inputs, const int* targets) {
+    EvalContext* e = (EvalContext*)ctx;
+    gpt2_forward(e->model, inputs, targets, e->B, e->T);
+    return e->model->acts.losses;
+}
+
 static const char* TRAIN_DOC =
     "CPU fp32 reference GPT-2 trainer. Trains from scratch (-e dN[,cC][,hNH][,tMAXT]) or from a\n"
     "checkpoint (-e file.bin) on llm.c token shards, evaluates, samples and writes checkpoints.";
@@ -745,9 +761,12 @@ int main(int argc, char** argv) {
     int threads = 0;
     CliFlag flags[TRAIN_CONFIG_NUM_FLAGS + 1];
     int nflags = train_config_flags(&tc, flags);
-    flags[nflags++] = (CliFlag){"-threads", CLI_INT, &threads, "OpenMP threads (0 = OpenMP default)"};
+    flags[nflags++] = (CliFlag){"-threads", CLI_INT, &threads, "OpenMP threads (0 = OpenMP default)", 0, 4096, NULL};
     cli_parse(argc, argv, flags, nflags, TRAIN_DOC);
     train_config_validate(&tc);
+    GPT2Config spec_config;
+    EvalSet evalset = {0};  // -h 1
+    train_config_check_files(&tc, &spec_config, &evalset);  // every named file, before the model and the data
     const int B = tc.B, T = tc.T, total_batch_size = tc.total_batch_size, grad_accum_steps = tc.grad_accum_steps;
     const char* out_dir = tc.out_dir;
 #ifdef _OPENMP
@@ -787,7 +806,10 @@ int main(int argc, char** argv) {
     print_config_rule();
 
     Logger logger;
-    if (out_dir) ensure_output_dir(out_dir);
+    if (out_dir) {
+        ensure_output_dir(out_dir);
+        ckpt_recover(out_dir);  // finish a checkpoint deletion (-nk) a crash interrupted
+    }
     logger_init(&logger, out_dir, 0);
     char line[512];
     snprintf(line, sizeof(line), "train_gpt2 (CPU fp32) model=%s L=%d C=%d NH=%d B=%d T=%d accum=%d lr=%g",
@@ -796,6 +818,9 @@ int main(int argc, char** argv) {
 
     Rng sample_rng;
     rng_init(&sample_rng, (uint64_t)tc.seed + 1);
+    OutlierState outlier;  // -sl / -sg
+    outlier_state_init(&outlier);
+    EvalContext eval_ctx = {&model, B, T};
     double total_time = 0.0;
     for (int step = 0; step <= tc.max_steps; step++) {
         int last = step == tc.max_steps;
@@ -804,13 +829,20 @@ int main(int argc, char** argv) {
             printf("step %5d | val loss %.6f\n", step, val_loss);
             logger_log_val(&logger, step, val_loss);
         }
+        if (tc.hellaswag && ((tc.val_every > 0 && step > 0 && step % tc.val_every == 0) || last)) {
+            int correct = evalset_correct(&evalset, B, T, 0, 1, eval_forward, &eval_ctx);
+            float acc = (float)correct / evalset.num_examples;
+            printf("step %5d | hellaswag acc %d/%d = %.4f\n", step, correct, evalset.num_examples, acc);
+            logger_log_eval(&logger, step, acc);
+        }
         if (tc.sample_every > 0 && step > 0 && (step % tc.sample_every == 0 || last))
             sample_and_print(&model, &setup.tokenizer, have_tok, &sample_rng, tc.gen_tokens);
-        if (out_dir && ((tc.checkpoint_every > 0 && step > 0 && step % tc.checkpoint_every == 0) || last)) {
+        if (out_dir && ((tc.checkpoint_every > 0 && step > 0 && step % tc.checkpoint_every == 0) || (last && tc.checkpoint_every >= 0))) {
             char path[4096];
             snprintf(path, sizeof(path), "%s/model_%08d.bin", out_dir, step);
             checkpoint_write_model(path, cfg, model.params_memory, 3);
             printf("wrote %s\n", path);
+            ckpt_apply_retention(out_dir, step, tc.checkpoints_keep, tc.major_every, 0, 1, 0);  // -nk / -nm
         }
         if (last) break;
 
@@ -826,17 +858,31 @@ int main(int argc, char** argv) {
         float loss = (float)(loss_sum / grad_accum_steps);
         if (!isfinite(loss))
             die("step %d: train loss is %f; stopping before the update (checkpoints written so far are intact)", step + 1, loss);
-        float norm = gpt2_clip_grad_norm(&model, tc.grad_clip);
+        float norm = gpt2_grad_norm(&model);
         float step_lr = get_learning_rate(&setup.sched, step);
-        gpt2_update(&model, step_lr, 0.9f, 0.95f, 1e-8f, tc.weight_decay, step + 1);
+        // -sl / -sg: a loss or gradient-norm spike skips the update (parameters, moments and AdamW's
+        // step count stay as they are; the batch is consumed)
+        double zloss, zgrad;
+        const int skip = outlier_step(&outlier, loss, norm, tc.skip_loss_z, tc.skip_grad_z, &zloss, &zgrad);
+        char note[64] = "", log_note[64] = "";
+        if (skip) {
+            outlier.skipped_updates++;
+            snprintf(note, sizeof(note), " | skipped (%s z=%.2f)", skip == 1 ? "loss" : "grad", skip == 1 ? zloss : zgrad);
+            snprintf(log_note, sizeof(log_note), "skipped:%s_z=%.2f", skip == 1 ? "loss" : "grad", skip == 1 ? zloss : zgrad);
+        } else {
+            gpt2_clip_grads(&model, norm, tc.grad_clip);
+            gpt2_update(&model, step_lr, 0.9f, 0.95f, 1e-8f, tc.weight_decay, step + 1 - outlier.skipped_updates);
+        }
         double dt = wall_seconds() - t0;
         if (step > 0) total_time += dt;  // the first step includes allocation
-        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", step + 1, tc.max_steps,
-               loss, norm, step_lr, dt * 1e3, total_batch_size / dt);
-        logger_log_train(&logger, step + 1, loss, step_lr, norm);
+        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s%s\n", step + 1, tc.max_steps,
+               loss, norm, step_lr, dt * 1e3, total_batch_size / dt, note);
+        logger_log_train_note(&logger, step + 1, loss, step_lr, norm, skip ? log_note : NULL);
     }
     if (tc.max_steps > 1) printf("average step time %.1f ms\n", total_time / (tc.max_steps - 1) * 1e3);
 
+    if (outlier.skipped_updates > 0) printf("%d updates skipped (-sl %g, -sg %g)\n", outlier.skipped_updates, tc.skip_loss_z, tc.skip_grad_z);
+    if (tc.hellaswag) evalset_free(&evalset);
     logger_free(&logger);
     train_setup_free(&setup);
     gpt2_free(&model);

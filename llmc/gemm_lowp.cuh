@@ -563,17 +563,17 @@ static inline int gemm_lowp_flags(LowpOptions* opt, int* fallback, CliFlag* flag
     *opt = LowpOptions{};
     *fallback = 0;
     const CliFlag f[] = {
-        {"--fp8-delayed", CLI_INT, &opt->delayed, "FP8 scales from the max amax of the last N uses (delayed scaling); 0 = current"},
-        {"--fp8-fast-accum", CLI_INT, &opt->fast_accum, "1 = cuBLASLt fast accumulation in the FP8 GEMMs"},
-        {"--fp8-hp-wgrad", CLI_INT, &opt->hp_wgrad, "1 = weight gradients in BF16 instead of FP8"},
-        {"--fp8-warmup", CLI_INT, &opt->warmup, "optimizer steps with BF16 GEMMs before FP8 starts"},
-        {"--fp8-lm-head", CLI_INT, &opt->lm_head, "1 = the LM head in FP8 too"},
-        {"--fp8-fallback", CLI_INT, fallback, "1 = on a GPU without FP8 tensor cores run BF16 GEMMs instead of failing"},
+        {"--fp8-delayed", CLI_INT, &opt->delayed, "FP8 scales from the max amax of the last N uses (delayed scaling); 0 = current", 0, 4096, NULL},
+        {"--fp8-fast-accum", CLI_INT, &opt->fast_accum, "1 = cuBLASLt fast accumulation in the FP8 GEMMs", 0, 1, NULL},
+        {"--fp8-hp-wgrad", CLI_INT, &opt->hp_wgrad, "1 = weight gradients in BF16 instead of FP8", 0, 1, NULL},
+        {"--fp8-warmup", CLI_INT, &opt->warmup, "optimizer steps with BF16 GEMMs before FP8 starts", 0, INT_MAX, NULL},
+        {"--fp8-lm-head", CLI_INT, &opt->lm_head, "1 = the LM head in FP8 too", 0, 1, NULL},
+        {"--fp8-fallback", CLI_INT, fallback, "1 = on a GPU without FP8 tensor cores run BF16 GEMMs instead of failing", 0, 1, NULL},
 #if GEMM_LOWP_TCFP12
-        {"--tcfp-block", CLI_INT, &opt->block, "TCFP-12 scales: 0 per tensor; 32, 64, 128 = bxb weight tiles, 1xb activation blocks (32, 64: slow chunked GEMMs)"},
-        {"--tcfp-ef", CLI_INT, &opt->error_feedback, "1 = error feedback of the weight split across steps"},
-        {"--tcfp-srr", CLI_INT, &opt->srr, "1 = stochastic rounding of the residual W_lo (instead of error feedback)"},
-        {"--tcfp-abd", CLI_INT, &opt->abd, "1 = asymmetric backward: dgrad with W_hi only"},
+        {"--tcfp-block", CLI_INT, &opt->block, "TCFP-12 scales: 0 per tensor; 32, 64, 128 = bxb weight tiles, 1xb activation blocks (32, 64: slow chunked GEMMs)", 0, 0, "32|64|128"},
+        {"--tcfp-ef", CLI_INT, &opt->error_feedback, "1 = error feedback of the weight split across steps", 0, 1, NULL},
+        {"--tcfp-srr", CLI_INT, &opt->srr, "1 = stochastic rounding of the residual W_lo (instead of error feedback)", 0, 1, NULL},
+        {"--tcfp-abd", CLI_INT, &opt->abd, "1 = asymmetric backward: dgrad with W_hi only", 0, 1, NULL},
 #endif
     };
     static_assert(sizeof(f) / sizeof(f[0]) == GEMM_LOWP_NUM_FLAGS, "GEMM_LOWP_NUM_FLAGS");
@@ -582,7 +582,8 @@ static inline int gemm_lowp_flags(LowpOptions* opt, int* fallback, CliFlag* flag
 }
 
 // Check the knobs and their combinations (dies naming the flag; no CUDA call, so the trainer checks
-// them before it touches the GPU).
+// them before it touches the GPU). The ranges of single flags are in the flag table (llmc/cli.h);
+// these checks stay for callers that fill LowpOptions themselves.
 static inline void gemm_lowp_options_validate(const LowpOptions* opt, int allow_fallback) {
     const struct { const char* flag; int value; } switches[] = {
         {"--fp8-fast-accum", opt->fast_accum}, {"--fp8-hp-wgrad", opt->hp_wgrad}, {"--fp8-lm-head", opt->lm_head},
@@ -596,6 +597,8 @@ static inline void gemm_lowp_options_validate(const LowpOptions* opt, int allow_
             opt->block);
     if (!lowp_is_tcfp() && (opt->block || opt->error_feedback || opt->srr || opt->abd))
         die("--tcfp-*: TCFP-12 options need the TCFP12=1 build (this is %s)", GEMM_LOWP_MODE_NAME);
+    if (opt->block && fp8_block_scaling_unavailable())  // cuBLASLt version guard (gemm_fp8.cuh)
+        die("--tcfp-block %d %s", opt->block, fp8_block_scaling_unavailable());
     if (opt->delayed < 0 || opt->warmup < 0) die("--fp8-delayed / --fp8-warmup: must be >= 0");
 }
 

@@ -79,33 +79,33 @@ struct MultiGpuOptions {
 // Defaults, then the flag table (targets are o's fields) written into flags; returns the count.
 static inline int multi_gpu_flags(MultiGpuOptions* o, CliFlag* flags) {
     *o = MultiGpuOptions{0, "", "auto", -1, -1, -1, "127.0.0.1:29500", "", 120, 0};
+    static char wire_choices[16];  // fp32 or this build's storage type, lower case
+    snprintf(wire_choices, sizeof(wire_choices), "fp32|%s", PRECISION_MODE_NAME);
+    for (char* c = wire_choices; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
     const CliFlag f[MULTI_GPU_NUM_FLAGS] = {
-        {"-z", CLI_INT, &o->zero_stage, "ZeRO stage: 0 replicated optimizer, 1 optimizer state sharded over the GPUs"},
-        {"-gw", CLI_STRING, &o->grad_wire, "gradient all-reduce precision: fp32 or the storage type (bf16/fp16; default)"},
-        {"-pi", CLI_STRING, &o->method, "multi-GPU rendezvous: auto | mpi | tcp | fs | none"},
-        {"-pn", CLI_INT, &o->nranks, "number of processes (tcp/fs; default: from mpirun/srun)"},
-        {"-pr", CLI_INT, &o->rank, "rank of this process (tcp/fs; default: from mpirun/srun)"},
-        {"-pl", CLI_INT, &o->local, "local rank = GPU index of this process (default: from the launcher, else -pr)"},
-        {"-ps", CLI_STRING, &o->server, "tcp rendezvous: HOST:PORT of rank 0"},
-        {"-pf", CLI_STRING, &o->folder, "fs rendezvous: a folder all processes share"},
-        {"-pt", CLI_INT, &o->timeout_s, "rendezvous timeout in seconds"},
+        {"-z", CLI_INT, &o->zero_stage, "ZeRO stage: 0 replicated optimizer, 1 optimizer state sharded over the GPUs", 0, 1, NULL},
+        {"-gw", CLI_STRING, &o->grad_wire, "gradient all-reduce precision: fp32 or the storage type (default)", 0, 0, wire_choices},
+        {"-pi", CLI_STRING, &o->method, "multi-GPU rendezvous", 0, 0, "auto|mpi|tcp|fs|none"},
+        {"-pn", CLI_INT, &o->nranks, "number of processes (tcp/fs; -1: from mpirun/srun)", 1, 65536, "-1"},
+        {"-pr", CLI_INT, &o->rank, "rank of this process (tcp/fs; -1: from mpirun/srun)", 0, 65535, "-1"},
+        {"-pl", CLI_INT, &o->local, "local rank = GPU index of this process (-1: from the launcher, else -pr)", 0, 65535, "-1"},
+        {"-ps", CLI_STRING, &o->server, "tcp rendezvous: HOST:PORT of rank 0", 0, 0, NULL},
+        {"-pf", CLI_STRING, &o->folder, "fs rendezvous: an existing folder all processes share", 0, 0, NULL},
+        {"-pt", CLI_INT, &o->timeout_s, "rendezvous timeout in seconds", 1, 86400, NULL},
     };
     for (int i = 0; i < MULTI_GPU_NUM_FLAGS; i++) flags[i] = f[i];
     return MULTI_GPU_NUM_FLAGS;
 }
 
-// Check the options (dies naming the flag; no CUDA call) and derive wire_fp32.
+// Check what the flag table cannot (dies naming the flag; no CUDA call) and derive wire_fp32.
 static inline void multi_gpu_options_validate(MultiGpuOptions* o) {
-    if (o->zero_stage != 0 && o->zero_stage != 1) die("-z: ZeRO stage %d is not supported (0 or 1)", o->zero_stage);
-    o->wire_fp32 = 0;
-    if (*o->grad_wire) {
-        char native[8];
-        snprintf(native, sizeof(native), "%s", PRECISION_MODE_NAME);
-        for (char* c = native; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
-        if (strcmp(o->grad_wire, "fp32") == 0) o->wire_fp32 = 1;
-        else if (strcmp(o->grad_wire, native) != 0) die("-gw %s: expected fp32 or %s (this build's storage type)", o->grad_wire, native);
-    }
-    if (o->timeout_s <= 0) die("-pt: must be positive, got %d", o->timeout_s);
+    o->wire_fp32 = strcmp(o->grad_wire, "fp32") == 0;  // (the table admits fp32 or the storage type)
+    if (o->nranks > 0 && o->rank >= o->nranks) die("-pr %d: rank must be below the number of processes -pn %d", o->rank, o->nranks);
+    char host[256];
+    int port;
+    rdv_parse_server_(o->server, host, sizeof(host), &port);  // -ps HOST:PORT
+    struct stat st;
+    if (*o->folder && (stat(o->folder, &st) != 0 || !S_ISDIR(st.st_mode))) die("-pf %s: not an existing folder", o->folder);
 }
 
 // Join the processes of this run (before any CUDA call): the rendezvous the options name.

@@ -5,8 +5,8 @@
 // state_<S>[_rank<r>].bin (AdamW moments, master weights, data-loader position, loss scale,
 // llmc/train_state.h) and, in the FP8 / TCFP-12 builds, lowp_<S>[_rank<r>].bin (the GEMM state).
 // Every file is written to <name>.tmp and renamed, so a crash never leaves a truncated one; -y 1
-// resumes from the newest step that has both the model file and this rank's state file.
-// Formats: doc/FORMATS.md.
+// resumes from the newest complete checkpoint (the model file and every rank's state file, without
+// a pending -nk deletion: llmc/checkpoint_retention.h). Formats: doc/FORMATS.md.
 #pragma once
 
 #include <dirent.h>
@@ -18,6 +18,8 @@
 #include "checkpoint.h"
 #include "train_state.h"
 #include "dataloader.h"
+#include "outlier_detector.h"
+#include "checkpoint_retention.h"
 #include "model.cuh"
 
 // The state file of `rank`: <kind>_<step>.bin for a single process, <kind>_<step>_rank<r>.bin otherwise
@@ -47,8 +49,10 @@ static inline void save_model_file(const char* dir, int step, const GPT2* m) {
     free(params);
 }
 
-// Write model_<step>.bin (rank 0) and this rank's state file into dir.
-static inline void save_checkpoint(const char* dir, int step, GPT2* m, const DataLoader* loader, const char* numeric_config) {
+// Write model_<step>.bin (rank 0) and this rank's state file into dir; outlier: the -sl / -sg windows
+// and skipped updates (NULL: none).
+static inline void save_checkpoint(const char* dir, int step, GPT2* m, const DataLoader* loader, const char* numeric_config,
+                                   const OutlierState* outlier = NULL) {
     char path[4096];
     cudaCheck(cudaStreamSynchronize(m->stream));
     const int rank = m->mg ? m->mg->pg.rank : 0, nranks = m->mg ? m->mg->pg.nranks : 1;
@@ -66,6 +70,8 @@ static inline void save_checkpoint(const char* dir, int step, GPT2* m, const Dat
     s.seed = m->seed;
     s.loss_scale = m->loss_scale;
     s.good_steps = m->good_steps;
+    if (outlier) s.outlier = *outlier;
+    else outlier_state_init(&s.outlier);
     snprintf(s.numeric_config, sizeof(s.numeric_config), "%s", numeric_config);
     const size_t ns = m->state_elems;
     float* mh = (float*)malloc_check(ns * sizeof(float));
@@ -87,30 +93,16 @@ static inline void save_checkpoint(const char* dir, int step, GPT2* m, const Dat
 #endif
 }
 
-// Newest step in dir that has both model_<step>.bin and this rank's state file, or -1.
+// Newest complete checkpoint in dir (model_<step>.bin and the state file of every one of nranks ranks,
+// no pending deletion), or -1. (rank: unused; every rank gets the same answer.)
 static inline int find_latest_checkpoint(const char* dir, int rank, int nranks) {
-    DIR* d = opendir(dir);
-    if (!d) return -1;
-    int best = -1;
-    struct dirent* e;
-    while ((e = readdir(d)) != NULL) {
-        int step = -1, consumed = 0;
-        if (sscanf(e->d_name, "state_%8d%n", &step, &consumed) == 1 && step > best) {
-            char path[4096], mine[4096];
-            struct stat st;
-            state_path(mine, sizeof(mine), dir, step, rank, nranks);
-            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-            if (strcmp(path, mine) != 0) continue;
-            snprintf(path, sizeof(path), "%s/model_%08d.bin", dir, step);
-            if (stat(path, &st) == 0) best = step;
-        }
-    }
-    closedir(d);
-    return best;
+    (void)rank;
+    return ckpt_find_latest(dir, nranks, 1);
 }
 
-// Restore optimizer state, master weights, loader position and loss scale from state_<step>.bin.
-static inline void load_state(const char* dir, int step, GPT2* m, DataLoader* loader) {
+// Restore optimizer state, master weights, loader position and loss scale from state_<step>.bin, and
+// into *outlier (when not NULL) the -sl / -sg windows (empty from a version 2 file).
+static inline void load_state(const char* dir, int step, GPT2* m, DataLoader* loader, OutlierState* outlier = NULL) {
     char path[4096];
     const int rank = m->mg ? m->mg->pg.rank : 0, nranks = m->mg ? m->mg->pg.nranks : 1;
     const int zero = m->mg ? m->mg->zero_stage : 0;
@@ -137,6 +129,8 @@ static inline void load_state(const char* dir, int step, GPT2* m, DataLoader* lo
     m->seed = s.seed;
     m->loss_scale = s.loss_scale;
     m->good_steps = s.good_steps;
+    m->gemm.optimizer_steps = step;  // (the FP8 / TCFP-12 GEMM state file restores the same count; TensorCast seeds use it)
+    if (outlier) *outlier = s.outlier;
     free(mh); free(vh); free(wh);
     printf("resumed from %s (step %d): %s\n", path, step, s.numeric_config);
 #if GEMM_LOWP
