@@ -13,9 +13,12 @@
 #   ENABLE_Q115=1              SF16: Q1.15 boundary simulation (BF16 storage)
 #   SF16_TRUE_FORWARD=1        with ENABLE_Q115: Q1.31 register simulation, FAST_16BF GEMMs
 #   FP8=1 | TCFP12=1           linear layers as FP8 / TCFP-12 dual-FP8 GEMMs
+#   TCAST=1                    TensorCast datatypes at run time (BF16 storage; not with ENABLE_Q115, FP8, TCFP12)
 #   USE_CUDNN=1                cuDNN attention (not with ENABLE_Q115)
 #   GPU_ARCH=90                compute capability to build for (90 = Hopper sm_90)  [90]
 #   NO_MULTI_GPU=1 NO_USE_MPI=1  build without NCCL / without MPI
+#   NVCC=... / CUDA_HOME=...   another CUDA toolkit (e.g. CUDA 12.4: make cuda $(scripts/cuda12_toolchain.sh))
+#   HARNESSES="matmul gelu"    the dev/cuda harnesses that cuda / cuda-dev build     [all]
 #   PYTHON=...                 interpreter with torch, numpy, tiktoken, pytest      [.venv/bin/python]
 
 .DEFAULT_GOAL := all
@@ -38,17 +41,33 @@ CPU_DEPS := $(wildcard llmc/*.h llmc/numerics/*.h) llmc/lowp_diagnose.cuh Makefi
 # ---------------------------------------------------------------------------------------------
 # Toolchain discovery: files on disk (headers and libraries), not package-manager queries.
 
-NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
-CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC))),/usr/local/cuda)
+# The toolkit, nvcc and its headers and libraries always as one: NVCC=path (CUDA_HOME = the folder above
+# its bin/, unless CUDA_HOME=... is given too), else CUDA_HOME=path (command line or environment) with
+# bin/nvcc, else nvcc on PATH, else /usr/local/cuda. A toolkit in a folder, e.g. the CUDA 12.4 one of
+# scripts/cuda12_toolchain.sh: make cuda NVCC=<folder>/bin/nvcc BUILD=build/cuda12.4.
+ifeq ($(origin NVCC),undefined)
+  NVCC := $(or $(if $(CUDA_HOME),$(wildcard $(CUDA_HOME)/bin/nvcc)),$(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; }))
+endif
+ifneq ($(origin CUDA_HOME),command line)
+  CUDA_HOME := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(realpath $(firstword $(wildcard $(NVCC)) $(shell command -v $(NVCC) 2>/dev/null)))),/usr/local/cuda)
+endif
 CUDA_INC_DIRS := $(CUDA_HOME)/include $(wildcard $(CUDA_HOME)/targets/*/include)
-CUDA_LIB_DIRS := $(CUDA_HOME)/lib64 $(wildcard $(CUDA_HOME)/targets/*/lib)
+CUDA_LIB_DIRS := $(CUDA_HOME)/lib64 $(wildcard $(CUDA_HOME)/lib $(CUDA_HOME)/targets/*/lib)
 SYS_LIB_DIRS := /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib
-first_file = $(firstword $(wildcard $(foreach d,$(1),$(d)/$(2))))
+# first file found: directories in order, in each the names in order
+first_file = $(firstword $(wildcard $(foreach d,$(1),$(foreach f,$(2),$(d)/$(f)))))
+# a library: the unversioned libX.so, else a versioned libX.so.N only (pip wheels ship libcublasLt.so.12)
+find_so = $(call first_file,$(2),lib$(1).so lib$(1).so.[0-9]*)
+# linker flags for a library file: -lX for libX.so, -l:libX.so.N for a versioned one
+link_so = -L$(dir $(1)) $(if $(filter %.so,$(1)),-l$(patsubst lib%.so,%,$(notdir $(1))),-l:$(notdir $(1)))
 
 CUBLASLT_H := $(call first_file,$(CUDA_INC_DIRS),cublasLt.h)
-CUBLASLT_SO := $(call first_file,$(CUDA_LIB_DIRS) $(SYS_LIB_DIRS),libcublasLt.so)
+CUBLASLT_SO := $(call find_so,cublasLt,$(CUDA_LIB_DIRS) $(SYS_LIB_DIRS))
+CUBLAS_SO := $(call find_so,cublas,$(CUDA_LIB_DIRS) $(SYS_LIB_DIRS))
+# no static runtime (pip wheels have only libcudart.so.12): link the shared one
+CUDART_STATIC := $(call first_file,$(CUDA_LIB_DIRS),libcudart_static.a)
 NCCL_H := $(call first_file,$(if $(NCCL_HOME),$(NCCL_HOME)/include) $(CUDA_INC_DIRS) /usr/include /usr/local/include,nccl.h)
-NCCL_SO := $(call first_file,$(if $(NCCL_HOME),$(NCCL_HOME)/lib) $(CUDA_LIB_DIRS) $(SYS_LIB_DIRS),libnccl.so)
+NCCL_SO := $(call find_so,nccl,$(if $(NCCL_HOME),$(NCCL_HOME)/lib) $(CUDA_LIB_DIRS) $(SYS_LIB_DIRS))
 MPI_INC_GUESS := $(if $(MPI_HOME),$(MPI_HOME)/include) $(shell mpicc --showme:incdirs 2>/dev/null) \
   /usr/lib/x86_64-linux-gnu/openmpi/include /usr/lib/aarch64-linux-gnu/openmpi/include \
   /usr/include/openmpi /usr/local/include /opt/hpcx/ompi/include /usr/include
@@ -58,6 +77,9 @@ MPI_H := $(call first_file,$(MPI_INC_GUESS),mpi.h)
 MPI_SO := $(call first_file,$(MPI_LIB_GUESS),libmpi.so)
 
 HAVE_CUDA := $(if $(and $(NVCC),$(CUBLASLT_H),$(CUBLASLT_SO)),1,)
+# versions, for make info only (recursive: evaluated when printed)
+NVCC_RELEASE = $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+CUBLAS_HDR_VERSION = $(shell sed -n 's/^\#define CUBLAS_VER_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' $(dir $(CUBLASLT_H))cublas_api.h 2>/dev/null | paste -sd.)
 HAVE_NCCL := $(if $(and $(NCCL_H),$(NCCL_SO)),$(if $(NO_MULTI_GPU),,1),)
 HAVE_MPI := $(if $(and $(HAVE_NCCL),$(MPI_H),$(MPI_SO)),$(if $(NO_USE_MPI),,1),)
 
@@ -90,53 +112,69 @@ ifneq ($(filter 1,$(FP8) $(TCFP12)),)
     $(error FP8=1 / TCFP12=1 need PRECISION=BF16: the FP8 GEMMs write BF16 outputs)
   endif
 endif
+ifeq ($(TCAST),1)
+  ifneq ($(PRECISION),BF16)
+    $(error TCAST=1 stores BF16: it cannot be combined with PRECISION=$(PRECISION))
+  endif
+  ifeq ($(ENABLE_Q115),1)
+    $(error TCAST=1 and ENABLE_Q115=1 are two storage-boundary simulations: choose one)
+  endif
+  ifneq ($(filter 1,$(FP8) $(TCFP12)),)
+    $(error TCAST=1 cannot be combined with FP8=1 / TCFP12=1: --cast-gemm casts the BF16 GEMMs' operands instead)
+  endif
+endif
 
 CUDA_MODE_FLAGS := -DENABLE_$(PRECISION)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(ENABLE_Q115)),-DENABLE_Q115)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(SF16_TRUE_FORWARD)),-DSF16_TRUE_FORWARD=1)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(FP8)),-DENABLE_FP8)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(TCFP12)),-DENABLE_TCFP12)
+CUDA_MODE_FLAGS += $(if $(filter 1,$(TCAST)),-DENABLE_TCAST)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(USE_CUDNN)),-DENABLE_CUDNN)
 CUDA_MODE_FLAGS += $(if $(HAVE_NCCL),-DMULTI_GPU) $(if $(HAVE_MPI),-DUSE_MPI)
 
 # Variant folder named after the flags: build/bf16, build/fp32, build/q115_tf, build/tcfp12, ...
 lc = $(shell echo $(1) | tr A-Z a-z)
-VARIANT_BASE := $(if $(filter 1,$(ENABLE_Q115)),q115$(if $(filter 1,$(SF16_TRUE_FORWARD)),_tf),$(call lc,$(PRECISION)))
+VARIANT_BASE := $(if $(filter 1,$(ENABLE_Q115)),q115$(if $(filter 1,$(SF16_TRUE_FORWARD)),_tf),$(if $(filter 1,$(TCAST)),tcast,$(call lc,$(PRECISION))))
 VARIANT_GEMM := $(if $(filter 1,$(FP8)),fp8,$(if $(filter 1,$(TCFP12)),tcfp12,))
 VARIANT := $(if $(VARIANT_GEMM),$(if $(filter bf16,$(VARIANT_BASE)),$(VARIANT_GEMM),$(VARIANT_BASE)_$(VARIANT_GEMM)),$(VARIANT_BASE))$(if $(filter 1,$(USE_CUDNN)),_cudnn)
 
 NVCC_FLAGS ?= -O3 --use_fast_math -std=c++17 -lineinfo
 NVCC_ARCH := -gencode=arch=compute_$(GPU_ARCH),code=[sm_$(GPU_ARCH),compute_$(GPU_ARCH)]
 NVCC_INCLUDES := -I. $(if $(HAVE_NCCL),-I$(dir $(NCCL_H))) $(if $(HAVE_MPI),-I$(dir $(MPI_H)))
-NVCC_LDFLAGS := -L$(dir $(CUBLASLT_SO)) -lcublasLt -lcublas $(if $(HAVE_NCCL),-L$(dir $(NCCL_SO)) -lnccl) \
-  $(if $(HAVE_MPI),-L$(dir $(MPI_SO)) -lmpi)
+NVCC_LDFLAGS := $(call link_so,$(CUBLASLT_SO)) $(if $(CUBLAS_SO),$(call link_so,$(CUBLAS_SO))) \
+  $(if $(HAVE_NCCL),$(call link_so,$(NCCL_SO))) $(if $(HAVE_MPI),-L$(dir $(MPI_SO)) -lmpi) \
+  $(if $(CUDART_STATIC),,-cudart shared)
 CUDA_DEPS := $(CPU_DEPS) $(wildcard llmc/*.cuh)
 
 # ---------------------------------------------------------------------------------------------
 # Python side: data preparation, PyTorch reference, Python tests
 
 VENV := .venv
-PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python3)
+PYTHON ?= $(VENV)/bin/python
+# what the Python rules wait for: the venv, when PYTHON is ours (another PYTHON=...: nothing)
+PY_ENV := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(VENV)/.complete)
 DATA := data
 TS_VAL := $(DATA)/tinyshakespeare/tiny_shakespeare_val.bin
 TS_TRAIN := $(DATA)/tinyshakespeare/tiny_shakespeare_train.bin
 TOKENIZER := $(DATA)/gpt2_tokenizer.bin
 REF_DIR := $(BUILD)/ref
 REF_FILES := $(REF_DIR)/gpt2_ref.bin $(REF_DIR)/gpt2_ref_bf16.bin $(REF_DIR)/gpt2_ref_debug_state.bin $(REF_DIR)/gpt2_ref_debug_state_bf16.bin \
-             $(REF_DIR)/gpt2_ref_debug_state_q115.bin $(REF_DIR)/gpt2_ref_debug_state_q115_tf.bin
+             $(REF_DIR)/gpt2_ref_debug_state_q115.bin $(REF_DIR)/gpt2_ref_debug_state_q115_tf.bin \
+             $(REF_DIR)/gpt2_ref_debug_state_tcast.bin
 
 # ---------------------------------------------------------------------------------------------
 # Targets
 
-.PHONY: all info test test-c test-py data reference cuda-dev venv clean
+.PHONY: all info test test-c test-py data reference cuda-dev venv env-torch clean
 
 all: info train_gpt2 test_gpt2
 
 info:
 	@echo "toolchain discovery:"
 	@echo "  C compiler   $(CC) (OpenMP: $(if $(HAVE_OPENMP),yes,no))"
-	@echo "  nvcc         $(or $(NVCC),not found)"
-	@echo "  cuBLASLt     $(or $(CUBLASLT_H),header not found) | $(or $(CUBLASLT_SO),library not found)"
+	@echo "  nvcc         $(or $(NVCC),not found)$(if $(NVCC), (CUDA $(NVCC_RELEASE); cudart $(if $(CUDART_STATIC),static,shared: no libcudart_static.a)))"
+	@echo "  cuBLASLt     $(or $(CUBLASLT_H),header not found) | $(or $(CUBLASLT_SO),library not found)$(if $(CUBLASLT_H), (headers $(CUBLAS_HDR_VERSION)))"
 	@echo "  NCCL         $(or $(NCCL_H),header not found) | $(or $(NCCL_SO),library not found)$(if $(NO_MULTI_GPU), (disabled: NO_MULTI_GPU=1))"
 	@echo "  MPI          $(or $(MPI_H),header not found) | $(or $(MPI_SO),library not found)$(if $(NO_USE_MPI), (disabled: NO_USE_MPI=1))"
 	@echo "  CUDA variant $(VARIANT): $(strip $(CUDA_MODE_FLAGS)), sm_$(GPU_ARCH)"
@@ -157,29 +195,37 @@ $(BUILD)/tests/%: dev/test/%.c dev/test/test_harness.h $(CPU_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_CPU) -I. $< -lm -o $@
 
-# Python environment: a venv that sees the system's packages (Debian's python3-torch and numpy)
-# plus tiktoken and pytest from PyPI. PyTorch is needed only for the reference state and its tests.
-PY_BASE ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
-venv: $(VENV)/bin/python
-$(VENV)/bin/python:
-	$(PY_BASE) -m venv --system-site-packages $(VENV) || \
-	  { echo "error: cannot create $(VENV) (Debian: apt-get install python3-venv)"; exit 1; }
-	$(VENV)/bin/python -m pip install -q 'tiktoken>=0.6' 'pytest>=7' numpy 'ml_dtypes>=0.5,<0.6'
+# Host-side TensorCast cast tool (llmc/numerics/tcast.h on float32 files), which the Python reference
+# tests (dev/test/test_tcast_reference.py) drive to compare the C casts with dev/reference/tcast_ref.py.
+TCAST_CLI := $(BUILD)/tests/tcast_cli
+$(TCAST_CLI): dev/test/tcast_cli.c $(CPU_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_CPU) -I. $< -lm -o $@
+
+# Python environment, by scripts/setup_env.sh: the system packages (apt-get when root or with
+# passwordless sudo, else one message naming the command) and a venv that sees them (Debian's
+# python3-torch and numpy) plus tiktoken, pytest, ml_dtypes and matplotlib from PyPI; $(VENV)/.complete
+# marks a finished one. PyTorch is needed only for the reference state and the tests (env-torch).
+venv: $(VENV)/.complete
+$(VENV)/.complete:
+	@VENV=$(VENV) scripts/setup_env.sh
+env-torch:
+	@$(if $(PY_ENV),VENV=$(VENV) scripts/setup_env.sh --torch,true)
 
 # Tiny Shakespeare shards and the tokenizer (from ../shared/data offline, else downloaded).
 data: $(TS_VAL)
-$(TS_VAL) $(TS_TRAIN) $(TOKENIZER) &: dev/data/tinyshakespeare.py dev/data/data_common.py | $(if $(filter python3,$(PYTHON)),,$(VENV)/bin/python)
+$(TS_VAL) $(TS_TRAIN) $(TOKENIZER) &: dev/data/tinyshakespeare.py dev/data/data_common.py | $(PY_ENV)
 	$(PYTHON) dev/data/tinyshakespeare.py
 
 # PyTorch reference state (float64 compute) for test_gpt2 / test_gpt2cu.
 reference: $(REF_FILES)
-$(REF_FILES) &: dev/reference/gpt2_reference.py $(TS_VAL)
-	@$(PYTHON) -c 'import torch' 2>/dev/null || { echo "error: $(PYTHON) has no PyTorch (Debian: apt-get install python3-torch, then rm -rf $(VENV))"; exit 1; }
-	$(PYTHON) dev/reference/gpt2_reference.py --data $(TS_VAL) --out-dir $(REF_DIR) --device cpu --sf16-states
+$(REF_FILES) &: dev/reference/gpt2_reference.py $(TS_VAL) | env-torch
+	@$(PYTHON) -c 'import torch' 2>/dev/null || { echo "error: $(PYTHON) has no PyTorch"; exit 1; }
+	$(PYTHON) dev/reference/gpt2_reference.py --data $(TS_VAL) --out-dir $(REF_DIR) --device cpu --sf16-states --tcast-states
 
 # Every host test; the last line of output is `N passed, N failed`.
-test: $(HOST_TEST_BINS) $(BUILD)/cpu/test_gpt2 $(BUILD)/cpu/train_gpt2 $(REF_FILES) $(TOKENIZER)
-	@PYTHON=$(PYTHON) TRAIN_GPT2=$(BUILD)/cpu/train_gpt2 bash dev/test/run_tests.sh \
+test: env-torch $(HOST_TEST_BINS) $(TCAST_CLI) $(BUILD)/cpu/test_gpt2 $(BUILD)/cpu/train_gpt2 $(REF_FILES) $(TOKENIZER)
+	@PYTHON=$(PYTHON) TRAIN_GPT2=$(BUILD)/cpu/train_gpt2 TCAST_CLI=$(TCAST_CLI) bash dev/test/run_tests.sh \
 	  $(HOST_TEST_BINS) $(BUILD)/cpu/test_gpt2 -- $(wildcard dev/test/test_*.py)
 
 # CUDA trainer and its test, one folder per variant; `make train_gpt2cu` also copies to the root.
@@ -194,9 +240,14 @@ train_gpt2cu test_gpt2cu: %: $(BUILD)/$(VARIANT)/%
 	cp $< $@
 cuda: $(CUDA_TARGETS) cuda-dev
 
-# Kernel harnesses in dev/cuda (compile only here; run them on a GPU).
-CUDA_DEV_SRCS := $(wildcard dev/cuda/*.cu)
-CUDA_DEV_BINS := $(patsubst dev/cuda/%.cu,$(BUILD)/$(VARIANT)/dev/%,$(CUDA_DEV_SRCS))
+# Kernel harnesses in dev/cuda (compile only here; run them on a GPU). HARNESSES="matmul gelu" builds
+# only those (CI's per-variant table is in scripts/build_variants.sh); default: every dev/cuda/*.cu.
+CUDA_DEV_ALL := $(patsubst dev/cuda/%.cu,%,$(wildcard dev/cuda/*.cu))
+HARNESSES ?= $(CUDA_DEV_ALL)
+ifneq ($(filter-out $(CUDA_DEV_ALL),$(HARNESSES)),)
+  $(error HARNESSES: no dev/cuda/<name>.cu for $(filter-out $(CUDA_DEV_ALL),$(HARNESSES)) (have: $(CUDA_DEV_ALL)))
+endif
+CUDA_DEV_BINS := $(patsubst %,$(BUILD)/$(VARIANT)/dev/%,$(HARNESSES))
 cuda-dev: $(CUDA_DEV_BINS)
 $(BUILD)/$(VARIANT)/dev/%: dev/cuda/%.cu $(CUDA_DEPS)
 	@test -n "$(HAVE_CUDA)" || { echo "error: nvcc and cuBLASLt are needed for $@ (see make info)"; exit 1; }

@@ -84,6 +84,51 @@
 #include "numerics/fp8.h"
 
 // ------------------------------------------------------------------------------------------------
+// cuBLASLt version guard
+//
+// CUBLAS_VERSION (cublas_api.h) = major * 10000 + minor * 100 + patch of the headers of this build. The
+// scale-mode attributes CUBLASLT_MATMUL_DESC_{A,B}_SCALE_MODE with the OUTER_VEC_32F, VEC128_32F and
+// BLK128x128_32F modes first appear in cuBLAS 12.9.0 (CUDA 12.9). With older headers (CUDA 12.4 - 12.8)
+// everything else builds; every block-scaled mode (any Fp8ScaleMode but FP8_SCALE_TENSOR) is then refused
+// by fp8_gemm_prepare, and the options that need one (--tcfp-block) stop the trainer at start-up
+// (gemm_lowp_options_validate). A build with new headers can load an older libcublasLt.so.12 at run time,
+// so fp8_block_scaling_unavailable() also checks the loaded library (cublasLtGetVersion, no CUDA call).
+#define FP8_BLOCK_SCALING_MIN_CUBLAS 120900
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= FP8_BLOCK_SCALING_MIN_CUBLAS
+#define FP8_HAVE_BLOCK_SCALING 1
+#else
+#define FP8_HAVE_BLOCK_SCALING 0
+#endif
+
+// The cublasLtMatmulMatrixScale_t values used here (cuBLAS < 12.9 headers lack these modes, < 12.8 the enum).
+enum : int32_t { FP8_LT_SCALE_SCALAR = 0, FP8_LT_SCALE_OUTER_VEC = 3, FP8_LT_SCALE_VEC128 = 4, FP8_LT_SCALE_BLK128x128 = 5 };
+#if FP8_HAVE_BLOCK_SCALING
+static_assert((int)FP8_LT_SCALE_SCALAR == (int)CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F &&
+                  (int)FP8_LT_SCALE_OUTER_VEC == (int)CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F &&
+                  (int)FP8_LT_SCALE_VEC128 == (int)CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F &&
+                  (int)FP8_LT_SCALE_BLK128x128 == (int)CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+              "cublasLtMatmulMatrixScale_t values");
+#endif
+
+// NULL when block-scaled FP8 GEMMs can run with this build and the loaded cuBLASLt; else the reason, as
+// the end of a sentence that starts with the option: "needs cuBLASLt >= 12.9 ..., this build has 12.4.5".
+static inline const char* fp8_block_scaling_unavailable() {
+    static char why[160];
+#if !FP8_HAVE_BLOCK_SCALING
+    snprintf(why, sizeof(why), "needs cuBLASLt >= %d.%d (block-scaled FP8 GEMMs), this build has cuBLASLt %d.%d.%d",
+             FP8_BLOCK_SCALING_MIN_CUBLAS / 10000, FP8_BLOCK_SCALING_MIN_CUBLAS / 100 % 100, CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR,
+             CUBLAS_VER_PATCH);
+    return why;
+#else
+    const size_t v = cublasLtGetVersion();
+    if (v >= FP8_BLOCK_SCALING_MIN_CUBLAS) return NULL;
+    snprintf(why, sizeof(why), "needs cuBLASLt >= %d.%d (block-scaled FP8 GEMMs), the loaded libcublasLt is %zu.%zu.%zu",
+             FP8_BLOCK_SCALING_MIN_CUBLAS / 10000, FP8_BLOCK_SCALING_MIN_CUBLAS / 100 % 100, v / 10000, v / 100 % 100, v % 100);
+    return why;
+#endif
+}
+
+// ------------------------------------------------------------------------------------------------
 // Scale modes
 
 // How the fp32 dequant scales of A and B are given (layouts in the header comment).
@@ -216,10 +261,10 @@ static inline const char* fp8_data_type_name(int32_t t) {
 
 static inline const char* fp8_matrix_scale_name(int32_t m) {
     switch (m) {
-        case CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F: return "scalar";
-        case CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: return "outer_vec";
-        case CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F: return "vec128";
-        case CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F: return "blk128x128";
+        case FP8_LT_SCALE_SCALAR: return "scalar";
+        case FP8_LT_SCALE_OUTER_VEC: return "outer_vec";
+        case FP8_LT_SCALE_VEC128: return "vec128";
+        case FP8_LT_SCALE_BLK128x128: return "blk128x128";
         default: return "?";
     }
 }
@@ -253,10 +298,12 @@ static inline bool fp8_plan_try(Fp8GemmContext* ctx, Fp8GemmPlan* plan, uint32_t
     cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
     const int8_t fast = key.fast_accum ? 1 : 0;
     cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
-    if (key.a_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F)
+#if FP8_HAVE_BLOCK_SCALING  // else only scalar scales reach here (fp8_gemm_prepare)
+    if (key.a_mode != FP8_LT_SCALE_SCALAR)
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &key.a_mode, sizeof(key.a_mode)));
-    if (key.b_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F)
+    if (key.b_mode != FP8_LT_SCALE_SCALAR)
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &key.b_mode, sizeof(key.b_mode)));
+#endif
     // the heuristic sees the scale / bias pointers (alignment, presence); they are re-set per call
     cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
     cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
@@ -369,6 +416,9 @@ static inline bool fp8_gemm_prepare(Fp8GemmContext* ctx, const Fp8GemmCall& c, F
     if ((int)c.mode < 0 || (int)c.mode > (int)FP8_SCALE_CHUNK128) return fp8_fail(ctx, st, bad, "gemm_fp8: unknown scale mode %d", (int)c.mode);
     const int chunk = fp8_scale_mode_chunk(c.mode);
     const bool blocked = c.mode != FP8_SCALE_TENSOR;
+    if (blocked && fp8_block_scaling_unavailable())
+        return fp8_fail(ctx, st, CUBLAS_STATUS_NOT_SUPPORTED, "gemm_fp8: scale mode %s %s", fp8_scale_mode_name(c.mode),
+                        fp8_block_scaling_unavailable());
     if (blocked && c.n % 4 != 0) return fp8_fail(ctx, st, bad, "gemm_fp8: n=%d must be a multiple of 4 with block scales", c.n);
     if (chunk && c.k % chunk != 0) return fp8_fail(ctx, st, bad, "gemm_fp8: k=%d must be a multiple of the chunk %d", c.k, chunk);
     if (blocked && (c.a_scale == NULL || c.b_scale == NULL)) return fp8_fail(ctx, st, bad, "gemm_fp8: block scales must not be NULL");
@@ -382,13 +432,13 @@ static inline bool fp8_gemm_prepare(Fp8GemmContext* ctx, const Fp8GemmCall& c, F
     if (gemm_overlap(c.D, d_bytes, c.A, (size_t)c.m * c.k) || gemm_overlap(c.D, d_bytes, c.B, (size_t)c.n * c.k))
         return fp8_fail(ctx, st, bad, "gemm_fp8: D overlaps A or B");
 
-    int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-    if (c.mode == FP8_SCALE_VEC128) a_mode = b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    int32_t a_mode = FP8_LT_SCALE_SCALAR, b_mode = FP8_LT_SCALE_SCALAR;
+    if (c.mode == FP8_SCALE_VEC128) a_mode = b_mode = FP8_LT_SCALE_VEC128;
     if (c.mode == FP8_SCALE_BLK128_VEC128) {
-        a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-        b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+        a_mode = FP8_LT_SCALE_BLK128x128;
+        b_mode = FP8_LT_SCALE_VEC128;
     }
-    if (chunk) a_mode = b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    if (chunk) a_mode = b_mode = FP8_LT_SCALE_OUTER_VEC;
     p->chunk = chunk ? chunk : c.k;
     p->chunks = c.k / p->chunk;
 
