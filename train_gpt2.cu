@@ -40,6 +40,10 @@ shard of the optimizer state); resuming needs the same number of ranks and is bi
 #include "llmc/model.cuh"
 #include "llmc/train_checkpoint.cuh"
 #include "llmc/lowp_diagnose.cuh"
+#include "llmc/hellaswag.h"
+#include "llmc/outlier_detector.h"
+#include "llmc/checkpoint_retention.h"
+#include "llmc/gpu_monitor.cuh"
 
 // The numeric configuration of this build and run, one line (goes into logs and state files).
 static void numeric_config_string(char* out, size_t n, const GPT2* m, int tf32) {
@@ -107,36 +111,32 @@ static const char* TRAIN_DOC =
 
 // Options of the CUDA trainer beyond the shared TrainConfig and the subsystems' own tables.
 struct GpuTrainOptions {
-    int resume, recompute, master_weights, gelu_fusion, tf32, profile, q115_stats, diagnose;
+    int resume, recompute, master_weights, gelu_fusion, tf32, profile, q115_stats, diagnose, tensor_stats, log_gpu;
 };
 
-#define GPU_TRAIN_NUM_FLAGS 8
+#define GPU_TRAIN_NUM_FLAGS 10
 
 static int gpu_train_flags(GpuTrainOptions* o, CliFlag* flags) {
-    *o = GpuTrainOptions{0, 1, 1, 1, 0, 0, 0, 0};
+    *o = GpuTrainOptions{0, 1, 1, 1, 0, 0, 0, 0, 0, 0};
     const CliFlag f[GPU_TRAIN_NUM_FLAGS] = {
-        {"-y", CLI_INT, &o->resume, "1 = resume from the newest checkpoint in -o"},
-        {"-r", CLI_INT, &o->recompute, "recompute in backward: 0 none, 1 GELU, 2 GELU + LayerNorm"},
-        {"-w", CLI_INT, &o->master_weights, "1 = keep fp32 master weights for AdamW"},
-        {"-ge", CLI_INT, &o->gelu_fusion, "1 = fuse GELU into the fc GEMM epilogue"},
-        {"-f", CLI_INT, &o->tf32, "1 = allow TF32 tensor cores for FP32 GEMMs (FP32 build)"},
-        {"-prof", CLI_INT, &o->profile, "1 = print the step time by kernel family at the end"},
-        {"--q115-stats", CLI_INT, &o->q115_stats, "SF16 build: every N steps print per boundary the fraction clipped at +-1 / flushed to 0 (0 = off)"},
-        {"--diagnose", CLI_INT, &o->diagnose, "1 = per linear layer the SNR (dB) of FP8 / TCFP-12 weights and outputs vs BF16 on the first train batch, then exit"},
+        {"-y", CLI_INT, &o->resume, "1 = resume from the newest checkpoint in -o", 0, 1, NULL},
+        {"-r", CLI_INT, &o->recompute, "recompute in backward: 0 none, 1 GELU, 2 GELU + LayerNorm", 0, 2, NULL},
+        {"-w", CLI_INT, &o->master_weights, "1 = keep fp32 master weights for AdamW", 0, 1, NULL},
+        {"-ge", CLI_INT, &o->gelu_fusion, "1 = fuse GELU into the fc GEMM epilogue", 0, 1, NULL},
+        {"-f", CLI_INT, &o->tf32, "1 = allow TF32 tensor cores for FP32 GEMMs (FP32 build)", 0, 1, NULL},
+        {"-prof", CLI_INT, &o->profile, "1 = print the step time by kernel family at the end", 0, 1, NULL},
+        {"--q115-stats", CLI_INT, &o->q115_stats, "SF16 build: every N steps print per boundary the fraction clipped at +-1 / flushed to 0 (0 = off)", 0, INT_MAX, NULL},
+        {"--diagnose", CLI_INT, &o->diagnose, "1 = per linear layer the SNR (dB) of FP8 / TCFP-12 weights and outputs vs BF16 on the first train batch, then exit", 0, 1, NULL},
+        {"--tensor-stats", CLI_INT, &o->tensor_stats, "every N steps (and step 1) per-layer stats of activations, weights, grads -> <-o>/tensor_stats.csv (0 = off)", 0, INT_MAX, NULL},
+        {"-lg", CLI_INT, &o->log_gpu, "every N steps print and log GPU memory, SM / memory clocks and temperature (0 or -1 = off)", 0, INT_MAX, "-1"},
     };
     for (int i = 0; i < GPU_TRAIN_NUM_FLAGS; i++) flags[i] = f[i];
     return GPU_TRAIN_NUM_FLAGS;
 }
 
-// Dies naming the flag on a meaningless value or one this build cannot honour (no CUDA call).
+// Dies naming the flag on a value this build cannot honour or a bad combination (no CUDA call; the
+// ranges of single flags are in the flag table, llmc/cli.h).
 static void gpu_train_validate(const GpuTrainOptions* o, const TrainConfig* tc) {
-    if (o->recompute < 0 || o->recompute > 2) die("-r: expected 0, 1 or 2, got %d", o->recompute);
-    if (o->master_weights != 0 && o->master_weights != 1) die("-w: expected 0 or 1, got %d", o->master_weights);
-    if (o->gelu_fusion != 0 && o->gelu_fusion != 1) die("-ge: expected 0 or 1, got %d", o->gelu_fusion);
-    if (o->tf32 != 0 && o->tf32 != 1) die("-f: expected 0 or 1, got %d", o->tf32);
-    if (o->profile != 0 && o->profile != 1) die("-prof: expected 0 or 1, got %d", o->profile);
-    if (o->q115_stats < 0) die("--q115-stats: must be >= 0, got %d", o->q115_stats);
-    if (o->diagnose != 0 && o->diagnose != 1) die("--diagnose: expected 0 or 1, got %d", o->diagnose);
 #if !defined(ENABLE_BF16)
     if (o->diagnose) die("--diagnose 1: needs BF16 storage (the default build, FP8=1, TCFP12=1 or SF16); this build is %s", PRECISION_MODE_NAME);
 #endif
@@ -147,6 +147,7 @@ static void gpu_train_validate(const GpuTrainOptions* o, const TrainConfig* tc) 
     if (o->tf32) die("-f 1: TF32 applies to the FP32 build only (this build is %s)", PRECISION_MODE_NAME);
 #endif
     if (o->resume && !tc->out_dir) die("-y 1: needs -o, the folder holding the checkpoints to resume from");
+    if (o->tensor_stats > 0 && !tc->out_dir) die("--tensor-stats %d: needs -o, the folder tensor_stats.csv is written to", o->tensor_stats);
 }
 
 // Everything one training run holds, from the command line to the last step.
@@ -158,14 +159,22 @@ struct Trainer {
     LowpOptions lowp;
     int lowp_fallback;
 #endif
+#if defined(ENABLE_TCAST)
+    TcastOptions tcast;   // --cast, --cast-gemm, --cast-lm-head, --cast-stats
+    TcastPlan tcast_plan;
+#endif
     ProcessGroup pg;
     MultiGpu mg;
     GPT2 model;
     TrainSetup setup;
     KernelProfiler* profiler;
+    EvalSet eval;         // -h 1: the HellaSwag examples (read and checked by trainer_parse)
+    OutlierState outlier; // -sl / -sg windows and skipped updates (saved in the state files)
+    GpuMonitor gpumon;    // -lg
+    TensorStats tstats;  // --tensor-stats (rank 0 only)
     Logger logger;
     cudaDeviceProp prop;
-    char numeric[256];   // the numeric configuration line (logs, state files)
+    char numeric[512];   // the numeric configuration line (logs; state files keep its first 255 characters)
     int start_step;      // 0, or the step resumed from
     float peak_tflops;   // of this GPU in this precision (MFU), 0 if unknown
 };
@@ -188,6 +197,9 @@ static void trainer_parse(Trainer* t, int argc, char** argv) {
 #if GEMM_LOWP
     n += gemm_lowp_flags(&t->lowp, &t->lowp_fallback, flags + n);
 #endif
+#if defined(ENABLE_TCAST)
+    n += tcast_flags(&t->tcast, flags + n);
+#endif
     cli_parse(argc, argv, flags, n, TRAIN_DOC);
     train_config_validate(&tc);
     gpu_train_validate(&t->opt, &tc);
@@ -195,6 +207,19 @@ static void trainer_parse(Trainer* t, int argc, char** argv) {
 #if GEMM_LOWP
     gemm_lowp_options_validate(&t->lowp, t->lowp_fallback);
 #endif
+    GPT2Config spec;
+    train_config_check_files(&tc, &spec, &t->eval);  // every file the flags name, before data and GPU
+#if defined(ENABLE_TCAST)
+    tcast_plan_init(&t->tcast_plan, &t->tcast);      // the datatypes, then whether the model's shapes take them
+    tcast_plan_check_shapes(&t->tcast_plan, spec.channels, spec.padded_vocab_size, tc.B, tc.T);
+    attention_tcast_check(&t->tcast_plan, spec.channels / spec.num_heads);
+#endif
+}
+
+// Every rank waits until all have arrived (a no-op on one GPU).
+static void trainer_barrier(Trainer* t) {
+    float x = 0.0f;
+    multi_gpu_allreduce_host(&t->mg, &x, 1, 0, t->model.stream);
 }
 
 // Print the start-up table, the numeric configuration and the memory plan.
@@ -257,6 +282,21 @@ static int trainer_find_resume_step(Trainer* t, const GPT2Config* config, float*
     return latest;
 }
 
+// --tensor-stats N: rank 0 records into <-o>/tensor_stats.csv (appended when resuming). Several GPUs:
+// rank 0's activations (its micro-batch) and weights; its gradients are the all-reduced ones AdamW
+// reads with -z 0. -z 1 leaves rank 0 only its shard of each reduced gradient: rejected.
+static void trainer_tensor_stats_setup(Trainer* t) {
+    if (t->opt.tensor_stats <= 0) return;
+    if (t->pg.nranks > 1 && t->mgo.zero_stage == 1)
+        die("--tensor-stats: not with -z 1 on %d GPUs (each rank holds only its shard of the reduced gradients); use -z 0", t->pg.nranks);
+    if (t->pg.rank != 0) return;
+    ensure_output_dir(t->tc.out_dir);
+    tensor_stats_init(&t->tstats, t->opt.tensor_stats, t->tc.out_dir, t->start_step > 0);
+    gpt2_attach_tensor_stats(&t->model, &t->tstats);
+    printf("tensor stats: %d tensors on steps 1, %d, %d, ... -> %s\n", t->tstats.num_segments, t->opt.tensor_stats,
+           2 * t->opt.tensor_stats, t->tstats.csv_path);
+}
+
 // Processes and GPU, model, data, resume; prints the configuration. After it the model is ready to train.
 static void trainer_setup(Trainer* t) {
     TrainConfig& tc = t->tc;
@@ -287,17 +327,35 @@ static void trainer_setup(Trainer* t) {
     m->seed = (unsigned long long)tc.seed * 0x9E3779B97F4A7C15ull + 1;
     gemm_set_tf32(&m->gemm, t->opt.tf32);
     gpt2_allocate_activations(m, tc.B, tc.T, t->opt.recompute, t->opt.gelu_fusion);
+#if defined(ENABLE_TCAST)
+    gpt2_attach_tcast(m, &t->tcast_plan);
+#endif
     t->profiler = (KernelProfiler*)malloc_check(sizeof(KernelProfiler));
     prof_init(t->profiler, t->opt.profile);
     m->prof = t->profiler;
 
     train_setup_init(&t->setup, &tc, config.vocab_size, t->pg.rank, t->pg.nranks);
+    if (tc.out_dir) {  // finish a checkpoint deletion (-nk) a crash interrupted, before anyone looks for a checkpoint
+        if (t->pg.rank == 0) {
+            ensure_output_dir(tc.out_dir);
+            ckpt_recover(tc.out_dir);
+        }
+        trainer_barrier(t);
+    }
+    outlier_state_init(&t->outlier);
+    gpu_monitor_init(&t->gpumon, t->opt.log_gpu);
     t->start_step = t->opt.resume ? trainer_find_resume_step(t, &config, &host_params) : 0;
     gpt2_set_parameters(m, host_params);
     free(host_params);
-    if (t->start_step > 0) load_state(tc.out_dir, t->start_step, m, &t->setup.train);
+    if (t->start_step > 0) load_state(tc.out_dir, t->start_step, m, &t->setup.train, &t->outlier);
 
+    trainer_tensor_stats_setup(t);
     numeric_config_string(t->numeric, sizeof(t->numeric), m, t->opt.tf32);
+#if defined(ENABLE_TCAST)
+    const size_t len = strlen(t->numeric);
+    snprintf(t->numeric + len, sizeof(t->numeric) - len, " cast=%s cast_gemm=%s cast_lm_head=%d", *t->tcast.cast ? t->tcast.cast : "none",
+             *t->tcast.cast_gemm ? t->tcast.cast_gemm : "none", t->tcast.lm_head);
+#endif
     t->peak_tflops = device_peak_tflops(t->prop.name, t->opt.tf32 ? "TF32" : PRECISION_MODE_NAME);
     trainer_print_config(t);
 }
@@ -318,6 +376,22 @@ static void trainer_validate(Trainer* t, int step) {
     logger_log_val(&t->logger, step, val_loss);
 }
 
+// The forward of the HellaSwag evaluation (llmc/hellaswag.h): per-position losses of a B x T batch.
+static const float* trainer_eval_forward(void* ctx, const int* inputs, const int* targets) {
+    Trainer* t = (Trainer*)ctx;
+    gpt2_evaluate(&t->model, inputs, targets, t->tc.B, t->tc.T);  // leaves the losses in losses_host
+    return t->model.losses_host;
+}
+
+// -h 1: HellaSwag accuracy over all examples (each rank its share, llm.c's split); printed and logged.
+static void trainer_hellaswag(Trainer* t, int step) {
+    float correct = (float)evalset_correct(&t->eval, t->tc.B, t->tc.T, t->pg.rank, t->pg.nranks, trainer_eval_forward, t);
+    multi_gpu_allreduce_host(&t->mg, &correct, 1, 0, t->model.stream);  // exact: counts < 2^24
+    const float acc = correct / t->eval.num_examples;
+    printf("step %5d | hellaswag acc %d/%d = %.4f\n", step, (int)correct, t->eval.num_examples, acc);
+    logger_log_eval(&t->logger, step, acc);
+}
+
 // One optimizer step (step is 0-based; the printed and logged step is step + 1). Returns its seconds.
 static double trainer_step(Trainer* t, int step) {
     const TrainConfig& tc = t->tc;
@@ -327,20 +401,50 @@ static double trainer_step(Trainer* t, int step) {
     t->profiler->n = 0;  // drop what evaluation and sampling recorded
     if (step == t->start_step + 3) prof_reset(t->profiler);  // the first 3 steps are warm-up
     gpt2_zero_grad(m);
+    tensor_stats_begin_step(m->tstats, step + 1);  // --tensor-stats: whether this step records
+#if defined(ENABLE_TCAST)
+    const bool cast_stats = t->tcast.stats > 0 && ((step + 1) % t->tcast.stats == 0 || step == t->start_step);
+    gpt2_tcast_step(m, step, cast_stats);          // --cast-stats: whether this step counts
+#endif
     double loss_sum = 0.0;
     for (int micro = 0; micro < tc.grad_accum_steps; micro++) {
         if (!tc.overfit_single_batch || (step == t->start_step && micro == 0)) dataloader_next_batch(&t->setup.train);
         m->reduce_grads = micro == tc.grad_accum_steps - 1;  // reduce across ranks during the last backward
+        tensor_stats_set_acts(m->tstats, micro == 0);      // activations of the first micro-batch
         loss_sum += gpt2_forward_backward(m, t->setup.train.inputs, t->setup.train.targets, tc.B, tc.T,
                                           1.0f / ((float)tc.grad_accum_steps * nranks));
     }
+    gpt2_grads_ready(m);  // --tensor-stats: gradients and weights, before the update
     float loss = (float)(loss_sum / tc.grad_accum_steps);
     multi_gpu_allreduce_host(&t->mg, &loss, 1, 0, m->stream);  // mean over the ranks
     loss /= nranks;
-    if (!isfinite(loss))
+    if (!isfinite(loss)) {
+        tensor_stats_end_step(m->tstats);  // a recording step writes the statistics of the diverged step first
         die("step %d: train loss is %f; stopping before the update (checkpoints written so far are intact)", step + 1, loss);
+    }
     float step_lr = get_learning_rate(&t->setup.sched, step);
-    UpdateResult u = gpt2_update(m, step_lr, 0.9f, 0.95f, 1e-8f, tc.weight_decay, tc.grad_clip, step + 1);
+    const float norm = gpt2_grad_norm(m);
+    // -sl / -sg: a loss or gradient-norm spike skips the update (no parameter, moment, AdamW step count
+    // or loss-scale change; the batch is consumed). Loss and norm are the same on every rank, and so is
+    // the decision: the ranks agree on the largest code anyway.
+    double zloss, zgrad;
+    int skip = outlier_step(&t->outlier, loss, norm, tc.skip_loss_z, tc.skip_grad_z, &zloss, &zgrad);
+    if ((tc.skip_loss_z > 0.0f || tc.skip_grad_z > 0.0f) && multi_gpu_active(&t->mg)) {
+        float code = (float)skip;
+        multi_gpu_allreduce_host(&t->mg, &code, 1, 1, m->stream);  // max
+        skip = (int)code;
+    }
+    UpdateResult u = {norm, 0};
+    char note[64] = "", log_note[64] = "";
+    if (skip) {
+        t->outlier.skipped_updates++;
+        snprintf(note, sizeof(note), " | skipped (%s z=%.2f)", skip == 1 ? "loss" : "grad", skip == 1 ? zloss : zgrad);
+        snprintf(log_note, sizeof(log_note), "skipped:%s_z=%.2f", skip == 1 ? "loss" : "grad", skip == 1 ? zloss : zgrad);
+    } else {
+        u = gpt2_apply_update(m, norm, step_lr, 0.9f, 0.95f, 1e-8f, tc.weight_decay, tc.grad_clip,
+                              step + 1 - t->outlier.skipped_updates);
+        if (u.skipped) snprintf(note, sizeof(note), " | skipped (overflow)");
+    }
     cudaCheck(cudaStreamSynchronize(m->stream));
     double dt = wall_seconds() - t0;
     prof_collect(t->profiler, m->stream);
@@ -350,11 +454,16 @@ static double trainer_step(Trainer* t, int step) {
     if (mfu >= 0) snprintf(mfu_str, sizeof(mfu_str), "%.1f%%", mfu);
     else snprintf(mfu_str, sizeof(mfu_str), "n/a");
     printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s | MFU %s%s\n", step + 1, tc.max_steps,
-           loss, u.grad_norm, step_lr, dt * 1e3, tc.total_batch_size / dt, mfu_str, u.skipped ? " | skipped (overflow)" : "");
+           loss, u.grad_norm, step_lr, dt * 1e3, tc.total_batch_size / dt, mfu_str, note);
 #if defined(ENABLE_FP16)
     if (u.skipped) printf("  FP16 loss scale lowered to %g\n", m->loss_scale);
 #endif
-    logger_log_train(&t->logger, step + 1, loss, step_lr, u.grad_norm);
+    logger_log_train_note(&t->logger, step + 1, loss, step_lr, u.grad_norm, skip ? log_note : NULL);
+#if defined(ENABLE_TCAST)
+    if (cast_stats && m->tcast && m->tcast->stats) tcast_stats_end(m->tcast, step + 1, t->logger.f, m->stream);
+#endif
+    if (t->pg.rank == 0) gpu_monitor_step(&t->gpumon, step + 1, &t->logger);  // -lg
+    tensor_stats_end_step(m->tstats);  // CSV rows and the summary line on recording steps
 #if defined(ENABLE_Q115)
     if (t->pg.rank == 0 && t->opt.q115_stats > 0 && ((step + 1) % t->opt.q115_stats == 0 || step == t->start_step))
         print_boundary_stats(m, &t->logger, &t->setup.train, step + 1);
@@ -370,6 +479,8 @@ static double trainer_step(Trainer* t, int step) {
 // The median of n step times (sorted in place) with its tok/s and MFU.
 static void trainer_print_median(const Trainer* t, double* seconds, int n) {
     if (n <= 0) return;
+    double sum = 0.0;  // the mean too: it includes the occasional slower step (statistics, evaluation-free)
+    for (int i = 0; i < n; i++) sum += seconds[i];
     qsort(seconds, n, sizeof(double), [](const void* a, const void* b) {
         double x = *(const double*)a, y = *(const double*)b;
         return (x > y) - (x < y);
@@ -380,6 +491,7 @@ static void trainer_print_median(const Trainer* t, double* seconds, int n) {
     const double mfu = t->peak_tflops > 0 ? flops / median / (t->peak_tflops * 1e12 * t->pg.nranks) * 100.0 : -1.0;
     printf("median step %.2f ms, %.0f tok/s, MFU %.1f%% over %d steps after 3 warm-up steps\n", median * 1e3,
            t->tc.total_batch_size / median, mfu, n);
+    printf("mean step %.2f ms over the same steps\n", sum / n * 1e3);
 }
 
 // Validation, samples and checkpoints at their intervals around the optimizer steps; the median step.
@@ -398,11 +510,18 @@ static void trainer_loop(Trainer* t) {
     int timed_steps = 0;
     for (int step = t->start_step; step <= tc.max_steps; step++) {
         const int last = step == tc.max_steps;
+        gpt2_tcast_step(m, step, false);  // TensorCast: the seeds of this step's casts (evaluation too)
         if (t->setup.have_val && (step % tc.val_every == 0 || last)) trainer_validate(t, step);
+        if (tc.hellaswag && ((tc.val_every > 0 && step > 0 && step % tc.val_every == 0) || last)) trainer_hellaswag(t, step);
         if (t->pg.rank == 0 && tc.sample_every > 0 && step > 0 && (step % tc.sample_every == 0 || last))
             sample_and_print(m, &t->setup.tokenizer, t->setup.have_tokenizer, tc.gen_tokens, step, tc.seed);
-        if (tc.out_dir && step > t->start_step && ((tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) || last))
-            save_checkpoint(tc.out_dir, step, m, &t->setup.train, t->numeric);
+        if (tc.out_dir && step > t->start_step && ((tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) || (last && tc.checkpoint_every >= 0))) {
+            save_checkpoint(tc.out_dir, step, m, &t->setup.train, t->numeric, &t->outlier);
+            if (tc.checkpoints_keep > 0) {  // -nk / -nm, once every rank has written this checkpoint
+                trainer_barrier(t);
+                ckpt_apply_retention(tc.out_dir, step, tc.checkpoints_keep, tc.major_every, t->pg.rank, t->pg.nranks, 1);
+            }
+        }
         if (last) break;
         const double dt = trainer_step(t, step);
         if (step > t->start_step + 2) step_seconds[timed_steps++] = dt;  // the first 3 steps are warm-up
@@ -417,6 +536,9 @@ static void trainer_loop(Trainer* t) {
 }
 
 static void trainer_teardown(Trainer* t) {
+    if (t->tc.hellaswag) evalset_free(&t->eval);
+    gpu_monitor_free(&t->gpumon);
+    tensor_stats_free(&t->tstats);
     prof_free(t->profiler);
     free(t->profiler);
     train_setup_free(&t->setup);

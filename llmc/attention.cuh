@@ -49,6 +49,30 @@
 // The backward always recomputes P^ from lse the same way, so in PL mode forward and backward use
 // bit-identical probabilities (the dK/dV kernel computes the transposed product K.Q^T, whose fp32
 // dot products come out of the same mma).
+//
+// TensorCast (TCAST=1 build; llmc/attention_tcast.cuh, doc/TCAST.md 5.1). There boundary_value is the
+// identity and the attention sites are cast by a third template instantiation, TC = true, of the
+// three tensor-core kernels, which the launchers pick at run time once attention_tcast_configure has
+// set a datatype for attn_scores and/or attn_probs; with none (and in every other build) they launch
+// TC = false, the kernels above unchanged. In TC kernels each query row's scaled scores v = raw*scale
+// are cast in groups along the keys (keys j > i and j >= T enter as 0, so they never move a scale,
+// and are masked to -inf after the cast), lse is taken over s^, and the normalized
+// p = exp2(s^ log2(e) - lse log2(e)) is cast the same way (masked p = 0) before it multiplies V: a
+// probability cast forces the two-pass forward (PL = true) at run time. Groups: in the forward and
+// dQ kernels (query-major fragments, key tiles of 64 keys) a row's keys lie in one quad, and a group
+// of X keys is a thread's register pair (X = 2), plus lanes xor 1 / xor 2 (X = 4 / 8), plus 2, 4 or 8
+// n-tiles merged in registers (X = 16..64); in the dK/dV kernel (key-major: keys down the rows) a
+// column's keys run over lanes g (xor 4, 8, 16), the thread's 8-key chunks and, for X > 16*WM,
+// consecutive warps, whose partials merge in shared memory. M:N sparsity reads each group's N values
+// back from shared memory. All three kernels evaluate the same expressions on the same fp32 dot
+// products, so the backward recomputes the forward's s^ and P^ bit for bit; gradients pass straight
+// through both casts (dS = P^ (dP - D)). The cast kernels exist for head size 64 only (attn_tc_require_tc).
+// Where the cost goes: integer bit math per
+// element and cast (an inline fast path for exponent-scaled and unscaled float formats; float-scaled
+// ints / uints, NaN groups and rare edge values call tcast_quantize out of line), one group scale per
+// group and lane, up to 3 shuffles per group (plus a barrier for cross-warp groups in dK/dV), no extra
+// global memory traffic; the scores are cast twice in the two-pass forward (once per pass) and once in
+// each backward kernel, the probabilities once per kernel.
 #pragma once
 
 #include <stdint.h>
@@ -58,6 +82,7 @@
 #include "cuda_common.cuh"
 #include "cuda_utils.cuh"
 #include "boundary.cuh"
+#include "attention_tcast.cuh"
 
 // ------------------------------------------------------------------------------------------------
 // PTX wrappers (sm_80+)
@@ -319,7 +344,8 @@ __device__ __forceinline__ void attn_store_rows(floatX* sRows, const float (&acc
 // rescale the running sum l and the output accumulator o by exp(m_old - m_new), and leave the hooked,
 // not yet normalized probabilities exp(s - m_new) in s. Rows span the 4 lanes of a quad.
 // STATS (pass 1 of the two-pass forward): only m and l are updated; o and s are left alone.
-template <bool MASK, bool STATS, bool CNT, int WM, int NS, int NO>
+// PRE (TC kernels): s already holds the hooked scores s^, masked entries -inf (attn_tc_scores_q).
+template <bool MASK, bool STATS, bool CNT, bool PRE = false, int WM, int NS, int NO>
 __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&o)[WM][NO][4], float (&m)[WM][2],
                                                  float (&l)[WM][2], float scale, int col0, int row0) {
     #pragma unroll
@@ -332,8 +358,8 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
             for (int n = 0; n < NS; n++)
                 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    float v = attn_score<CNT>(s[mi][n][2 * hh + e], scale);
-                    if (MASK && col0 + n * 8 + e > row) v = -INFINITY;
+                    float v = PRE ? s[mi][n][2 * hh + e] : attn_score<CNT>(s[mi][n][2 * hh + e], scale);
+                    if (!PRE && MASK && col0 + n * 8 + e > row) v = -INFINITY;
                     s[mi][n][2 * hh + e] = v;
                     mx = fmaxf(mx, v);
                 }
@@ -425,6 +451,76 @@ __device__ __forceinline__ void attn_dkv_p(float (&s)[WM][NS][4], const float* L
     }
 }
 
+// TensorCast steps of the TC instantiations (see the header comment and attention_tcast.cuh), query-
+// major tiles (forward, dQ): same fragment conventions as above (row0 / col0 include g and 2*tq).
+// stage: this warp's shared-memory rows for M:N sparsity (ldst floats each), rbase = (b*NH + h) * T.
+// Scores: raw dot products -> s^ = cast(raw * scale) (future keys enter as 0), masked entries -inf.
+template <bool MASK, bool CNT, int WM, int NS>
+__device__ __forceinline__ void attn_tc_scores_q(float (&s)[WM][NS][4], float scale, float* stage, int ldst, int row0, int col0,
+                                                 int T, const AttnTcastArgs& tc, uint64_t rbase, int lane) {
+    #pragma unroll
+    for (int mi = 0; mi < WM; mi++)
+        #pragma unroll
+        for (int n = 0; n < NS; n++)
+            #pragma unroll
+            for (int r = 0; r < 4; r++) {
+                float v = s[mi][n][r] * scale;
+                if (MASK && col0 + n * 8 + (r & 1) > row0 + mi * 16 + 8 * (r >> 1)) v = 0.f;
+                s[mi][n][r] = v;
+            }
+    if (attn_tc_site[ATTN_TC_SCORES].on)
+        attn_tc_cast_rows<ATTN_TC_SCORES, CNT>(s, stage, ldst, row0, col0, T, tc.state[ATTN_TC_SCORES], rbase,
+                                               tc.stats[ATTN_TC_SCORES], lane);
+    if (MASK) {
+        #pragma unroll
+        for (int mi = 0; mi < WM; mi++)
+            #pragma unroll
+            for (int n = 0; n < NS; n++)
+                #pragma unroll
+                for (int r = 0; r < 4; r++)
+                    if (col0 + n * 8 + (r & 1) > row0 + mi * 16 + 8 * (r >> 1)) s[mi][n][r] = -INFINITY;
+    }
+}
+
+// Probabilities: s^ -> P^ = cast(exp2(s^ log2(e) - lse2)) with lse2 = lse * log2(e) per row (the
+// expression of attn_prob), masked entries 0 before and after the cast.
+template <bool MASK, bool CNT, int WM, int NS>
+__device__ __forceinline__ void attn_tc_probs_q(float (&s)[WM][NS][4], const float (&lse2)[WM][2], float* stage, int ldst, int row0,
+                                                int col0, int T, const AttnTcastArgs& tc, uint64_t rbase, int lane) {
+    #pragma unroll
+    for (int mi = 0; mi < WM; mi++)
+        #pragma unroll
+        for (int n = 0; n < NS; n++)
+            #pragma unroll
+            for (int r = 0; r < 4; r++) {
+                float p = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lse2[mi][r >> 1]));
+                if (MASK && col0 + n * 8 + (r & 1) > row0 + mi * 16 + 8 * (r >> 1)) p = 0.f;
+                s[mi][n][r] = p;
+            }
+    if (attn_tc_site[ATTN_TC_PROBS].on) {
+        attn_tc_cast_rows<ATTN_TC_PROBS, CNT>(s, stage, ldst, row0, col0, T, tc.state[ATTN_TC_PROBS], rbase,
+                                              tc.stats[ATTN_TC_PROBS], lane);
+        if (MASK) {
+            #pragma unroll
+            for (int mi = 0; mi < WM; mi++)
+                #pragma unroll
+                for (int n = 0; n < NS; n++)
+                    #pragma unroll
+                    for (int r = 0; r < 4; r++)
+                        if (col0 + n * 8 + (r & 1) > row0 + mi * 16 + 8 * (r >> 1)) s[mi][n][r] = 0.f;
+        }
+    }
+}
+
+// The epilogue store of a TC kernel: the amax output is a run-time choice there (TC kernels are not
+// instantiated per AMAX; their cost is elsewhere).
+template <int WM, int HS>
+__device__ __forceinline__ void attn_store_rows_tc(floatX* sRows, const float (&acc)[WM][HS / 8][4], float mul, floatX* g, int ld,
+                                                   int row0, int T, int lane, unsigned int* amax) {
+    if (amax) attn_store_rows<WM, HS, true>(sRows, acc, mul, g, ld, row0, T, lane, amax);
+    else attn_store_rows<WM, HS, false>(sRows, acc, mul, g, ld, row0, T, lane, amax);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Tensor-core forward. CTA = one (b, h) and BR = 16*WM*NW query rows; warp w owns rows
 // [16*WM*w, 16*WM*(w+1)) of the tile and keeps its Q fragments, the O accumulator and the softmax
@@ -441,20 +537,25 @@ struct AttnFwdTC {
     static constexpr size_t smem_bytes = (size_t)(BR + 4 * BC) * LDS * sizeof(floatX);
 };
 
-template <int HS, int WM, int NW, int BC, int MINB, bool PL = kAttnProbsFromLse, bool CNT = false, bool AMAX = false>
+// TC (TensorCast, see the header comment): the attention-site casts; CNT then counts --cast-stats
+// (tc.stats), AMAX is ignored (the amax output is a run-time choice) and the dynamic shared memory
+// holds the sparsity stage after the tiles when a site is M:N sparse.
+template <int HS, int WM, int NW, int BC, int MINB, bool PL = kAttnProbsFromLse, bool CNT = false, bool AMAX = false, bool TC = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floatX* __restrict__ qkv,
-                   int T, int NH, float scale, unsigned int* __restrict__ amax) {
+                   int T, int NH, float scale, unsigned int* __restrict__ amax, AttnTcastArgs tc) {
     constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     constexpr int KS = HS / 16;  // k-steps of Q.K^T
     constexpr int NS = BC / 8;   // n-tiles of S (keys)
     constexpr int NO = HS / 8;   // n-tiles of O (head dims)
     static_assert(HS % 16 == 0 && BC % 16 == 0, "tile sizes must be multiples of 16");
+    static_assert(!TC || BC % 64 == 0, "TC: casting groups of up to 64 keys must not cross a key tile");
 
     extern __shared__ __align__(16) unsigned char attn_smem[];
     floatX* sQ = reinterpret_cast<floatX*>(attn_smem);  // BR rows; reused for output staging
     floatX* sK = sQ + BR * LDS;                          // 2 buffers x BC rows
     floatX* sV = sK + 2 * BC * LDS;                      // 2 buffers x BC rows
+    constexpr int LDST = BC + 4;                         // TC sparsity stage: 16*WM rows of LDST floats per warp
 
     const int C = NH * HS, C3 = 3 * C;
     // blockIdx.x walks the tiles of one head, longest (latest queries) first, so that the tiles of
@@ -465,6 +566,8 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
     const int wrow = warp * 16 * WM;                  // first row of this warp inside the tile
     const int wr0 = q0 + wrow, wr1 = wr0 + 16 * WM - 1;
     const bool live = wr0 < T;
+    float* stage = TC ? reinterpret_cast<float*>(sV + 2 * BC * LDS) + warp * 16 * WM * LDST : nullptr;
+    const uint64_t rbase = (uint64_t)bh * (uint64_t)T;
 
     const floatX* gQ = qkv + (size_t)b * T * C3 + h * HS;
     const floatX* gK = gQ + C;
@@ -510,8 +613,18 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
             attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
             // Only tiles crossing the diagonal (some key after some row of the warp) pay for the mask.
-            if (k0 + BC - 1 > wr0) attn_fwd_softmax<true, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
-            else attn_fwd_softmax<false, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+            if constexpr (TC) {  // s^ first (scores counted here, in the first pass), then the softmax step
+                if (k0 + BC - 1 > wr0) {
+                    attn_tc_scores_q<true, CNT>(s, scale, stage, LDST, wr0 + g, k0 + 2 * tq, T, tc, rbase, lane);
+                    attn_fwd_softmax<true, PL, CNT, true>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+                } else {
+                    attn_tc_scores_q<false, CNT>(s, scale, stage, LDST, wr0 + g, k0 + 2 * tq, T, tc, rbase, lane);
+                    attn_fwd_softmax<false, PL, CNT, true>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+                }
+            } else {
+                if (k0 + BC - 1 > wr0) attn_fwd_softmax<true, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+                else attn_fwd_softmax<false, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+            }
 
             if constexpr (!PL) {
                 uint32_t pa[WM][BC / 16][4];
@@ -563,8 +676,18 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                     for (int n = 0; n < NS; n++) s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.f;
                 attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
-                if (k0 + BC - 1 > wr0) attn_fwd_p_lse<true, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
-                else attn_fwd_p_lse<false, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
+                if constexpr (TC) {  // s^ again (not counted), then P^ (counted)
+                    if (k0 + BC - 1 > wr0) {
+                        attn_tc_scores_q<true, false>(s, scale, stage, LDST, wr0 + g, k0 + 2 * tq, T, tc, rbase, lane);
+                        attn_tc_probs_q<true, CNT>(s, lse2, stage, LDST, wr0 + g, k0 + 2 * tq, T, tc, rbase, lane);
+                    } else {
+                        attn_tc_scores_q<false, false>(s, scale, stage, LDST, wr0 + g, k0 + 2 * tq, T, tc, rbase, lane);
+                        attn_tc_probs_q<false, CNT>(s, lse2, stage, LDST, wr0 + g, k0 + 2 * tq, T, tc, rbase, lane);
+                    }
+                } else {
+                    if (k0 + BC - 1 > wr0) attn_fwd_p_lse<true, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
+                    else attn_fwd_p_lse<false, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
+                }
 
                 uint32_t pa[WM][BC / 16][4];
                 attn_c_to_a<WM, NS>(pa, s);
@@ -572,7 +695,10 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
             }
             __syncthreads();
         }
-        if (live) attn_store_rows<WM, HS, AMAX>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
+        if (live) {
+            if constexpr (TC) attn_store_rows_tc<WM, HS>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
+            else attn_store_rows<WM, HS, AMAX>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
+        }
     } else {
         if (live) {
             float inv[WM][2];
@@ -592,7 +718,8 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                         o[mi][n][2 * hh + 1] *= inv[mi][hh];
                     }
                 }
-            attn_store_rows<WM, HS, AMAX>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
+            if constexpr (TC) attn_store_rows_tc<WM, HS>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
+            else attn_store_rows<WM, HS, AMAX>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
         }
     }
 }
@@ -609,14 +736,19 @@ struct AttnBwdDqTC {
     static constexpr size_t smem_bytes = (size_t)(2 * BR + 4 * BC) * LDS * sizeof(floatX) + BR * sizeof(float);
 };
 
-template <int HS, int WM, int NW, int BC, int MINB, bool AMAX = false>
+// TC: the attention-site casts (P^ and s^ recomputed as in the forward; AMAX ignored, run-time amax;
+// the sparsity stage follows sDrow in the dynamic shared memory).
+template <int HS, int WM, int NW, int BC, int MINB, bool AMAX = false, bool TC = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const floatX* __restrict__ dout,
                       const floatX* __restrict__ qkv, const floatX* __restrict__ out,
-                      const float* __restrict__ lse, int T, int NH, float scale, unsigned int* __restrict__ amax) {
+                      const float* __restrict__ lse, int T, int NH, float scale, unsigned int* __restrict__ amax,
+                      AttnTcastArgs tc) {
     constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     constexpr int KS = HS / 16, NS = BC / 8, NO = HS / 8, CPR = HS / 8;
     static_assert(HS % 64 == 0 && BC % 16 == 0, "HS must be a multiple of 64, BC of 16");
+    static_assert(!TC || BC % 64 == 0, "TC: casting groups of up to 64 keys must not cross a key tile");
+    constexpr int LDST = BC + 4;  // TC sparsity stage row
 
     extern __shared__ __align__(16) unsigned char attn_smem[];
     floatX* sQ = reinterpret_cast<floatX*>(attn_smem);  // BR rows; reused for dQ staging
@@ -631,6 +763,8 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tq = lane & 3;
     const int wrow = warp * 16 * WM, wr0 = q0 + wrow, wr1 = wr0 + 16 * WM - 1;
     const bool live = wr0 < T;
+    float* stage = TC ? sDrow + BR + warp * 16 * WM * LDST : nullptr;
+    const uint64_t rbase = (uint64_t)bh * (uint64_t)T;
 
     const floatX* gQ = qkv + (size_t)b * T * C3 + h * HS;
     const floatX* gK = gQ + C;
@@ -721,8 +855,24 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
             attn_mma_abt<WM, NS, KS, LDS>(s, qf, sKa, lane);                                  // S  = Q K^T
             attn_mma_abt<WM, NS, KS, LDS>(dp, dof, attn_smem_addr(sV + buf * BC * LDS), lane); // dP = dO V^T
 
-            if (k0 + BC - 1 > wr0) attn_dq_ds<true>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
-            else attn_dq_ds<false>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
+            if constexpr (TC) {  // s^, P^ exactly as the forward computes them, then dS = P^ (dP - D)
+                if (k0 + BC - 1 > wr0) {
+                    attn_tc_scores_q<true, false>(s, scale, stage, LDST, wr0 + g, k0 + 2 * tq, T, tc, rbase, lane);
+                    attn_tc_probs_q<true, false>(s, lse2, stage, LDST, wr0 + g, k0 + 2 * tq, T, tc, rbase, lane);
+                } else {
+                    attn_tc_scores_q<false, false>(s, scale, stage, LDST, wr0 + g, k0 + 2 * tq, T, tc, rbase, lane);
+                    attn_tc_probs_q<false, false>(s, lse2, stage, LDST, wr0 + g, k0 + 2 * tq, T, tc, rbase, lane);
+                }
+                #pragma unroll
+                for (int mi = 0; mi < WM; mi++)
+                    #pragma unroll
+                    for (int n = 0; n < NS; n++)
+                        #pragma unroll
+                        for (int r = 0; r < 4; r++) s[mi][n][r] = s[mi][n][r] * (dp[mi][n][r] - Dr[mi][r >> 1]);
+            } else {
+                if (k0 + BC - 1 > wr0) attn_dq_ds<true>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
+                else attn_dq_ds<false>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
+            }
             uint32_t dsa[WM][BC / 16][4];
             attn_c_to_a<WM, NS>(dsa, s);
             attn_mma_ab<WM, NO, BC / 16, LDS>(dq, dsa, sKa, lane);  // dQ += dS K
@@ -730,7 +880,10 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
         __syncthreads();
     }
 
-    if (live) attn_store_rows<WM, HS, AMAX>(sQ + wrow * LDS, dq, scale, dqkv + (size_t)b * T * C3 + h * HS, C3, wr0, T, lane, amax);
+    if (live) {
+        if constexpr (TC) attn_store_rows_tc<WM, HS>(sQ + wrow * LDS, dq, scale, dqkv + (size_t)b * T * C3 + h * HS, C3, wr0, T, lane, amax);
+        else attn_store_rows<WM, HS, AMAX>(sQ + wrow * LDS, dq, scale, dqkv + (size_t)b * T * C3 + h * HS, C3, wr0, T, lane, amax);
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -749,14 +902,48 @@ struct AttnBwdDkvTC {
         (size_t)(2 * BK + 4 * BR) * LDS * sizeof(floatX) + 4 * BR * sizeof(float);
 };
 
-template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool AMAX = false>
+// The dK/dV kernel's step once P^T (key-major, s) of a query tile is known: dV += P^T dO,
+// dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q (s is overwritten with dS^T). vf: V's A fragments
+// (reloaded from sVa unless KV_REGS); sQa, sdOa: the tile's Q and dO in shared memory; Dq: its D values.
+template <int WM, int NS, int NO, int KS, int BR, int LDS, bool KV_REGS>
+__device__ __forceinline__ void attn_dkv_accumulate(float (&dv)[WM][NO][4], float (&dk)[WM][NO][4], float (&s)[WM][NS][4],
+                                                    uint32_t (&vf)[WM][KS][4], uint32_t sVa, uint32_t sQa, uint32_t sdOa,
+                                                    const float* Dq, int tq, int lane) {
+    uint32_t pa[WM][BR / 16][4];
+    attn_c_to_a<WM, NS>(pa, s);
+    attn_mma_ab<WM, NO, BR / 16, LDS>(dv, pa, sdOa, lane);  // dV += P^T dO
+    float dp[WM][NS][4];
+    #pragma unroll
+    for (int mi = 0; mi < WM; mi++)
+        #pragma unroll
+        for (int n = 0; n < NS; n++) dp[mi][n][0] = dp[mi][n][1] = dp[mi][n][2] = dp[mi][n][3] = 0.f;
+    if (!KV_REGS) attn_load_a<WM, KS, LDS>(vf, sVa, lane);
+    attn_mma_abt<WM, NS, KS, LDS>(dp, vf, sdOa, lane);  // dP^T = V dO^T
+    #pragma unroll
+    for (int n = 0; n < NS; n++) {
+        const float2 dq2 = *reinterpret_cast<const float2*>(Dq + 2 * tq + n * 8);
+        #pragma unroll
+        for (int mi = 0; mi < WM; mi++)
+            #pragma unroll
+            for (int r = 0; r < 4; r++) s[mi][n][r] *= dp[mi][n][r] - ((r & 1) ? dq2.y : dq2.x);  // dS^T
+    }
+    attn_c_to_a<WM, NS>(pa, s);
+    attn_mma_ab<WM, NO, BR / 16, LDS>(dk, pa, sQa, lane);  // dK += dS^T Q
+}
+
+// TC: the attention-site casts along the keys, i.e. down the rows of S^T: every warp runs every query
+// tile (warps with no visible key contribute zeros to groups that span warps) and the dynamic shared
+// memory holds, after sD, the cross-warp group partials (2 sites x 3 x NW x BR words) and, when a site
+// is M:N sparse, the sparsity stage (BK rows of BR + 4 floats). AMAX ignored (run-time amax).
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool AMAX = false, bool TC = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dout, const floatX* __restrict__ qkv,
                        const float* __restrict__ lse, const float* __restrict__ Dbuf, int T, int NH, float scale,
-                       unsigned int* __restrict__ amax) {
+                       unsigned int* __restrict__ amax, AttnTcastArgs tc) {
     constexpr int NT = NW * 32, BK = 16 * WM * NW, LDS = HS + 8;
     constexpr int KS = HS / 16, NS = BR / 8, NO = HS / 8;
     static_assert(HS % 16 == 0 && BR % 16 == 0, "tile sizes must be multiples of 16");
+    static_assert(!TC || BK % 64 == 0, "TC: casting groups of up to 64 keys must not cross a CTA's keys");
 
     extern __shared__ __align__(16) unsigned char attn_smem[];
     floatX* sK = reinterpret_cast<floatX*>(attn_smem);  // BK rows; reused for dK staging
@@ -765,6 +952,8 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
     floatX* sdO = sQ + 2 * BR * LDS;                     // 2 x BR rows
     float* sL = reinterpret_cast<float*>(sdO + 2 * BR * LDS);  // 2 x BR lse values
     float* sD = sL + 2 * BR;                                   // 2 x BR D values
+    uint32_t* tc_part = TC ? reinterpret_cast<uint32_t*>(sD + 2 * BR) : nullptr;  // TC: [site][3][NW][BR]
+    float* tc_stage = TC ? reinterpret_cast<float*>(tc_part + 2 * 3 * NW * BR) : nullptr;  // TC: BK x (BR + 4)
 
     const int C = NH * HS, C3 = 3 * C;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -816,7 +1005,65 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
             attn_load_a<WM, KS, LDS>(vf, sVa, lane);
         }
         const int qb = i * BR;
-        if (live && qb + BR - 1 >= kw0) {  // some query of the tile sees some key of the warp
+        if constexpr (TC) {
+            // The same steps in the TensorCast form: cast calls are made by every warp (barriers inside
+            // for groups that span warps); `active` warps have keys visible to the tile's queries.
+            const bool active = live && qb + BR - 1 >= kw0;
+            const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
+            const float* L = sL + buf * BR;
+            const float* Dq = sD + buf * BR;
+            const int row0 = kw0 + g, col0 = qb + 2 * tq;
+            const uint64_t rbase = (uint64_t)bh * (uint64_t)T;
+            float s[WM][NS][4];
+            #pragma unroll
+            for (int mi = 0; mi < WM; mi++)
+                #pragma unroll
+                for (int n = 0; n < NS; n++) s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.f;
+            if (active) {
+                if (!KV_REGS) attn_load_a<WM, KS, LDS>(kf, sKa, lane);
+                attn_mma_abt<WM, NS, KS, LDS>(s, kf, sQa, lane);  // S^T = K Q^T
+                #pragma unroll
+                for (int mi = 0; mi < WM; mi++)
+                    #pragma unroll
+                    for (int n = 0; n < NS; n++)
+                        #pragma unroll
+                        for (int r = 0; r < 4; r++) {  // v = raw * scale; keys after the query enter the groups as 0
+                            float v = s[mi][n][r] * scale;
+                            if (col0 + n * 8 + (r & 1) < row0 + mi * 16 + 8 * (r >> 1)) v = 0.f;
+                            s[mi][n][r] = v;
+                        }
+            }
+            attn_tc_cast_cols<ATTN_TC_SCORES, WM, NS, NW>(s, active, tc_stage, BR + 4, tc_part, warp, row0, col0, T,
+                                                          tc.state[ATTN_TC_SCORES], rbase, lane);
+            if (active) {
+                #pragma unroll
+                for (int n = 0; n < NS; n++) {
+                    const float2 lq = *reinterpret_cast<const float2*>(L + n * 8 + 2 * tq);
+                    const float lq2[2] = {lq.x * ATTN_LOG2E, lq.y * ATTN_LOG2E};
+                    #pragma unroll
+                    for (int mi = 0; mi < WM; mi++)
+                        #pragma unroll
+                        for (int r = 0; r < 4; r++) {
+                            const bool masked = col0 + n * 8 + (r & 1) < row0 + mi * 16 + 8 * (r >> 1);
+                            float p = attn_exp2(fmaf(masked ? -INFINITY : s[mi][n][r], ATTN_LOG2E, -lq2[r & 1]));
+                            if (masked) p = 0.f;
+                            s[mi][n][r] = p;
+                        }
+                }
+            }
+            attn_tc_cast_cols<ATTN_TC_PROBS, WM, NS, NW>(s, active, tc_stage, BR + 4, tc_part + 3 * NW * BR, warp, row0, col0, T,
+                                                         tc.state[ATTN_TC_PROBS], rbase, lane);
+            if (active) {
+                #pragma unroll
+                for (int mi = 0; mi < WM; mi++)
+                    #pragma unroll
+                    for (int n = 0; n < NS; n++)
+                        #pragma unroll
+                        for (int r = 0; r < 4; r++)
+                            if (col0 + n * 8 + (r & 1) < row0 + mi * 16 + 8 * (r >> 1)) s[mi][n][r] = 0.f;
+                attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane);
+            }
+        } else if (live && qb + BR - 1 >= kw0) {  // some query of the tile sees some key of the warp
             const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
             const float* L = sL + buf * BR;
             const float* Dq = sD + buf * BR;
@@ -832,36 +1079,20 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
             // Mask only where some query of the tile precedes some key of the warp.
             if (qb < kw1) attn_dkv_p<true>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
             else attn_dkv_p<false>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
-            uint32_t pa[WM][BR / 16][4];
-            attn_c_to_a<WM, NS>(pa, s);
-            attn_mma_ab<WM, NO, BR / 16, LDS>(dv, pa, sdOa, lane);  // dV += P^T dO
-
-            float dp[WM][NS][4];
-            #pragma unroll
-            for (int mi = 0; mi < WM; mi++)
-                #pragma unroll
-                for (int n = 0; n < NS; n++) dp[mi][n][0] = dp[mi][n][1] = dp[mi][n][2] = dp[mi][n][3] = 0.f;
-            if (!KV_REGS) attn_load_a<WM, KS, LDS>(vf, sVa, lane);
-            attn_mma_abt<WM, NS, KS, LDS>(dp, vf, sdOa, lane);  // dP^T = V dO^T
-
-            #pragma unroll
-            for (int n = 0; n < NS; n++) {
-                const float2 dq2 = *reinterpret_cast<const float2*>(Dq + 2 * tq + n * 8);
-                #pragma unroll
-                for (int mi = 0; mi < WM; mi++)
-                    #pragma unroll
-                    for (int r = 0; r < 4; r++) s[mi][n][r] *= dp[mi][n][r] - ((r & 1) ? dq2.y : dq2.x);  // dS^T
-            }
-            attn_c_to_a<WM, NS>(pa, s);
-            attn_mma_ab<WM, NO, BR / 16, LDS>(dk, pa, sQa, lane);  // dK += dS^T Q
+            attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane);
         }
         __syncthreads();
     }
 
     if (live) {
         floatX* gdqkv = dqkv + (size_t)b * T * C3 + h * HS;
-        attn_store_rows<WM, HS, AMAX>(sK + wrow * LDS, dk, scale, gdqkv + C, C3, kw0, T, lane, amax);
-        attn_store_rows<WM, HS, AMAX>(sV + wrow * LDS, dv, 1.f, gdqkv + 2 * C, C3, kw0, T, lane, amax);
+        if constexpr (TC) {
+            attn_store_rows_tc<WM, HS>(sK + wrow * LDS, dk, scale, gdqkv + C, C3, kw0, T, lane, amax);
+            attn_store_rows_tc<WM, HS>(sV + wrow * LDS, dv, 1.f, gdqkv + 2 * C, C3, kw0, T, lane, amax);
+        } else {
+            attn_store_rows<WM, HS, AMAX>(sK + wrow * LDS, dk, scale, gdqkv + C, C3, kw0, T, lane, amax);
+            attn_store_rows<WM, HS, AMAX>(sV + wrow * LDS, dv, 1.f, gdqkv + 2 * C, C3, kw0, T, lane, amax);
+        }
     }
 }
 
@@ -887,7 +1118,7 @@ void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int
             kernel = amax ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, true> : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
-    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax);
+    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, AttnTcastArgs{});
     cudaCheckLaunch();
 }
 
@@ -898,7 +1129,8 @@ void attention_backward_dq_tc(floatX* dqkv, float* Dbuf, const floatX* dout, con
     auto kernel = amax ? attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, true> : attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, false>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
-    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS), amax);
+    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                                       AttnTcastArgs{});
     cudaCheckLaunch();
 }
 
@@ -910,9 +1142,56 @@ void attention_backward_dkv_tc(floatX* dqkv, const floatX* dout, const floatX* q
                        : attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
-    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax);
+    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                                       AttnTcastArgs{});
     cudaCheckLaunch();
 }
+
+#if defined(ENABLE_TCAST)
+// TensorCast launchers: the TC instantiations (attention_tcast.cuh), with the per-call seed and, in
+// the forward, the --cast-stats counting instantiation while attention_tcast_stats is set. The
+// dynamic shared memory grows by the sparsity stage only when a site is M:N sparse.
+template <int HS, int WM, int NW, int BC, int MINB, bool PL>
+void attention_forward_tc_cast(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
+                               unsigned int* amax, uint64_t seed) {
+    using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
+    const bool count = attn_tc_counting();
+    auto kernel = count ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false, true>
+                        : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, false, true>;
+    const size_t smem = Cfg::smem_bytes + (attn_tc_sparse() ? (size_t)NW * 16 * WM * (BC + 4) * sizeof(float) : 0);
+    attn_set_smem(kernel, smem);
+    const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
+    kernel<<<grid, Cfg::NT, smem, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, attn_tc_args(seed, count));
+    cudaCheckLaunch();
+}
+
+template <int HS, int WM, int NW, int BC, int MINB>
+void attention_backward_dq_tc_cast(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv, const floatX* out,
+                                   const float* lse, int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed) {
+    using Cfg = AttnBwdDqTC<HS, WM, NW, BC, MINB>;
+    auto kernel = attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, false, true>;
+    const size_t smem = Cfg::smem_bytes + (attn_tc_sparse() ? (size_t)NW * 16 * WM * (BC + 4) * sizeof(float) : 0);
+    attn_set_smem(kernel, smem);
+    const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
+    kernel<<<grid, Cfg::NT, smem, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                            attn_tc_args(seed, false));
+    cudaCheckLaunch();
+}
+
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB>
+void attention_backward_dkv_tc_cast(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
+                                    int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed) {
+    using Cfg = AttnBwdDkvTC<HS, WM, NW, BR, KV_REGS, MINB>;
+    auto kernel = attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false, true>;
+    const size_t smem = Cfg::smem_bytes + (size_t)2 * 3 * NW * BR * sizeof(uint32_t) +
+                        (attn_tc_sparse() ? (size_t)Cfg::BK * (BR + 4) * sizeof(float) : 0);
+    attn_set_smem(kernel, smem);
+    const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
+    kernel<<<grid, Cfg::NT, smem, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                            attn_tc_args(seed, false));
+    cudaCheckLaunch();
+}
+#endif
 
 // ------------------------------------------------------------------------------------------------
 // Generic path: one warp per row, keys (or queries) streamed through shared memory in chunks of 32,
@@ -1306,13 +1585,38 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 #define ATTN_DQ_CFG_128 128, 1, 4, 32, 1
 #define ATTN_DKV_CFG_64 64, 1, 8, 64, true, 1
 #define ATTN_DKV_CFG_128 128, 1, 4, 32, false, 1
+// TC (TensorCast) instantiations: the HS = 64 configurations above (key tiles of 64: no casting group crosses one).
+
+#if defined(ENABLE_TCAST)
+// The attention casts run only in the tensor-core kernels: stop with `error:` otherwise.
+// The cast instantiations exist for HS = 64 only (every GPT-2 size: d12 .. d48), and the forward only
+// in its two-pass form (a scores-only cast runs it too): each is a large kernel for ptxas, and four of
+// them (forward with and without --cast-stats counting, dQ, dK/dV) keep the TCAST=1 build's compile
+// time bearable: with twelve (HS 64 and 128, one- and two-pass forward) ptxas alone ran for more than
+// 20 minutes on train_gpt2.cu (7 GB resident) and the build did not finish in 9 minutes on the device.
+static inline void attn_tc_require_tc(int HS, bool aligned) {
+    if (HS == 64 && aligned) return;
+    const int k = attn_tc_host[ATTN_TC_SCORES].on ? ATTN_TC_SCORES : ATTN_TC_PROBS;
+    die("--cast %s=%s: the attention casts run in the tensor-core kernels, which need head size 64 and "
+        "16-byte aligned tensors (head size %d%s)", BOUNDARY_SITE_NAMES[k == ATTN_TC_SCORES ? ATTN_SCORES : ATTN_PROBS],
+        attn_tc_host[k].dt.name, HS, aligned ? "" : ", unaligned pointers");
+}
+#endif
 
 // Templated on the element type only so that the tensor-core kernels are never instantiated in
 // fp32 builds (if constexpr discards the dependent branch).
 template <bool PL, typename T>
 static inline bool attn_forward_tc_dispatch(T* out, float* lse, const T* qkv, int B, int Tn, int NH, int HS,
-                                            cudaStream_t stream, unsigned int* amax) {
+                                            cudaStream_t stream, unsigned int* amax, uint64_t tcast_seed = 0) {
     if constexpr (sizeof(T) == 2) {
+#if defined(ENABLE_TCAST)
+        if (attention_tcast_active()) {  // TC instantiation, HS = 64, always the two-pass forward (see attn_tc_require_tc)
+            attn_tc_require_tc(HS, attn_aligned16(out) && attn_aligned16(qkv));
+            attention_forward_tc_cast<ATTN_FWD_CFG_64, true>(out, lse, qkv, B, Tn, NH, stream, amax, tcast_seed);
+            return true;
+        }
+#endif
+        (void)tcast_seed;
         if (!attn_aligned16(out) || !attn_aligned16(qkv)) return false;
         if (HS == 64) { attention_forward_tc<ATTN_FWD_CFG_64, PL>(out, lse, qkv, B, Tn, NH, stream, amax); return true; }
         if (HS == 128) { attention_forward_tc<ATTN_FWD_CFG_128, PL>(out, lse, qkv, B, Tn, NH, stream, amax); return true; }
@@ -1323,8 +1627,17 @@ static inline bool attn_forward_tc_dispatch(T* out, float* lse, const T* qkv, in
 template <typename T>
 static inline bool attn_backward_tc_dispatch(T* dqkv, float* Dbuf, const T* dout, const T* qkv, const T* out,
                                              const float* lse, int B, int Tn, int NH, int HS, cudaStream_t stream,
-                                             unsigned int* amax) {
+                                             unsigned int* amax, uint64_t tcast_seed = 0) {
     if constexpr (sizeof(T) == 2) {
+#if defined(ENABLE_TCAST)
+        if (attention_tcast_active()) {
+            attn_tc_require_tc(HS, attn_aligned16(dqkv) && attn_aligned16(dout) && attn_aligned16(qkv) && attn_aligned16(out));
+            attention_backward_dq_tc_cast<ATTN_DQ_CFG_64>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax, tcast_seed);
+            attention_backward_dkv_tc_cast<ATTN_DKV_CFG_64>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, tcast_seed);
+            return true;
+        }
+#endif
+        (void)tcast_seed;
         if (!attn_aligned16(dqkv) || !attn_aligned16(dout) || !attn_aligned16(qkv) || !attn_aligned16(out)) return false;
         if (HS == 64) {
             attention_backward_dq_tc<ATTN_DQ_CFG_64>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax);
@@ -1355,12 +1668,14 @@ static inline void attn_check_shape(int B, int T, int C, int NH) {
 // lse). attention_forward uses the build's kAttnProbsFromLse; dev/cuda/attention.cu also runs PL =
 // true in the plain builds, where both modes compute the same attention, to test the second pass
 // without a quantizer.
+// TensorCast build with an attention cast configured: the TC instantiations (PL = true whenever the
+// probabilities are cast, whatever PL says); tcast_seed: the stochastic-rounding seed of this call.
 template <bool PL>
 static inline void attention_forward_mode(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
-                                          cudaStream_t stream, unsigned int* amax = nullptr) {
+                                          cudaStream_t stream, unsigned int* amax = nullptr, uint64_t tcast_seed = 0) {
     attn_check_shape(B, T, C, NH);
     const int HS = C / NH;
-    if (attn_forward_tc_dispatch<PL>(out, lse, qkv, B, T, NH, HS, stream, amax)) return;
+    if (attn_forward_tc_dispatch<PL>(out, lse, qkv, B, T, NH, HS, stream, amax, tcast_seed)) return;
     attention_forward_generic<PL>(out, lse, qkv, B, T, NH, HS, stream, amax);
 }
 
@@ -1378,9 +1693,12 @@ static inline void attention_forward_mode(floatX* out, float* lse, const floatX*
 // amax: NULL, or a device uint32 that receives max(*amax, bit pattern of max |out|) over the stored
 // (rounded) outputs (integer atomicMax per warp: the FP8 backend's amax slot of the attention
 // projection's input, gemm_amax_slot, so that its quantization needs no amax pass).
+// TensorCast build (attention_tcast_configure): the attn_scores / attn_probs casts of doc/TCAST.md 5.1;
+// tcast_seed seeds their stochastic rounding and must be the same for a layer's forward and backward
+// (ignored by every other build and by non-stochastic datatypes).
 void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, cudaStream_t stream,
-                       unsigned int* amax = nullptr) {
-    attention_forward_mode<kAttnProbsFromLse>(out, lse, qkv, B, T, C, NH, stream, amax);
+                       unsigned int* amax = nullptr, uint64_t tcast_seed = 0) {
+    attention_forward_mode<kAttnProbsFromLse>(out, lse, qkv, B, T, C, NH, stream, amax, tcast_seed);
 }
 
 // Causal self-attention backward (gradients of attention_forward).
@@ -1396,10 +1714,13 @@ void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T,
 // tiles (D, dQ), then one over key tiles (dK, dV). fp32 accumulation. Asynchronous on `stream`.
 // amax: NULL, or a device uint32 that receives max(*amax, bit pattern of max |dqkv|) as in
 // attention_forward (the amax slot of the qkv layer's dout).
+// TensorCast build: recomputes the forward's cast s^ and P^ bit for bit (same tcast_seed as the forward)
+// and passes the gradients straight through both casts.
 void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv, const floatX* out,
-                        const float* lse, int B, int T, int C, int NH, cudaStream_t stream, unsigned int* amax = nullptr) {
+                        const float* lse, int B, int T, int C, int NH, cudaStream_t stream, unsigned int* amax = nullptr,
+                        uint64_t tcast_seed = 0) {
     attn_check_shape(B, T, C, NH);
     const int HS = C / NH;
-    if (attn_backward_tc_dispatch(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax)) return;
+    if (attn_backward_tc_dispatch(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax, tcast_seed)) return;
     attention_backward_generic(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax);
 }

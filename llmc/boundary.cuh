@@ -24,20 +24,7 @@
 #include "numerics/q115.h"
 #include "cuda_common.cuh"
 
-enum BoundarySite {
-    MATMUL_OUT,     // output of a linear layer (after bias)
-    ATTN_SCORES,    // scaled q·k scores as the softmax reads them
-    ATTN_PROBS,     // softmax probabilities before they multiply V
-    LOGITS,         // classifier logits as the softmax reads them
-    LAYERNORM_OUT,  // normalized, affine-transformed LayerNorm output
-    RESIDUAL_OUT,   // residual stream after an add
-    GELU_OUT,       // GELU activation output
-    ENCODER_OUT,    // wte + wpe sum
-    NUM_BOUNDARY_SITES
-};
-
-static const char* const BOUNDARY_SITE_NAMES[NUM_BOUNDARY_SITES] = {
-    "matmul_out", "attn_scores", "attn_probs", "logits", "layernorm_out", "residual_out", "gelu_out", "encoder_out"};
+#include "boundary_sites.h"
 
 // True when boundary_value<Site> is the identity in this build (lets callers skip whole passes,
 // e.g. the post-GEMM quantization kernel, or choose the single-pass attention forward).
@@ -102,3 +89,37 @@ __device__ __forceinline__ float boundary_value(float v) {
     return v;
 #endif
 }
+
+// ------------------------------------------------------------------------------------------------
+// Whole-tensor boundary casts (the TensorCast build, doc/TCAST.md section 5.1). A TensorCast cast of
+// a tile-scaled datatype needs the whole tile before any element can be quantized, so it cannot be a
+// per-value hook inside the producing kernel: it is a pass over the stored tensor right after the
+// kernel that wrote it (boundary_tensor_cast, called by llmc/model.cuh and the GEMM front), chosen at
+// run time from the cast plan. boundary_value stays the identity in that build. In every other build
+// the runtime pointer is NULL and boundary_tensor_active is constant false, so callers' branches vanish.
+struct TcastRuntime;
+#if defined(ENABLE_TCAST)
+#include "tcast_runtime.cuh"
+static inline bool boundary_tensor_active(const TcastRuntime* rt, BoundarySite site) { return rt && rt->plan.site_on[site]; }
+// Cast the stored (rows, cols) floatX tensor x of `site` in place along its rows (the channel
+// dimension); id distinguishes the tensors of one step in the stochastic-rounding seed (a layer or a
+// weight offset). Asynchronous on stream; a no-op when the plan does not cast the site.
+static inline void boundary_tensor_cast(TcastRuntime* rt, BoundarySite site, unsigned long long id, floatX* x, size_t rows,
+                                        size_t cols, cudaStream_t stream) {
+    if (boundary_tensor_active(rt, site)) tcast_site_cast(rt, site, id, x, rows, cols, stream);
+}
+// The id of a linear layer's output in seeds: its weight's offset in the parameters.
+static inline unsigned long long boundary_weight_id(const TcastRuntime* rt, const floatX* weight) {
+    return rt ? (unsigned long long)(weight - rt->params) : 0ull;
+}
+// The seed of one attention call's score / probability casts (attention_tcast.cuh derives the two
+// sites' random bits from it); the backward passes the forward's, so it recomputes the same casts.
+static inline unsigned long long boundary_attention_seed(const TcastRuntime* rt, unsigned long long id) {
+    return rt ? tcast_seed(rt, id, (int)ATTN_SCORES, TCAST_ROLE_ATTN) : 0ull;
+}
+#else
+static constexpr inline bool boundary_tensor_active(const TcastRuntime*, BoundarySite) { return false; }
+static inline void boundary_tensor_cast(TcastRuntime*, BoundarySite, unsigned long long, floatX*, size_t, size_t, cudaStream_t) {}
+static inline unsigned long long boundary_weight_id(const TcastRuntime*, const floatX*) { return 0ull; }
+static inline unsigned long long boundary_attention_seed(const TcastRuntime*, unsigned long long) { return 0ull; }
+#endif

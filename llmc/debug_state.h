@@ -23,7 +23,7 @@ typedef struct {
     int B, T, V, Vp, num_steps;
     float lr, beta1, beta2, eps, weight_decay, grad_clip;  // version 3 only (0 for version 2)
     int bf16_weights;                                      // 1: reference used bf16-rounded weights
-    int sf16_mode;                                         // word 14: 0 none, 1 Q1.15 boundaries, 2 + Q1.31 (true forward)
+    int sf16_mode;                                         // word 14: 0 none, 1 Q1.15 boundaries, 2 + Q1.31 (true forward), 3 TensorCast (the test plan of gpt2_reference.py)
     int* x;              // B*T input tokens
     int* y;              // B*T target tokens
     float* logits;       // B*T*V (unpadded vocabulary)
@@ -67,7 +67,7 @@ static inline void debug_state_read(const char* path, const GPT2Config* cfg, Deb
         }
         if (h[6] < 0) die("%s: number of steps: must be >= 0 (got %d)", path, h[6]);
         if (h[13] != 0 && h[13] != 1) die("%s: bf16 flag: must be 0 or 1 (got %d)", path, h[13]);
-        if (h[14] < 0 || h[14] > 2) die("%s: sf16 mode: must be 0, 1 or 2 (got %d)", path, h[14]);
+        if (h[14] < 0 || h[14] > 3) die("%s: mode (header word 14): must be 0, 1, 2 (SF16) or 3 (TensorCast) (got %d)", path, h[14]);
         s->V = h[4];
         s->Vp = h[5];
         s->num_steps = h[6];

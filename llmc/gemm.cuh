@@ -43,8 +43,9 @@
 //
 // Boundaries. cuBLASLt stores `out` and `pre_gelu` itself, so boundary_value<MATMUL_OUT> (identity
 // in the plain builds) cannot be applied on the fused path; the unfused GELU kernel applies
-// boundary_value<GELU_OUT> to its output. A Q1.15 mode has to add its MATMUL_OUT pass here (and run
-// GELU unfused: ctx->fuse_gelu = 0), nowhere else.
+// boundary_value<GELU_OUT> to its output. So the SF16 MATMUL_OUT pass lives here (with GELU unfused),
+// and so does the TensorCast build's MATMUL_OUT cast (boundary_tensor_cast on ctx->tcast, chosen at run
+// time), nowhere else. The TensorCast operand casts (--cast-gemm) are a backend (llmc/gemm_tcast.cuh).
 #pragma once
 
 #include <stdint.h>
@@ -131,6 +132,7 @@ struct GemmLowpBackend {
 
 struct GemmContext {
     GemmLowpBackend* lowp;               // NULL: every GEMM on the base backend
+    TcastRuntime* tcast;                 // TensorCast build: the cast plan (MATMUL_OUT casts); NULL otherwise
     unsigned long long weight_version;   // bumped by gemm_weights_updated (backends cache quantized weights per version)
     int optimizer_steps;                 // optimizer steps so far (the low-precision backends' warm-up)
     int training;                        // 1 during a training forward + backward (delayed-scaling histories advance)
@@ -861,15 +863,18 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
     // SF16: the GEMM output (after bias) is quantized as stored, before anything reads it; so GELU is
     // never fused into the cuBLASLt epilogue: it must read the quantized pre-activation (and quantizes its
     // own output). With GELU the quantization pass and the GELU are one kernel.
+    // TensorCast (run time): the output is cast as stored, a pass of its own, so GELU is not fused either.
     constexpr bool bound = !boundary_is_identity<MATMUL_OUT>();
+    const bool cast = boundary_tensor_active(ctx->tcast, MATMUL_OUT);
     floatX* y = pre_gelu ? pre_gelu : out;
     const size_t n = (size_t)N * OC;
     // the low-precision backend (if any and if it takes this layer) computes y without GELU
     const bool done = ctx->lowp && ctx->lowp->forward(ctx, y, inp, weight, bias, N, C, OC);
-    if (!done && !bound && pre_gelu && ctx->fuse_gelu && OC % 8 == 0 &&
+    if (!done && !bound && !cast && pre_gelu && ctx->fuse_gelu && OC % 8 == 0 &&
         gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu))
         return;  // GELU fused into the cuBLASLt epilogue
     if (!done) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
+    if (cast) boundary_tensor_cast(ctx->tcast, MATMUL_OUT, boundary_weight_id(ctx->tcast, weight), y, N, OC, ctx->stream);
     // the GELU output is the next layer's input (fcproj): its amax comes with it when the backend wants it
     if (pre_gelu) gemm_gelu_apply<bound>(out, pre_gelu, n, ctx->stream, gemm_amax_slot(ctx, out, n));
     else if (bound) gemm_boundary_apply(y, n, ctx->stream);

@@ -31,8 +31,12 @@
 #include "global_norm.cuh"
 #include "profiler.cuh"
 #include "multi_gpu.cuh"
+#include "tensor_stats.cuh"
 #if GEMM_LOWP
 #include "gemm_lowp.cuh"
+#endif
+#if defined(ENABLE_TCAST)
+#include "gemm_tcast.cuh"
 #endif
 
 // The 16 parameter tensors in checkpoint order (doc/FORMATS.md), pointers into one flat buffer.
@@ -132,6 +136,8 @@ struct GPT2 {
     int good_steps;
     unsigned long long seed; // stochastic rounding seed (each update derives its own from it and the step)
     KernelProfiler* prof;    // optional per-family timing (NULL: off)
+    TensorStats* tstats;     // per-layer tensor statistics (--tensor-stats, llmc/tensor_stats.cuh; NULL: off)
+    TcastRuntime* tcast;     // TensorCast build: the cast plan (llmc/tcast_runtime.cuh); NULL: no casts
     // Data parallelism (llmc/multi_gpu.cuh); mg == NULL for a single-GPU run.
     MultiGpu* mg;
     int reduce_grads;        // 1 on the last micro-step: backward reduces each finished bucket across ranks
@@ -288,6 +294,46 @@ static inline void gpt2_upload_batch(GPT2* m, const int* inputs, const int* targ
     }
 }
 
+// The one place where a finished forward tensor is observed: gpt2_forward calls it right after each
+// stored activation x (rows x cols floatX, row-major) is complete and before anything overwrites it
+// (recompute shares ln1 / ln2 / fch_gelu across layers; acts.output holds attproj, fcproj and the
+// logits only until the next GEMM or the classifier). site: the boundary site (llmc/boundary_sites.h)
+// whose values x holds, NUM_BOUNDARY_SITES for the attention output (no site); tensor_id: a
+// TensorStatsAct; layer: 0..L-1, or -1 for encoded, lnf and logits. The FP8 / TCFP-12 backends store
+// BF16 outputs like the base one, so x is what every later reader sees. LOGITS on the training path
+// (classifier_reads) is the raw LM-head output: the classifier applies the MATMUL_OUT boundary as it
+// reads, so the statistics apply it too (idempotent on stored logits, identity outside SF16).
+// Today: records statistics on --tensor-stats steps; otherwise returns at once (no kernel).
+static inline void gpt2_stored(GPT2* m, BoundarySite site, int tensor_id, int layer, floatX* x, size_t rows, size_t cols) {
+    if (!tensor_stats_acts_active(m->tstats)) return;
+    prof_mark(m->prof, PROF_OTHER, m->stream);
+    tensor_stats_record_act(m->tstats, tensor_id, layer, x, rows * cols, site == LOGITS, m->stream);
+}
+
+// The id of a site-cast tensor in the stochastic-rounding seeds (doc/TCAST.md 5.3): its layer (-1 for
+// the model-level tensors) and which of the layer's tensors it is. The backward's recomputations use the
+// forward's id, so they cast identically.
+enum { CAST_ID_LN1, CAST_ID_LN2, CAST_ID_RESIDUAL2, CAST_ID_RESIDUAL3, CAST_ID_GELU, CAST_ID_ENCODER, CAST_ID_LOGITS, CAST_ID_ATTN };
+static inline unsigned long long gpt2_cast_id(int layer, int which) { return (unsigned long long)(layer + 1) * 8 + which; }
+
+// residual_out = residual + x and ln_out = LayerNorm(residual_out) (one fused kernel), then the storage
+// boundaries of both. A TensorCast cast of the residual stream changes the LayerNorm's input, so the
+// LayerNorm is then computed again from the cast residual (its statistics too); in the other builds
+// the two casts are no-ops and this is the fused kernel alone.
+static inline void gpt2_residual_layernorm(GPT2* m, floatX* res_out, floatX* ln_out, float* mean, float* rstd, const floatX* res_in,
+                                           const floatX* x, const floatX* w, const floatX* b, int N, int C, int layer, int ln_id,
+                                           int res_id) {
+    cudaStream_t s = m->stream;
+    GemmContext* g = &m->gemm;
+    const size_t n = (size_t)N * C;
+    fused_residual_layernorm_forward(res_out, ln_out, mean, rstd, res_in, x, w, b, N, C, s, gemm_amax_slot(g, ln_out, n));
+    if (boundary_tensor_active(m->tcast, RESIDUAL_OUT)) {
+        boundary_tensor_cast(m->tcast, RESIDUAL_OUT, gpt2_cast_id(layer, res_id), res_out, N, C, s);
+        layernorm_forward(ln_out, mean, rstd, res_out, w, b, N, C, s);
+    }
+    boundary_tensor_cast(m->tcast, LAYERNORM_OUT, gpt2_cast_id(layer, ln_id), ln_out, N, C, s);
+}
+
 // Forward pass to the logits (in acts.output, (B,T,Vp)) on the batch uploaded last. classifier_reads:
 // the fused classifier is the logits' only reader, so the LM head may leave the MATMUL_OUT boundary
 // to it (matmul_forward_logits; identical values); false stores the logits through the boundary.
@@ -304,10 +350,13 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
 
     prof_mark(m->prof, PROF_ENCODER, s);
     encoder_forward(a.encoded, m->inputs, p.wte, p.wpe, B, T, C, s);
+    boundary_tensor_cast(m->tcast, ENCODER_OUT, gpt2_cast_id(-1, CAST_ID_ENCODER), a.encoded, N, C, s);
+    gpt2_stored(m, ENCODER_OUT, TS_ENCODED, -1, a.encoded, N, C);
     prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
     // (gemm_amax_slot: the FP8 backend takes the amax of each LayerNorm output, the next GEMM's input,
     // from the LayerNorm kernel instead of an extra pass; NULL in other builds)
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, N, C, s, gemm_amax_slot(g, a.ln1, BTC));
+    boundary_tensor_cast(m->tcast, LAYERNORM_OUT, gpt2_cast_id(0, CAST_ID_LN1), a.ln1, N, C, s);
     for (int l = 0; l < L; l++) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
         floatX* ln1 = a.ln1 + (m->recompute >= 2 ? 0 : l * BTC);
@@ -319,16 +368,23 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         floatX* fch = a.fch + l * 4 * BTC;
         floatX* fch_gelu = a.fch_gelu + (m->recompute >= 1 ? 0 : l * 4 * BTC);
         floatX* residual3 = a.residual3 + l * BTC;
+        gpt2_stored(m, LAYERNORM_OUT, TS_LN1, l, ln1, N, C);  // (written by the previous layer's residual + LayerNorm)
 
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, N, C, 3 * C, NULL);
+        gpt2_stored(m, MATMUL_OUT, TS_QKV, l, qkv, N, 3 * C);
         prof_mark(m->prof, PROF_ATTENTION_FWD, s);
-        attention_forward(atty, lse, qkv, B, T, C, NH, s, gemm_amax_slot(g, atty, BTC));  // (amax: the attproj input)
+        attention_forward(atty, lse, qkv, B, T, C, NH, s, gemm_amax_slot(g, atty, BTC),
+                          boundary_attention_seed(m->tcast, gpt2_cast_id(l, CAST_ID_ATTN)));  // (amax: the attproj input)
+        gpt2_stored(m, NUM_BOUNDARY_SITES, TS_ATTY, l, atty, N, C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, a.output, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, N, C, C, NULL);
+        gpt2_stored(m, MATMUL_OUT, TS_ATTPROJ, l, a.output, N, C);
         prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
-        fused_residual_layernorm_forward(residual2, ln2, a.ln2_mean + l * N, a.ln2_rstd + l * N, residual, a.output,
-                                         p.ln2w + l * C, p.ln2b + l * C, N, C, s, gemm_amax_slot(g, ln2, BTC));
+        gpt2_residual_layernorm(m, residual2, ln2, a.ln2_mean + l * N, a.ln2_rstd + l * N, residual, a.output, p.ln2w + l * C,
+                                p.ln2b + l * C, N, C, l, CAST_ID_LN2, CAST_ID_RESIDUAL2);
+        gpt2_stored(m, RESIDUAL_OUT, TS_RESIDUAL2, l, residual2, N, C);
+        gpt2_stored(m, LAYERNORM_OUT, TS_LN2, l, ln2, N, C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         if (m->gelu_fusion) {
             matmul_forward(g, fch_gelu, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, fch);
@@ -337,23 +393,33 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
             prof_mark(m->prof, PROF_GELU, s);
             gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
         }
+        boundary_tensor_cast(m->tcast, GELU_OUT, gpt2_cast_id(l, CAST_ID_GELU), fch_gelu, N, 4 * C, s);
+        gpt2_stored(m, MATMUL_OUT, TS_FCH, l, fch, N, 4 * C);
+        gpt2_stored(m, GELU_OUT, TS_FCH_GELU, l, fch_gelu, N, 4 * C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, a.output, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, N, 4 * C, C, NULL);
+        gpt2_stored(m, MATMUL_OUT, TS_FCPROJ, l, a.output, N, C);
         // the residual add is fused with the next LayerNorm: ln1 of layer l+1, or the final one
         prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
         if (l + 1 < L) {
             floatX* next_ln1 = a.ln1 + (m->recompute >= 2 ? 0 : (l + 1) * BTC);
-            fused_residual_layernorm_forward(residual3, next_ln1, a.ln1_mean + (l + 1) * N, a.ln1_rstd + (l + 1) * N,
-                                             residual2, a.output, p.ln1w + (l + 1) * C, p.ln1b + (l + 1) * C, N, C, s,
-                                             gemm_amax_slot(g, next_ln1, BTC));
+            gpt2_residual_layernorm(m, residual3, next_ln1, a.ln1_mean + (l + 1) * N, a.ln1_rstd + (l + 1) * N, residual2, a.output,
+                                    p.ln1w + (l + 1) * C, p.ln1b + (l + 1) * C, N, C, l + 1, CAST_ID_LN1, CAST_ID_RESIDUAL3);
         } else {
-            fused_residual_layernorm_forward(residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.output,
-                                             p.lnfw, p.lnfb, N, C, s, gemm_amax_slot(g, a.lnf, BTC));
+            gpt2_residual_layernorm(m, residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.output, p.lnfw, p.lnfb, N, C, l + 1,
+                                    CAST_ID_LN2, CAST_ID_RESIDUAL3);
         }
+        gpt2_stored(m, RESIDUAL_OUT, TS_RESIDUAL3, l, residual3, N, C);
     }
+    gpt2_stored(m, LAYERNORM_OUT, TS_LNF, -1, a.lnf, N, C);
     prof_mark(m->prof, PROF_MATMUL_FWD, s);
     if (classifier_reads) matmul_forward_logits(g, a.output, a.lnf, p.wte, N, C, Vp);
     else matmul_forward(g, a.output, a.lnf, p.wte, NULL, N, C, Vp, NULL);
+    // TensorCast: matmul_forward_logits leaves the MATMUL_OUT boundary to the classifier, which applies
+    // only the compile-time boundaries; the run-time casts of the logits are passes here
+    if (classifier_reads) boundary_tensor_cast(g->tcast, MATMUL_OUT, boundary_weight_id(g->tcast, p.wte), a.output, N, Vp, s);
+    boundary_tensor_cast(m->tcast, LOGITS, gpt2_cast_id(-1, CAST_ID_LOGITS), a.output, N, Vp, s);
+    gpt2_stored(m, LOGITS, TS_LOGITS, -1, a.output, N, Vp);
 }
 
 // Mean of the per-position losses in acts.losses (synchronizes the stream).
@@ -407,9 +473,11 @@ static inline floatX* gpt2_layernorm_input(GPT2* m, int l, int which, int B, int
     if (which == 1) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
         layernorm_forward(a.ln1, a.ln1_mean + l * N, a.ln1_rstd + l * N, residual, p.ln1w + l * C, p.ln1b + l * C, N, C, m->stream);
+        boundary_tensor_cast(m->tcast, LAYERNORM_OUT, gpt2_cast_id(l, CAST_ID_LN1), a.ln1, N, C, m->stream);
         return a.ln1;
     }
     layernorm_forward(a.ln2, a.ln2_mean + l * N, a.ln2_rstd + l * N, a.residual2 + l * BTC, p.ln2w + l * C, p.ln2b + l * C, N, C, m->stream);
+    boundary_tensor_cast(m->tcast, LAYERNORM_OUT, gpt2_cast_id(l, CAST_ID_LN2), a.ln2, N, C, m->stream);
     return a.ln2;
 }
 
@@ -463,6 +531,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
         if (m->recompute >= 1 && gemm_backward_reads_input(g, p.fcprojw + (size_t)l * 4 * C * C, N)) {
             prof_mark(m->prof, PROF_GELU, s);
             gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
+            boundary_tensor_cast(m->tcast, GELU_OUT, gpt2_cast_id(l, CAST_ID_GELU), fch_gelu, N, 4 * C, s);
         }
 
         // MLP block: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
@@ -483,7 +552,8 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
                         p.attprojw + (size_t)l * C * C, m->scratch, N, C, C, NULL);
         floatX* dqkv = a.dbt4c;  // (B,T,3C) fits in the (B,T,4C) scratch
         prof_mark(m->prof, PROF_ATTENTION_BWD, s);
-        attention_backward(dqkv, m->scratch, a.dbtc, qkv, atty, lse, B, T, C, NH, s, gemm_amax_slot(g, dqkv, 3 * BTC));
+        attention_backward(dqkv, m->scratch, a.dbtc, qkv, atty, lse, B, T, C, NH, s, gemm_amax_slot(g, dqkv, 3 * BTC),
+                           boundary_attention_seed(m->tcast, gpt2_cast_id(l, CAST_ID_ATTN)));
         floatX* ln1 = gpt2_layernorm_input(m, l, 1, B, T);
         prof_mark(m->prof, PROF_MATMUL_BWD, s);
         matmul_backward(g, a.dbtc, gr.qkvw + (size_t)l * 3 * C * C, gr.qkvb + l * 3 * C, dqkv, ln1,
@@ -510,6 +580,24 @@ struct UpdateResult {
 
 // The gradients AdamW reads: the fp32 sums when a multi-GPU run reduces in fp32, else the floatX ones.
 static inline const float* gpt2_grads_f32(const GPT2* m) { return m->mg ? m->mg->grads_f32 : NULL; }
+
+// --tensor-stats (llmc/tensor_stats.cuh): plan the recorded tensors of this model at its B x T and
+// attach ts (after gpt2_attach_multi_gpu and gpt2_allocate_activations). The gradients recorded are
+// those AdamW reads (the fp32 sums with -gw fp32 on several GPUs).
+static inline void gpt2_attach_tensor_stats(GPT2* m, TensorStats* ts) {
+    tensor_stats_plan_gpt2(ts, &m->config, m->B, m->T, m->params_memory, m->grads_memory, gpt2_grads_f32(m));
+    m->tstats = ts;
+}
+
+// Between the last backward of an optimizer step and gpt2_update: on a --tensor-stats recording step,
+// wait for the gradient reductions, record the gradients and the weights (unchanged since the
+// forward), reduce the step's statistics and start their copy to the host. Otherwise nothing.
+static inline void gpt2_grads_ready(GPT2* m) {
+    if (!tensor_stats_recording(m->tstats)) return;
+    if (m->mg) multi_gpu_wait(m->mg, m->stream);
+    prof_mark(m->prof, PROF_OTHER, m->stream);
+    tensor_stats_record_params(m->tstats, m->stream);
+}
 
 // Global gradient norm (of the gradient as accumulated: still loss-scaled in the FP16 build), over the
 // reduced gradients: whole on every rank without ZeRO-1; with ZeRO-1 each rank sums the squares of
@@ -539,18 +627,33 @@ static inline float gpt2_grad_norm_raw(GPT2* m) {
     return norm;
 }
 
-// AdamW step (PyTorch semantics, weight decay on the 2-D tensors only) after clipping the global
-// gradient norm to grad_clip (factor grad_clip / (norm + 1e-6) when below 1; 0 disables).
-// step is 1-based. FP16: a non-finite norm skips the step and halves the loss scale.
-static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay,
-                                       float grad_clip, int step) {
-    UpdateResult r;
+// The optimizer step in two phases, so that the trainer can decide between them whether to update
+// (-sl / -sg outlier detection): gpt2_grad_norm, then gpt2_apply_update; gpt2_update does both.
+
+// Phase 1: wait for the gradient reductions of the last backward and return the global L2 norm of the
+// gradient (unscaled: divided by the loss scale in the FP16 build; non-finite there on an overflow).
+static inline float gpt2_grad_norm(GPT2* m) {
     prof_mark(m->prof, PROF_OPTIMIZER, m->stream);
     if (m->mg) multi_gpu_wait(m->mg, m->stream);  // the gradient reductions of the last backward
     float raw = gpt2_grad_norm_raw(m);
 #if defined(ENABLE_FP16)
-    r.grad_norm = raw / m->loss_scale;
-    if (!isfinite(raw)) {
+    return raw / m->loss_scale;
+#else
+    return raw;
+#endif
+}
+
+// Phase 2: AdamW step (PyTorch semantics, weight decay on the 2-D tensors only) after clipping the
+// global gradient norm grad_norm (from gpt2_grad_norm) to grad_clip (factor grad_clip / (norm + 1e-6)
+// when below 1; 0 disables). step is AdamW's 1-based step count (updates applied so far + 1).
+// FP16: a non-finite norm skips the step and halves the loss scale. A trainer that skips an update
+// calls neither this nor anything else: parameters, moments, step count and loss scale stay.
+static inline UpdateResult gpt2_apply_update(GPT2* m, float grad_norm, float lr, float beta1, float beta2, float eps,
+                                             float weight_decay, float grad_clip, int step) {
+    UpdateResult r;
+    r.grad_norm = grad_norm;
+#if defined(ENABLE_FP16)
+    if (!isfinite(grad_norm)) {
         m->loss_scale *= 0.5f;
         m->good_steps = 0;
         r.skipped = 1;
@@ -558,7 +661,6 @@ static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float bet
     }
     float unscale = 1.0f / m->loss_scale;
 #else
-    r.grad_norm = raw;
     float unscale = 1.0f;
 #endif
     r.skipped = 0;
@@ -590,6 +692,12 @@ static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float bet
     return r;
 }
 
+// Both phases: the norm, then the AdamW step (step is 1-based).
+static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                       float grad_clip, int step) {
+    return gpt2_apply_update(m, gpt2_grad_norm(m), lr, beta1, beta2, eps, weight_decay, grad_clip, step);
+}
+
 #if GEMM_LOWP
 // FP8 / TCFP-12 builds: put the low-precision GEMM backend (llmc/gemm_lowp.cuh) behind every linear
 // layer, after the parameters (and gpt2_attach_multi_gpu) are set up.
@@ -599,9 +707,49 @@ static inline void gpt2_attach_lowp(GPT2* m, const LowpOptions* opt, int allow_f
 }
 #endif
 
+#if defined(ENABLE_TCAST)
+// TensorCast build: apply the cast plan (llmc/tcast_config.h, already checked against the shapes) to
+// this model: the boundary-site casts, the operand casts of the linear layers (llmc/gemm_tcast.cuh)
+// and the attention-site casts. After gpt2_allocate_activations. An empty plan attaches nothing: the
+// build then runs exactly the BF16 code paths.
+static inline void gpt2_attach_tcast(GPT2* m, const TcastPlan* plan) {
+    if (tcast_plan_empty(plan)) return;
+    const GPT2Config* c = &m->config;
+    const int rows = m->B * m->T, widest = c->padded_vocab_size > 4 * c->channels ? c->padded_vocab_size : 4 * c->channels;
+    m->tcast = (TcastRuntime*)malloc_check(sizeof(TcastRuntime));
+    tcast_runtime_init(m->tcast, plan, rows > widest ? rows : widest, widest, m->seed, m->params_memory);
+    m->gemm.tcast = m->tcast;
+    gemm_tcast_attach(&m->gemm, m->tcast, m->params.wte, rows, c->channels, c->padded_vocab_size);
+    attention_tcast_configure(plan->site_on[ATTN_SCORES] ? &plan->site[ATTN_SCORES] : NULL,
+                              plan->site_on[ATTN_PROBS] ? &plan->site[ATTN_PROBS] : NULL);
+}
+#endif
+
+// TensorCast: the step whose casts are issued next (the trainer's step counter: stochastic-rounding
+// seeds, doc/TCAST.md 5.3, so that a resumed run casts what the uninterrupted one did) and whether
+// they count --cast-stats (record). A no-op without a cast plan.
+static inline void gpt2_tcast_step(GPT2* m, int step, bool record) {
+#if defined(ENABLE_TCAST)
+    if (!m->tcast) return;
+    m->tcast->step = step;
+    TcastDeviceStats* st = record ? m->tcast->stats : NULL;
+    if (st) tcast_stats_begin(m->tcast, m->stream);
+    attention_tcast_stats(st ? st + ATTN_SCORES : NULL, st ? st + ATTN_PROBS : NULL);  // the forward's counting kernels
+#else
+    (void)m, (void)step, (void)record;
+#endif
+}
+
 static inline void gpt2_free(GPT2* m) {
     cudaCheck(cudaStreamSynchronize(m->stream));
     gemm_context_free(&m->gemm);
+#if defined(ENABLE_TCAST)
+    if (m->tcast) {
+        tcast_runtime_free(m->tcast);
+        free(m->tcast);
+        m->tcast = NULL;
+    }
+#endif
     encoder_backward_workspace_destroy(&m->encoder_ws);
     cudaFree(m->params_memory);
     cudaFree(m->grads_memory);

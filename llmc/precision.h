@@ -69,11 +69,26 @@ typedef __nv_bfloat16 floatX;
 #error "USE_CUDNN=1: cuDNN attention is not implemented in this version (the flash-attention kernels are built in)"
 #endif
 
+// TensorCast (doc/TCAST.md): run-time virtual casts at the boundary sites and the linear-layer operands,
+// on BF16 storage (llmc/tcast_runtime.cuh); a storage-boundary mode of its own and a GEMM-operand
+// policy of the BF16 GEMMs, so it excludes SF16 and the FP8 / TCFP-12 backends.
+#if defined(ENABLE_TCAST) && !defined(ENABLE_BF16)
+#error "TCAST=1 stores BF16: it cannot be combined with PRECISION=FP16 / FP32"
+#endif
+#if defined(ENABLE_TCAST) && defined(ENABLE_Q115)
+#error "TCAST=1 and ENABLE_Q115=1 are two storage-boundary simulations: choose one"
+#endif
+#if defined(ENABLE_TCAST) && GEMM_LOWP
+#error "TCAST=1 cannot be combined with FP8=1 / TCFP12=1 (--cast-gemm casts the BF16 GEMMs' operands instead)"
+#endif
+
 // Name of the storage-boundary mode, for the start-up table and logs.
 #if defined(ENABLE_Q115) && defined(SF16_TRUE_FORWARD)
 #define BOUNDARY_MODE_NAME "SF16 true-forward (Q1.31 + Q1.15)"
 #elif defined(ENABLE_Q115)
 #define BOUNDARY_MODE_NAME "SF16 (Q1.15)"
+#elif defined(ENABLE_TCAST)
+#define BOUNDARY_MODE_NAME "TensorCast (run time, --cast)"
 #else
 #define BOUNDARY_MODE_NAME "none"
 #endif

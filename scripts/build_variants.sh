@@ -26,7 +26,7 @@ VARIANTS=(
 
 # harness (dev/cuda/<name>.cu) and the variants that compile it. Why there:
 #   floatX-generic kernels: bf16, and fp16 / fp32 (device_check.sh runs those with --check-only);
-#   attention also in q115, the one harness whose CPU reference simulates the SF16 boundaries (its
+#   attention also in tcast (its cast instantiations) and in q115, the one harness whose CPU reference simulates the SF16 boundaries (its
 #     kernels are the same in q115_tf: SF16_TRUE_FORWARD changes only the GEMM outputs);
 #   the FP8 layer (gemm_fp8, fp8_quant, fp8_epilogues) in bf16 only: it takes BF16 / fp32 buffers
 #     explicitly, whatever floatX is, and the FP8 / TCFP-12 builds do not change it;
@@ -35,7 +35,7 @@ VARIANTS=(
 # .cu file is skipped.
 HARNESS_TABLE="
 adamw          bf16 fp16 fp32
-attention      bf16 fp16 fp32 q115
+attention      bf16 fp16 fp32 q115 tcast
 classifier     bf16 fp16 fp32
 encoder        bf16 fp16 fp32
 gelu           bf16 fp16 fp32

@@ -3,7 +3,8 @@
 #
 #   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg sf16
 #                                            sf16_curves mgpu mgpu_bench mgpu_lowp (NGPU GPUs, default 2) lowp
-#                                            lowp_curves lowp_knobs
+#                                            lowp_curves lowp_knobs data tcast tcast_bench tcast_curves tstats
+#                                            sweep mgpu_net
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -18,6 +19,10 @@ mkdir -p "$OUT" "$RESULTS"
 export NCCL_NVLS_ENABLE=0   # never use NVLink multicast on shared machines
 read -r -a VARIANTS <<< "${VARIANTS:-bf16 fp32 fp16}"   # the builds the build/tests/train stages use
 declare -A PREC=([bf16]=BF16 [fp32]=FP32 [fp16]=FP16)
+# make variables of the other variants (the `build` stage compiles any of them)
+declare -A VARS=([bf16]="PRECISION=BF16" [fp32]="PRECISION=FP32" [fp16]="PRECISION=FP16" [q115]="ENABLE_Q115=1"
+                 [q115_tf]="ENABLE_Q115=1 SF16_TRUE_FORWARD=1" [fp8]="FP8=1" [tcfp12]="TCFP12=1" [tcast]="TCAST=1")
+# HARNESSES_<variant>="a b" (environment): the dev/cuda harnesses that variant's build compiles (default: all)
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(build ref kernels tests train resume)
 TABLE="$OUT/table.txt"
@@ -30,21 +35,35 @@ row "device" "$(head -n1 "$OUT/gpu.txt")"
 row "commit" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+dirty')"
 
 if has_stage build; then
+    # every variant at once (one nvcc per translation unit: the variants build in parallel)
+    pids=(); names=()
     for v in "${VARIANTS[@]}"; do
         if [ -x "build/$v/train_gpt2cu" ] && ! ldd "build/$v/train_gpt2cu" | grep -q "not found" \
            && "build/$v/train_gpt2cu" --help >/dev/null 2>&1; then row "build $v" "carried binaries run"; continue; fi
-        t0=$(date +%s)
-        if make -j"${BUILD_JOBS:-16}" --no-print-directory cuda PRECISION="${PREC[$v]}" > "$OUT/build_$v.log" 2>&1; then
-            row "build $v" "ok ($(( $(date +%s) - t0 )) s)"
-        else
-            row "build $v" "FAILED (see build_$v.log)"; tail -n 30 "$OUT/build_$v.log"
-        fi
+        # shellcheck disable=SC2086
+        hv=HARNESSES_$v
+        harn=(); [ -n "${!hv+x}" ] && harn=("HARNESSES=${!hv}")
+        ( t0=$(date +%s); make -j"${BUILD_JOBS:-8}" --no-print-directory cuda ${VARS[$v]} "${harn[@]}" > "$OUT/build_$v.log" 2>&1; rc=$?
+          echo "$rc $(( $(date +%s) - t0 ))" > "$OUT/build_$v.rc" ) &
+        pids+=($!); names+=("$v")
     done
+    for p in "${pids[@]}"; do wait "$p"; done
+    for v in "${names[@]}"; do
+        read -r rc secs < "$OUT/build_$v.rc"
+        if [ "$rc" = 0 ]; then row "build $v" "ok ($secs s)"; else row "build $v" "FAILED (see build_$v.log)"; grep -m5 error "$OUT/build_$v.log"; fi
+    done
+fi
+
+if has_stage data; then
+    # Tiny Shakespeare and Gutenberg shards from the carried shared data (LLMC_SHARED_DATA), offline
+    t0=$(date +%s)
+    { python3 dev/data/tinyshakespeare.py && python3 dev/data/gutenberg.py; } > "$OUT/data.log" 2>&1
+    row "data (tokenize)" "rc=$? ($(( $(date +%s) - t0 )) s) $(ls data/gutenberg/*.bin 2>/dev/null | wc -l) gutenberg shards"
 fi
 
 if has_stage ref; then
     t0=$(date +%s)
-    if python3 dev/reference/gpt2_reference.py --device cuda --out-dir build/ref --sf16-states > "$OUT/reference.log" 2>&1; then
+    if python3 dev/reference/gpt2_reference.py --device cuda --out-dir build/ref --sf16-states --tcast-states > "$OUT/reference.log" 2>&1; then
         row "reference state (torch, GPU)" "ok ($(( $(date +%s) - t0 )) s)"
     else
         row "reference state" "FAILED"; tail -n 20 "$OUT/reference.log"
@@ -292,6 +311,116 @@ if has_stage lowp_knobs; then
         timeout 120 "build/${r[0]}/train_gpt2cu" -e d6 -b 8 -t 256 -x 30 -l 1e-3 -u 5 -v 0 -s 0 "${r[@]:1}" > "$OUT/knob_$tag.log" 2>&1
         rc=$?
         row "knob $run" "rc=$rc $(grep -E '^step +30/30' "$OUT/knob_$tag.log" | cut -d'|' -f2) $(grep -m1 '^error' "$OUT/knob_$tag.log")"
+    done
+fi
+
+BENCH_ARGS=(-e d12 -b 64 -t 1024 -v 0 -s 0 -l 6e-4 -i "data/gutenberg/gutenberg_train_*.bin")
+med() { grep -o 'median step.*' "$1" | sed 's/ over.*//'; }
+med_ms() { grep -o 'median step [0-9.]* ms' "$1" | awk '{print $3}'; }
+
+if has_stage tcast; then
+    # TensorCast build: the cast kernels and the attention sites bit-exact against the host reference
+    # (test_gpt2cu: the tests stage), bit-exact resume with stochastic rounding, every predefined type
+    for h in tcast attention; do
+        timeout 400 "build/tcast/dev/$h" > "$OUT/kernel_${h}_tcast.log" 2>&1
+        row "kernel $h (tcast)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/kernel_${h}_tcast.log" | tail -n1) rc=$?"
+    done
+    knobs="--cast all=mxfp6e2@stochastic --cast-gemm x=mxfp8e4,w=mxfp4e2@stochastic,dy=mxfp8e5"
+    args=(-e d4 -b 8 -t 256 -x 20 -l 1e-3 -u 5 -v 5 -m 2 -s 0 -n 10 $knobs)
+    rm -rf "$OUT/res_a" "$OUT/res_b"
+    build/tcast/train_gpt2cu "${args[@]}" -o "$OUT/res_a" > "$OUT/resume_tcast_full.log" 2>&1
+    build/tcast/train_gpt2cu "${args[@]}" -o "$OUT/res_b" > "$OUT/resume_tcast_part1.log" 2>&1
+    rm -f "$OUT"/res_b/*_00000020*.bin
+    build/tcast/train_gpt2cu "${args[@]}" -o "$OUT/res_b" -y 1 > "$OUT/resume_tcast_part2.log" 2>&1
+    row "resume bit-exact (tcast stochastic)" "$(python3 scripts/compare_losses.py "$OUT/resume_tcast_full.log" "$OUT/resume_tcast_part2.log" --steps 11-20 --exact)"
+    rm -rf "$OUT/res_a" "$OUT/res_b"
+    # every predefined datatype at every site and operand trains a few steps; bad specs stop at start-up
+    for dt in ${TCAST_KNOB_TYPES:-mxfp8e5 mxfp8e4 mxfp6e3 mxfp6e2 mxfp4e2 mxint8 mxint4 bfp16 int8_b32 uint4_bi32 e4m3fn@stochastic \
+              e3m2fnuz_e8m0_t16@2:4@nearest int8_e uint8_bb}; do
+        tag=$(echo "$dt" | tr -c 'a-z0-9' _)
+        sites="all=$dt"   # per-tensor / channel types: not at the attention sites (refused there)
+        case $dt in int8_e|uint8_bb) sites="residual_out=$dt,layernorm_out=$dt,matmul_out=$dt,gelu_out=$dt";; esac
+        timeout 120 build/tcast/train_gpt2cu -e d4 -b 8 -t 256 -x 6 -l 1e-3 -v 0 -s 0 --cast "$sites" --cast-gemm "x=$dt,w=$dt,dy=$dt" \
+            --cast-stats 3 > "$OUT/tcast_knob_$tag.log" 2>&1
+        row "tcast all + gemm = $dt" "rc=$? $(grep -E '^step +6/6' "$OUT/tcast_knob_$tag.log" | cut -d'|' -f2) $(grep -m1 '^error' "$OUT/tcast_knob_$tag.log" | cut -c1-90)"
+    done
+    for bad in "--cast all=mxfp9" "--cast attn_scores=int8" "--cast-gemm x=e4m3fn_e8m0_t48" "--cast-lm-head 1"; do
+        timeout 60 build/tcast/train_gpt2cu -e d4 -b 8 -t 256 -x 2 $bad > "$OUT/tcast_bad.log" 2>&1
+        row "tcast bad: $bad" "exit $? $(grep -m1 '^error' "$OUT/tcast_bad.log" | cut -c1-100)"
+    done
+fi
+
+if has_stage tcast_bench; then
+    # step time of the TensorCast build against BF16 at d12 B=64 (same run), median of 20 steps
+    for run in "bf16" "tcast" "tcast --cast-gemm x=mxfp8e4,w=mxfp8e4,dy=mxfp8e5" "tcast --cast all=mxfp8e4" \
+               "tcast --cast-gemm x=mxfp8e4,w=mxfp4e2,dy=mxfp8e5" "tcast --cast all=mxfp8e4 --cast-gemm x=mxfp8e4,w=mxfp8e4,dy=mxfp8e5"; do
+        read -r -a r <<< "$run"
+        tag=$(echo "$run" | tr -c 'a-z0-9' _)
+        timeout 200 "build/${r[0]}/train_gpt2cu" "${BENCH_ARGS[@]}" -x 23 "${r[@]:1}" > "$OUT/tcast_bench_$tag.log" 2>&1
+        row "step d12 B=64 $run" "$(med "$OUT/tcast_bench_$tag.log") $(grep -m1 '^error' "$OUT/tcast_bench_$tag.log")"
+    done
+fi
+
+if has_stage tcast_curves; then
+    for run in "mxfp8|--cast-gemm x=mxfp8e4,w=mxfp8e4,dy=mxfp8e5" "mxfp6w|--cast-gemm x=mxfp8e4,w=mxfp6e2,dy=mxfp8e5" \
+               "mxfp4w|--cast-gemm x=mxfp8e4,w=mxfp4e2,dy=mxfp8e5" "mxint8|--cast-gemm x=mxint8,w=mxint8,dy=mxint8" \
+               "bfp16|--cast-gemm x=bfp16,w=bfp16,dy=bfp16" "all_mxfp8e4|--cast all=mxfp8e4"; do
+        tag=${run%%|*}; knobs=${run#*|}
+        # shellcheck disable=SC2086
+        timeout 300 build/tcast/train_gpt2cu -e d12 -b 64 -t 1024 -x 300 -l 6e-4 -u 30 -q 0.1 -c 0.1 -v 50 -m 10 -s 0 -n -1 $knobs \
+            -i "data/gutenberg/gutenberg_train_*.bin" -j "data/gutenberg/gutenberg_val_*.bin" -o "$OUT/gutenberg_tcast_$tag" \
+            > "$OUT/gutenberg_tcast_$tag.log" 2>&1
+        row "gutenberg d12 300 tcast $tag" "rc=$? $(grep 'val loss' "$OUT/gutenberg_tcast_$tag.log" | tail -n1 | sed 's/.*|//') $(med "$OUT/gutenberg_tcast_$tag.log")"
+    done
+fi
+
+if has_stage tstats; then
+    # --tensor-stats: harness + numpy check, then its cost at N = 100 against no statistics (same run,
+    # 201 steps so that two recording steps fall inside the median's window... the mean is what counts)
+    timeout 300 build/bf16/dev/tensor_stats --dump "$OUT/ts_dump" > "$OUT/kernel_tensor_stats.log" 2>&1
+    row "kernel tensor_stats (bf16)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/kernel_tensor_stats.log" | tail -n1) rc=$?"
+    python3 dev/cuda/check_tensor_stats.py "$OUT/ts_dump" > "$OUT/check_tensor_stats.log" 2>&1
+    row "tensor_stats vs numpy" "$(tail -n1 "$OUT/check_tensor_stats.log") rc=$?"
+    for i in 1 2; do
+        for run in "none|" "ts100|--tensor-stats 100"; do
+            tag=${run%%|*}; knobs=${run#*|}
+            # shellcheck disable=SC2086
+            timeout 200 build/bf16/train_gpt2cu "${BENCH_ARGS[@]}" -x 201 -n -1 $knobs -o "$OUT/tstats_$tag" > "$OUT/tstats_${tag}_$i.log" 2>&1
+            row "tensor-stats cost $tag (rep $i)" "$(grep -o 'mean step.*' "$OUT/tstats_${tag}_$i.log" | head -n1) | $(med "$OUT/tstats_${tag}_$i.log")"
+        done
+    done
+    head -n 3 "$OUT/tstats_ts100/tensor_stats.csv" > "$OUT/tensor_stats_head.csv" 2>/dev/null
+fi
+
+if has_stage sweep; then
+    # the ready sweep (7 runs), interrupted after the second run finished and started again
+    rm -rf out/precision_d12
+    timeout "${SWEEP_FIRST_S:-150}" python3 scripts/sweep.py scripts/sweeps/precision_d12.toml --no-build > "$OUT/sweep_part1.log" 2>&1
+    row "sweep part 1 (stopped)" "rc=$? $(ls out/precision_d12/*/run.json 2>/dev/null | wc -l) runs recorded"
+    timeout 560 python3 scripts/sweep.py scripts/sweeps/precision_d12.toml --no-build > "$OUT/sweep_part2.log" 2>&1
+    row "sweep part 2 (resumed)" "rc=$? $(ls out/precision_d12/*/run.json 2>/dev/null | wc -l) runs recorded; $(grep -c 'skip' "$OUT/sweep_part2.log") skipped"
+    mkdir -p "$RESULTS/sweep"
+    cp out/precision_d12/report.md out/precision_d12/*.png "$RESULTS/sweep/" 2>/dev/null
+    tar -czf "$RESULTS/sweep_logs.tgz" --exclude='*.bin' -C out precision_d12
+fi
+
+if has_stage mgpu_net; then
+    # the all-reduce over the network transport (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: sockets between
+    # the two processes, as between nodes) against NVLink, ZeRO-1, same per-GPU batch
+    n=${NGPU:-2}
+    for cfg in "d12 64" "d24 32"; do
+        set -- $cfg
+        base=(-e "$1" -b "$2" -t 1024 -x "${BENCH_STEPS:-30}" -v 0 -s 0 -l 6e-4 -i "data/gutenberg/gutenberg_train_*.bin")
+        timeout 300 build/bf16/train_gpt2cu "${base[@]}" > "$OUT/net_$1_1gpu.log" 2>&1
+        one=$(med_ms "$OUT/net_$1_1gpu.log")
+        row "net $1 B=$2 1 GPU" "$(med "$OUT/net_$1_1gpu.log")"
+        for tr in nvlink socket; do
+            envs=(); [ $tr = socket ] && envs=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO)
+            env "${envs[@]}" NO_MPIRUN=1 timeout 300 scripts/multi_gpu.sh "$n" "${base[@]}" -z 1 > "$OUT/net_$1_${tr}.log" 2>&1
+            many=$(med_ms "$OUT/net_$1_${tr}.log")
+            eff=$(python3 -c "print(f'{$one / $many:.3f}')" 2>/dev/null || echo "?")
+            row "net $1 B=$2 $n GPUs $tr -z 1" "efficiency $eff | $(med "$OUT/net_$1_${tr}.log") | $(grep -m1 -o 'NET/[A-Za-z]*' "$OUT/net_$1_${tr}.log")"
+        done
     done
 fi
 

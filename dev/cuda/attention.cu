@@ -3,7 +3,10 @@
 // Build and run (from the repository root):
 //   nvcc -O3 -arch=sm_90 -std=c++17 -I. dev/cuda/attention.cu -o /tmp/attention && /tmp/attention
 //   (add -DENABLE_FP16 or -DENABLE_FP32 for the other precisions; bf16 is the default;
-//    -DENABLE_BF16 -DENABLE_Q115 for SF16, where the attention hooks quantize to Q1.15)
+//    -DENABLE_BF16 -DENABLE_Q115 for SF16, where the attention hooks quantize to Q1.15;
+//    -DENABLE_BF16 -DENABLE_TCAST for the TensorCast build: the checks below with no cast configured,
+//    then the TensorCast suite described at the end of this comment;
+//    -DENABLE_BF16 -DATTN_TC_HOST_TEST: only the TensorCast host self-tests, no GPU needed)
 // Flags:
 //   --check-only   correctness checks only, no timing
 //   --sweep        also time alternative tensor-core tile configurations on the benchmark shape
@@ -20,6 +23,21 @@
 // O exposes the probabilities P the forward multiplied V with, compared bit-exactly with
 // floatX(boundary(p)) of the float64 normalized p (run_probe). The exit status is non-zero if any
 // check fails.
+//
+// TensorCast build (run_tcast_suite; llmc/attention_tcast.cuh, doc/TCAST.md 5.1): after the checks
+// above (no cast configured: the BF16 kernels), (1) host self-tests: the reference row cast against
+// tcast_cast_host, the kernels' inline group / element fast paths against tcast_group_scale /
+// tcast_quantize bit for bit (flags included) on adversarial values for ~150 datatypes and every round
+// mode, the random bits, the start-up refusals of attention_tcast_supported; (2) for 18 site
+// configurations (each site alone and both: mxfp8e4, mxfp4e2, mxint8, e4m3fn unscaled, int8_b32, uints
+// with int and float zero points, M:N sparsity 2:4 / 8:32 / 1:2 / 16:32, @stochastic, @nearest, @zero,
+// @midmax, tiles 2..64): tc_run_case on four shapes (T = 200, 1000, 333, 64; HS 64, the only cast head size; several
+// B*NH) against a float64 reference that casts each row with the library's primitives (tolerances at
+// tc_run_case), bit-reproducible twice, amax outputs exact; and tc_run_probe on four probe shapes
+// (T = 64, 300, 100, 256 with HS 64): structured inputs that make the fp32 scores exact on
+// the host and expose every P^ the forward, the dK/dV kernel and (T <= HS) the dQ kernel use, compared
+// bit for bit (details at tc_run_probe), plus the --cast-stats counters; (3) timing of the d12 shape
+// (B=64, T=1024, NH=12, HS=64) without casts, with mxfp8e4 at both sites and at each alone.
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +47,11 @@
 #include <vector>
 #include <algorithm>
 #include <type_traits>
+#include <string>
 #include "llmc/attention.cuh"
 #include "dev/cuda/harness.cuh"
+
+#if !defined(ATTN_TC_HOST_TEST)
 
 // Norm-relative tolerance per precision. bf16 keeps 8 significant bits (P, dS and the outputs are
 // rounded to it), fp16 11 bits, fp32 runs the generic kernels entirely in fp32.
@@ -677,8 +698,774 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
     }
 }
 
+#endif  // !ATTN_TC_HOST_TEST
+
+// ================================================================================================
+// TensorCast attention sites (TCAST=1 build; llmc/attention_tcast.cuh, doc/TCAST.md 5.1). Host part:
+// the reference row cast and the self-tests that need no GPU (also built alone with
+// -DATTN_TC_HOST_TEST, which runs only them).
+#if defined(ENABLE_TCAST) || defined(ATTN_TC_HOST_TEST)
+
+static TcastDataType tc_dt(const char* text) {
+    TcastDataType d;
+    char err[256];
+    if (tcast_parse_datatype(text, &d, err, sizeof err) != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        exit(1);
+    }
+    return d;
+}
+
+// A group's scale, for "did the scale move" tests.
+struct TcSig {
+    int mode = -1, s = 0, izero = 0;
+    uint32_t scale = 0, zero = 0;
+    bool operator==(const TcSig& o) const {
+        return mode == o.mode && s == o.s && izero == o.izero && scale == o.scale && zero == o.zero;
+    }
+};
+
+// doc/TCAST.md section 4 on one row of len keys (len a multiple of the tile and of N), in place:
+// M:N pruning, groups of X keys (or elements alone), tcast_group_scale, tcast_quantize; element j
+// draws u = tcast_random_bits(seed, index0 + j). The same composition of primitives as
+// tcast_cast_host with dim 1 (checked against it by tc_host_selftest), but with the element index
+// offset the attention sites use. Optional per-element outputs: flags, sig (its group's scale);
+// gbin[group] = the group's histogram bin.
+static void tc_ref_cast_row(const TcastDataType* dt, float* x, int len, uint64_t seed, uint64_t index0, unsigned* flags,
+                            TcSig* sig, int* gbin) {
+    if (dt->sparse_n > 0)
+        for (int j0 = 0; j0 < len; j0 += dt->sparse_n) tcast_sparse_prune(x + j0, dt->sparse_n, dt->sparse_m);
+    const int X = dt->has_scale ? dt->scale.tile : 1;
+    const bool sto = dt->round == TCAST_ROUND_STOCHASTIC;
+    for (int j0 = 0; j0 < len; j0 += X) {
+        TcastGroupAcc acc = tcast_acc_init();
+        if (dt->has_scale)
+            for (int k = 0; k < X; k++) tcast_acc_add(&acc, x[j0 + k]);
+        const TcastGroupScale g = tcast_group_scale(dt, acc);
+        if (gbin) gbin[j0 / X] = g.hist;
+        TcSig sg;
+        sg.mode = (int)g.mode;
+        sg.s = g.s;
+        sg.izero = g.izero;
+        sg.scale = tcast_f32_bits(g.scale);
+        sg.zero = tcast_f32_bits(g.zero);
+        for (int k = 0; k < X; k++) {
+            const int j = j0 + k;
+            unsigned fl = 0;
+            x[j] = tcast_quantize(dt, &g, x[j], sto ? tcast_random_bits(seed, index0 + (uint64_t)j) : 0u, &fl);
+            if (flags) flags[j] = fl;
+            if (sig) sig[j] = sg;
+        }
+    }
+}
+
+// Host self-tests (no GPU): (1) tc_ref_cast_row == tcast_cast_host; (2) the kernels' inline group and
+// element fast paths (attention_tcast.cuh, the same HOST_DEVICE code) == tcast_group_scale /
+// tcast_quantize, bit for bit with flags, on adversarial inputs (ties, subnormals, zeros, huge and
+// tiny values, NaN / Inf groups, every round mode); (3) the random-bit shortcut; (4) the start-up
+// refusals of attention_tcast_supported.
+static bool tc_host_selftest() {
+    bool ok = true;
+    HostRng rng(0x7CA57ull);
+    // Data types: the predefined ones and variants with every round mode and scale mode.
+    std::vector<std::string> names;
+    {
+        const char *pn, *pnum, *psc;
+        for (int i = 0; tcast_predefined(i, &pn, &pnum, &psc) == 0; i++) names.push_back(pn);
+        const char* base[] = {"mxfp8e4", "mxfp4e2", "mxint8", "mxfp6e3", "mxfp8e5", "bfp16", "e4m3fn", "e5m2",
+                              "bfloat16", "e2m1fnuz", "int8_e8m0_t16", "e4m3fnuz_e8m0_t32", "e3m2fnuz_e8m0_t2", "int4_e8m0_t64",
+                              "e2m3fnuz_e5m0_t8", "int8_b32", "uint8_bi32", "uint4_ff32"};
+        const char* mods[] = {"", "@nearest", "@zero", "@stochastic", "@midmax", "@stochastic@midmax"};
+        for (const char* b : base)
+            for (const char* m : mods) names.push_back(std::string(b) + m);
+    }
+    // (1) reference row cast vs tcast_cast_host (rows of 64 keys, index0 = r * 64)
+    long n_row_bad = 0, n_row = 0;
+    for (const std::string& nm : names) {
+        TcastDataType dt = tc_dt(nm.c_str());
+        if (dt.has_scale && (dt.scale.tile <= 0 || dt.scale.tile > 64)) continue;
+        for (const char* sp : {"", "@2:4", "@3:8", "@8:32"}) {
+            if (sp[0]) {
+                char err[128];
+                const char* p = sp + 1;
+                sscanf(p, "%d:%d", &dt.sparse_m, &dt.sparse_n);
+                (void)err;
+            } else {
+                dt.sparse_m = dt.sparse_n = 0;
+            }
+            const int rows = 6, cols = 64;
+            std::vector<float> x(rows * cols), a, b(rows * cols);
+            for (float& v : x) v = rng.normal() * (rng.uniform() < 0.5f ? 0.01f : 3.0f);
+            a = x;
+            char err[256];
+            if (tcast_cast_host(&dt, x.data(), b.data(), rows, cols, 1, 0x1234ull, NULL, err, sizeof err) != 0) {
+                printf("  tcast_cast_host failed for %s: %s\n", nm.c_str(), err);
+                ok = false;
+                continue;
+            }
+            for (int r = 0; r < rows; r++) tc_ref_cast_row(&dt, a.data() + r * cols, cols, 0x1234ull, (uint64_t)r * cols, NULL, NULL, NULL);
+            for (int i = 0; i < rows * cols; i++) {
+                n_row++;
+                n_row_bad += tcast_f32_bits(a[i]) != tcast_f32_bits(b[i]);
+            }
+        }
+    }
+    printf("tcast host self-test: reference row cast vs tcast_cast_host: %ld of %ld elements differ | %s\n", n_row_bad, n_row,
+           n_row_bad == 0 ? "PASS" : "FAIL");
+    ok &= n_row_bad == 0;
+
+    // (2) fast paths vs the library
+    long n_grp = 0, n_grp_bad = 0, n_el = 0, n_el_bad = 0, n_fast = 0, n_fast_grp = 0;
+    std::string first_bad;
+    for (const std::string& nm : names) {
+        const TcastDataType dt = tc_dt(nm.c_str());
+        const AttnTcastSite S = attn_tc_make_site(&dt);
+        for (int grp = 0; grp < 400; grp++) {
+            const int X = 32;
+            float x[X];
+            const int e0 = (int)(rng.u32() % 280) - 150;  // group magnitude 2^e0 (float32 range and beyond)
+            for (int k = 0; k < X; k++) {
+                const uint32_t kind = rng.u32() % 100;
+                uint32_t bits;
+                if (kind < 5) bits = 0;                                  // zero
+                else if (kind < 8) bits = rng.u32() & 0x007FFFFFu;       // subnormal
+                else {
+                    int e = e0 - (int)(rng.u32() % 30);
+                    if (kind < 15) e = e0 - 20 - (int)(rng.u32() % 40);  // far below the group max
+                    e = e < -126 ? -126 : (e > 127 ? 127 : e);
+                    uint32_t m = rng.u32() & 0x7FFFFFu;
+                    const int z = (int)(rng.u32() % 25);                 // trailing zeros, maybe an exact tie
+                    if (z > 0) {
+                        m &= ~((1u << (z > 23 ? 23 : z)) - 1u);
+                        if (z <= 23 && (rng.u32() & 1)) m |= 1u << (z - 1);
+                    }
+                    bits = ((uint32_t)(e + 127) << 23) | m;
+                }
+                if (rng.u32() & 1) bits |= 0x80000000u;
+                x[k] = tcast_f32_from_bits(bits);
+            }
+            if (grp % 50 == 7) x[rng.u32() % X] = tcast_f32_from_bits(rng.u32() & 1 ? 0x7F800000u : 0x7FC00001u);  // special group
+            // reference group
+            TcastGroupAcc acc = tcast_acc_init();
+            for (int k = 0; k < X; k++) tcast_acc_add(&acc, x[k]);
+            const TcastGroupScale gref = tcast_group_scale(&dt, acc);
+            // the kernels' path: amax over all bit patterns, min / max keys with 0
+            uint32_t am = 0;
+            int32_t lo = 0, hi = 0;
+            for (int k = 0; k < X; k++) {
+                const uint32_t b = tcast_f32_bits(x[k]);
+                am = std::max(am, b & 0x7FFFFFFFu);
+                lo = std::min(lo, tcast_key_(b));
+                hi = std::max(hi, tcast_key_(b));
+            }
+            AttnGroupQ q;
+            if (!dt.has_scale) {
+                q.g = gref;  // unscaled: attn_tc_group_unscaled
+                q.fast = attn_tc_maxb(&S, 0, &q.maxb);
+            } else if (attn_tc_group_fast(&S, am, &q)) {
+                n_fast_grp++;
+            } else {
+                q = attn_tc_group_general(&S, am, lo, hi);
+            }
+            n_grp++;
+            const bool gsame = q.g.mode == gref.mode && (gref.mode != TCAST_GROUP_EXP || q.g.s == gref.s) &&
+                               tcast_f32_bits(q.g.scale) == tcast_f32_bits(gref.scale) && tcast_f32_bits(q.g.zero) == tcast_f32_bits(gref.zero) &&
+                               q.g.izero == gref.izero && q.g.hist == gref.hist;
+            if (!gsame) {
+                if (n_grp_bad++ == 0) first_bad = nm + " (group scale)";
+            }
+            for (int k = 0; k < X; k++) {
+                const uint32_t u = rng.u32();
+                unsigned fr = 0, ff = 0;
+                const float ref = tcast_quantize(&dt, &gref, x[k], u, &fr);
+                float got;
+                if (q.fast && attn_tc_quant_fast(&dt.number, dt.round, q.g.s, q.maxb, x[k], u, &got, &ff)) n_fast++;
+                else got = tcast_quantize(&dt, &q.g, x[k], u, &ff);
+                n_el++;
+                if (tcast_f32_bits(got) != tcast_f32_bits(ref) || ff != fr) {
+                    if (n_el_bad++ == 0) {
+                        char buf[256];
+                        snprintf(buf, sizeof buf, "%s: x=%a (0x%08x) u=0x%08x got %a flags %u, want %a flags %u", nm.c_str(), x[k],
+                                 tcast_f32_bits(x[k]), u, got, ff, ref, fr);
+                        if (first_bad.empty()) first_bad = buf;
+                    }
+                }
+            }
+        }
+    }
+    printf("tcast host self-test: kernels' group / element fast paths vs tcast_group_scale / tcast_quantize over %zu datatypes: "
+           "groups %ld (%ld inline) wrong %ld, elements %ld (%ld fast) wrong %ld | %s\n",
+           names.size(), n_grp, n_fast_grp, n_grp_bad, n_el, n_fast, n_el_bad, n_grp_bad == 0 && n_el_bad == 0 ? "PASS" : "FAIL");
+    if (!first_bad.empty()) printf("    first: %s\n", first_bad.c_str());
+    ok &= n_grp_bad == 0 && n_el_bad == 0 && n_fast > n_el / 4;
+
+    // (3) random bits
+    long n_rb_bad = 0;
+    for (int i = 0; i < 10000; i++) {
+        const uint64_t seed = ((uint64_t)rng.u32() << 32) | rng.u32(), idx = ((uint64_t)rng.u32() << 20) ^ rng.u32();
+        for (int site = 0; site < 2; site++)
+            n_rb_bad += attn_tc_rbits(attn_tc_state(attn_tc_site_seed(seed, site)), idx) !=
+                        tcast_random_bits(attn_tc_site_seed(seed, site), idx);
+    }
+    printf("tcast host self-test: kernels' random bits vs tcast_random_bits: %ld wrong | %s\n", n_rb_bad, n_rb_bad ? "FAIL" : "PASS");
+    ok &= n_rb_bad == 0;
+
+    // (4) refusals
+    struct { int HS; const char* dt; int want; } cases[] = {
+        {64, "mxfp8e4", 1},  {128, "mxfp8e4", 0},     {80, "mxfp8e4", 0},          {32, "e4m3fn", 0},
+        {64, "e4m3fn", 1},   {64, "int8_b", 0},       {64, "e4m3fn_e8m0_t0", 0},   {64, "e4m3fn_e8m0_t128", 0},
+        {64, "mxfp8e4@2:4", 1}, {64, "mxfp8e4@3:6", 0}, {64, "e4m3fn_e8m0_t64@8:32", 1}, {64, "uint8_bi32", 1},
+        {64, "e4m3fn_e8m0_t8d0", 0},
+    };
+    int n_ref_bad = 0;
+    for (const auto& c : cases) {
+        const TcastDataType dt = tc_dt(c.dt);
+        char why[256] = "";
+        const int got = attention_tcast_supported(c.HS, &dt, why, sizeof why);
+        if (got != c.want) {
+            n_ref_bad++;
+            printf("    attention_tcast_supported(%d, %s) = %d, want %d (%s)\n", c.HS, c.dt, got, c.want, why);
+        }
+    }
+    printf("tcast host self-test: attention_tcast_supported on %d datatype / head-size pairs: %d wrong | %s\n",
+           (int)(sizeof cases / sizeof cases[0]), n_ref_bad, n_ref_bad ? "FAIL" : "PASS");
+    ok &= n_ref_bad == 0;
+    fflush(stdout);
+    return ok;
+}
+#endif  // ENABLE_TCAST || ATTN_TC_HOST_TEST
+
+// ================================================================================================
+// TensorCast attention sites: GPU checks (TCAST=1 build). See the header comment for what is checked.
+#if defined(ENABLE_TCAST) && !defined(ATTN_TC_HOST_TEST)
+
+struct TcCase {
+    const char* scores;  // datatype of attn_scores, NULL = not cast
+    const char* probs;   // datatype of attn_probs, NULL = not cast
+};
+
+struct TcConfig {
+    TcastDataType ds, dp;
+    const TcastDataType* s = nullptr;
+    const TcastDataType* p = nullptr;
+};
+
+static TcConfig tc_configure(const TcCase& c, cudaStream_t st) {
+    TcConfig cfg;
+    if (c.scores) cfg.ds = tc_dt(c.scores), cfg.s = &cfg.ds;
+    if (c.probs) cfg.dp = tc_dt(c.probs), cfg.p = &cfg.dp;
+    cudaCheck(cudaStreamSynchronize(st));  // no kernel in flight reads the constants while they change
+    attention_tcast_configure(cfg.s, cfg.p);
+    return cfg;
+}
+static void tc_unconfigure(cudaStream_t st) {
+    cudaCheck(cudaStreamSynchronize(st));
+    attention_tcast_configure(NULL, NULL);
+}
+static const char* tc_name(const char* s) { return s ? s : "-"; }
+static float bf(float x) { return to_float((floatX)x); }  // round to floatX (bf16) and back
+
+// Float64 reference of one head with the casts. s_ij = fp32(fp32(q_i.k_j) * scale) (the exact dot
+// product rounded once, then the kernels' fp32 multiply), future keys 0 in the row of Tp keys (T
+// rounded up to 64), cast (seed_scores, index ((b NH + h) T + i) T + j), masked, lse over s^ in
+// float64, p = exp(s^ - lse) rounded to fp32, cast (seed_probs), masked 0, rounded to bf16 (the value
+// that multiplies V), O = sum P^ v. Backward straight through: dS = P^ (dP - D), D = sum_j P^ dP.
+// oabs = sum_j P^_ij |v_jd| (the size of O's dot products, for the per-element tolerance).
+static void tc_reference_head(const std::vector<float>& qkv, const std::vector<float>& dout, const Shape& sh, int b, int h,
+                              const TcConfig& cfg, uint64_t seed, std::vector<double>& o, std::vector<double>& oabs,
+                              std::vector<double>& lse, std::vector<double>& dq, std::vector<double>& dk, std::vector<double>& dv) {
+    const int T = sh.T, HS = sh.HS, C = sh.NH * sh.HS, C3 = 3 * C, Tp = (T + 63) / 64 * 64;
+    const float scale_f = 1.0f / sqrtf((float)HS);
+    const double scale = scale_f;
+    const uint64_t rbase = ((uint64_t)b * sh.NH + h) * (uint64_t)T;
+    std::vector<double> q((size_t)T * HS), k((size_t)T * HS), v((size_t)T * HS), g((size_t)T * HS);
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < HS; d++) {
+            const size_t r = ((size_t)b * T + t) * C3 + h * HS + d;
+            q[(size_t)t * HS + d] = qkv[r];
+            k[(size_t)t * HS + d] = qkv[r + C];
+            v[(size_t)t * HS + d] = qkv[r + 2 * C];
+            g[(size_t)t * HS + d] = dout[((size_t)b * T + t) * C + h * HS + d];
+        }
+    o.assign((size_t)T * HS, 0.0);
+    oabs.assign((size_t)T * HS, 0.0);
+    lse.assign(T, 0.0);
+    dq.assign((size_t)T * HS, 0.0);
+    dk.assign((size_t)T * HS, 0.0);
+    dv.assign((size_t)T * HS, 0.0);
+    std::vector<float> row(Tp);
+    std::vector<double> P(T), dP(T);
+    for (int i = 0; i < T; i++) {
+        const double* qi = &q[(size_t)i * HS];
+        for (int j = 0; j < Tp; j++) {
+            if (j > i) { row[j] = 0.f; continue; }
+            double dot = 0;
+            for (int d = 0; d < HS; d++) dot += qi[d] * k[(size_t)j * HS + d];
+            row[j] = (float)dot * scale_f;
+        }
+        if (cfg.s) tc_ref_cast_row(cfg.s, row.data(), Tp, attn_tc_site_seed(seed, 0), (rbase + i) * T, NULL, NULL, NULL);
+        double m = -INFINITY, sum = 0;
+        for (int j = 0; j <= i; j++) m = std::max(m, (double)row[j]);
+        for (int j = 0; j <= i; j++) sum += exp((double)row[j] - m);
+        const double L = m + log(sum);
+        lse[i] = L;
+        for (int j = 0; j < Tp; j++) row[j] = j <= i ? (float)exp((double)row[j] - L) : 0.f;
+        if (cfg.p) tc_ref_cast_row(cfg.p, row.data(), Tp, attn_tc_site_seed(seed, 1), (rbase + i) * T, NULL, NULL, NULL);
+        double D = 0;
+        const double* gi = &g[(size_t)i * HS];
+        for (int j = 0; j <= i; j++) {
+            P[j] = bf(row[j]);
+            double s = 0;
+            for (int d = 0; d < HS; d++) s += gi[d] * v[(size_t)j * HS + d];
+            dP[j] = s;
+            D += P[j] * s;
+            for (int d = 0; d < HS; d++) {
+                o[(size_t)i * HS + d] += P[j] * v[(size_t)j * HS + d];
+                oabs[(size_t)i * HS + d] += fabs(P[j] * v[(size_t)j * HS + d]);
+            }
+        }
+        for (int j = 0; j <= i; j++) {
+            const double ds = P[j] * (dP[j] - D) * scale;
+            for (int d = 0; d < HS; d++) {
+                dq[(size_t)i * HS + d] += ds * k[(size_t)j * HS + d];
+                dk[(size_t)j * HS + d] += ds * qi[d];
+                dv[(size_t)j * HS + d] += P[j] * gi[d];
+            }
+        }
+    }
+}
+
+// Per-element comparison with a tight tolerance plus the norm-relative error.
+struct TcErr {
+    double num = 0, den = 0, maxabs = 0;
+    long n = 0, out = 0;
+    size_t nonfinite = 0;
+    void add(double got, double ref, double tight) {
+        if (!std::isfinite(got)) { nonfinite++; return; }
+        const double d = got - ref;
+        num += d * d;
+        den += ref * ref;
+        maxabs = std::max(maxabs, fabs(d));
+        n++;
+        out += fabs(d) > tight;
+    }
+    double rel() const { return den > 0 ? sqrt(num / den) : sqrt(num); }
+    double frac() const { return n ? (double)out / n : 0; }
+};
+
+// General check of one case on one shape, random inputs (the harness's Buffers): forward and backward
+// twice into poisoned buffers (bit-identical, nothing unwritten; the second run with the amax outputs,
+// which must equal the host max), against tc_reference_head. Tolerances (bf16 storage):
+//   out: per element |gpu - ref| <= 2^-8 (|ref| + sum_j P^_ij |v_jd|) (the bf16 rounding of O and of
+//        the P^ it sums); at most 1% of the elements may exceed it, the norm-relative error <= 5e-2 and
+//        max |err| <= 2 max |v|. Why any may exceed: the kernels' fp32 dot products and exp2 differ from
+//        float64 by ~1e-6 relative, which flips a cast that lies that close to a rounding boundary of
+//        its format (or moves a group's scale when its amax lies that close to a power of two); the
+//        rate is ~1e-6 * 2^mbits per element, each flip changes one row of O by up to one quantum of
+//        the format times |v|. The probe (tc_run_probe) checks the same casts bit for bit.
+//   lse: per row |gpu - ref| <= 1e-4 max(1, |ref|), at most 1% of the rows beyond.
+//   dq, dk, dv: norm-relative <= 5e-2 (2e-2 is the plain bf16 harness tolerance, plus the same flips).
+static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data_seed, cudaStream_t st) {
+    const TcConfig cfg = tc_configure(cs, st);
+    Buffers buf(sh, data_seed);
+    const int B = sh.B, T = sh.T, NH = sh.NH, HS = sh.HS, C = buf.C(), C3 = 3 * C;
+    const uint64_t seed = 0xC0FFEE00ull + (uint64_t)ci;
+    unsigned int* d_amax = nullptr;
+    cudaCheck(cudaMalloc(&d_amax, 2 * sizeof(unsigned int)));
+    std::vector<floatX> h_out[2], h_dqkv[2];
+    std::vector<float> h_lse[2];
+    for (int rep = 0; rep < 2; rep++) {
+        cudaCheck(cudaMemset(d_amax, 0, 2 * sizeof(unsigned int)));
+        buf.poison_fwd();
+        buf.poison_bwd();
+        attention_forward(buf.out, buf.lse, buf.qkv, B, T, C, NH, st, rep ? d_amax : nullptr, seed);
+        attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, rep ? d_amax + 1 : nullptr, seed);
+        cudaCheck(cudaStreamSynchronize(st));
+        h_out[rep] = to_host(buf.out, buf.n_out);
+        h_lse[rep] = to_host(buf.lse, buf.n_lse);
+        h_dqkv[rep] = to_host(buf.dqkv, buf.n_qkv);
+    }
+    const bool det = same_bits(h_out[0], h_out[1]) && same_bits(h_lse[0], h_lse[1]) && same_bits(h_dqkv[0], h_dqkv[1]);
+    const std::vector<unsigned int> am = to_host(d_amax, 2);
+    const bool amax_ok = am[0] == host_amax_bits(h_out[1]) && am[1] == host_amax_bits(h_dqkv[1]);
+    cudaCheck(cudaFree(d_amax));
+    const size_t nan = count_nan(h_out[0]) + count_nan(h_lse[0]) + count_nan(h_dqkv[0]);
+
+    std::vector<std::pair<int, int>> heads;
+    if ((double)B * NH * T * (double)T * HS <= 1.5e8) {
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++) heads.push_back({b, h});
+    } else {
+        heads = {{0, 0}, {B - 1, NH - 1}};
+    }
+    TcErr eo, el, eq, ek, ev;
+    double vmax = 0;
+    for (size_t i = 0; i < buf.qkv_ref.size(); i++)
+        if ((i / C) % 3 == 2) vmax = std::max(vmax, (double)fabs(buf.qkv_ref[i]));
+    std::vector<double> o, oabs, lse, dq, dk, dv;
+    for (auto [b, h] : heads) {
+        tc_reference_head(buf.qkv_ref, buf.dout_ref, sh, b, h, cfg, seed, o, oabs, lse, dq, dk, dv);
+        for (int t = 0; t < T; t++) {
+            el.add(h_lse[0][((size_t)b * NH + h) * T + t], lse[t], 1e-4 * std::max(1.0, fabs(lse[t])));
+            for (int d = 0; d < HS; d++) {
+                const size_t r = (size_t)t * HS + d, gq = ((size_t)b * T + t) * C3 + h * HS + d;
+                eo.add(to_float(h_out[0][((size_t)b * T + t) * C + h * HS + d]), o[r], (fabs(o[r]) + oabs[r]) / 256.0);
+                eq.add(to_float(h_dqkv[0][gq]), dq[r], INFINITY);
+                ek.add(to_float(h_dqkv[0][gq + C]), dk[r], INFINITY);
+                ev.add(to_float(h_dqkv[0][gq + 2 * C]), dv[r], INFINITY);
+            }
+        }
+    }
+    const bool fwd_ok = eo.nonfinite == 0 && el.nonfinite == 0 && eo.frac() <= 0.01 && eo.rel() <= 5e-2 && eo.maxabs <= 2 * vmax &&
+                        el.frac() <= 0.01;
+    const bool bwd_ok = eq.nonfinite + ek.nonfinite + ev.nonfinite == 0 && eq.rel() <= 5e-2 && ek.rel() <= 5e-2 && ev.rel() <= 5e-2;
+    const bool pass = fwd_ok && bwd_ok && det && amax_ok && nan == 0;
+    printf("tcast case %2d scores=%-22s probs=%-20s B=%d T=%-4d NH=%d HS=%-3d heads %2zu | out rel %.2e beyond-tight %.1e max %.1e | "
+           "lse beyond %.1e | dq %.2e dk %.2e dv %.2e | NaN %zu | det %s | amax %s | %s\n",
+           ci, tc_name(cs.scores), tc_name(cs.probs), B, T, NH, HS, heads.size(), eo.rel(), eo.frac(), eo.maxabs, el.frac(), eq.rel(),
+           ek.rel(), ev.rel(), nan, det ? "yes" : "NO", amax_ok ? "ok" : "WRONG", pass ? "PASS" : "FAIL");
+    fflush(stdout);
+    return pass;
+}
+
+// Exact probe of one case: B = 1, NH = 2, random q_i (normal * sqrt(HS), so scores ~ N(0, 1)) and
+// k_j = e_pi(j) (a random map of keys to head dimensions, injective when T <= HS): the kernels' fp32
+// dot product is then the single exact product q_i[pi(j)], so the host knows the fp32 scores bit for bit
+// and reproduces s^ exactly. The probabilities are exposed without mixing: forwards with
+// v_j = e_(j - c0) for the keys of one block [c0, c0 + HS) (0 elsewhere) give O_i[d] = P^_(i, c0+d);
+// backwards with dO_i = e_(i - r0) for the queries of one block give dV_j[d] = P^_(r0+d, j), the
+// dK/dV kernel's recomputed probabilities. Checks (two-pass forward, attention_forward_mode<true>, so
+// that P^ is the normalized one even when only the scores are cast):
+//   (a) forward P^ == floatX(cast(exp(s^ - lse))) of the float64 reference bit for bit, except entries
+//       whose expected value changes when p moves by DELTA = 3e-5 relative (the GPU's p differs from the
+//       float64 one by a few 1e-6: exp2.approx, the fp32 sums behind lse, the fp32 argument of exp2;
+//       T * 2^-24 = 1.8e-5 is the worst case of the sum at T = 300): with the whole row scaled by
+//       1 -+ DELTA the cast (element, group scale, M:N ranking) must not move. At most 25% skipped (a
+//       float16 group scale moves for ~2 * DELTA * 2^11 = 12% of the groups);
+//   (b) the dK/dV kernel's P^ == the forward's P^ bit for bit, every (i, j), masked entries 0 in both;
+//   (c) T <= HS: dO_i = (1, ..., 1) and v_j = e_j give dP = 1 and, with k_j = e_pi(j) injective,
+//       dQ_i[pi(j)] = floatX(floatX(P^_ij (1 - D_i)) scale) for the forward's P^ and the kernel's own D
+//       (read back from the scratch), bit for bit: the dQ kernel's P^ equals the forward's;
+//   (d) lse within 1e-4 relative of the float64 one, identical in every forward;
+//   (e) --cast-stats (attention_tcast_stats): the counting forward gives the same out and lse bits;
+//       values = causal entries per site; histogram = one entry per group holding a causal key, per
+//       bin exactly as the reference for the scores (exact there) and in total for the probabilities;
+//       saturated / flushed exact for the scores, within the skipped count for the probabilities.
+// True when every value a cast to dt can produce is a BF16 value (given it is a BF16 normal or zero):
+// an element format of at most 8 significant bits (floats: mantissa <= 7 bits; ints: at most 8 bits
+// of magnitude), unscaled or with an exponent (power-of-two) scale and no zero point. NULL: no cast.
+static bool tc_bf16_exact(const TcastDataType* dt) {
+    if (!dt) return false;
+    const TcastNumberSpec& f = dt->number;
+    const bool elem = f.kind == TCAST_KIND_FLOAT ? f.mbits <= 7 : (f.kind == TCAST_KIND_INT || f.kind == TCAST_KIND_UINT) && f.bits <= 9;
+    if (!elem) return false;
+    if (!dt->has_scale) return true;
+    return dt->scale.scale.kind == TCAST_KIND_EXPONENT && !dt->scale.has_zero;
+}
+
+static bool tc_run_probe(const TcCase& cs, int ci, int T, int HS, cudaStream_t st) {
+    const TcConfig cfg = tc_configure(cs, st);
+    const int B = 1, NH = 2, C = NH * HS, C3 = 3 * C;
+    const float scale_f = 1.0f / sqrtf((float)HS);
+    const uint64_t seed = 0xBEEF0000ull + (uint64_t)ci * 131 + T;
+    const double DELTA = 3e-5;
+    Rng rng(0x9B0BEull * (ci + 1) + T * 7 + HS);
+    std::vector<floatX> h_qkv((size_t)T * C3, (floatX)0.f);
+    std::vector<int> pi((size_t)NH * T);
+    for (int h = 0; h < NH; h++) {
+        std::vector<int> perm(HS);
+        for (int d = 0; d < HS; d++) perm[d] = d;
+        for (int d = HS - 1; d > 0; d--) std::swap(perm[d], perm[rng.next() % (d + 1)]);
+        for (int j = 0; j < T; j++) pi[(size_t)h * T + j] = T <= HS ? perm[j] : (int)(rng.next() % HS);
+        for (int t = 0; t < T; t++) {
+            for (int d = 0; d < HS; d++) h_qkv[(size_t)t * C3 + h * HS + d] = (floatX)(rng.normal() * sqrtf((float)HS));
+            h_qkv[(size_t)t * C3 + C + h * HS + pi[(size_t)h * T + t]] = (floatX)1.f;
+        }
+    }
+    const int nblk = (T + HS - 1) / HS;
+    floatX *qkv, *out, *dout, *dqkv;
+    float *lse, *scratch;
+    cudaCheck(cudaMalloc(&qkv, h_qkv.size() * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&dqkv, h_qkv.size() * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&out, (size_t)T * C * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&dout, (size_t)T * C * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&lse, (size_t)NH * T * sizeof(float)));
+    cudaCheck(cudaMalloc(&scratch, (size_t)NH * T * sizeof(float)));
+    auto set_v_block = [&](int c0) {
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++)
+                for (int d = 0; d < HS; d++) h_qkv[(size_t)t * C3 + 2 * C + h * HS + d] = (floatX)(t - c0 == d ? 1.f : 0.f);
+        cudaCheck(cudaMemcpy(qkv, h_qkv.data(), h_qkv.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+    };
+    auto forward = [&] {
+        cudaCheck(cudaMemset(out, 0xFF, (size_t)T * C * sizeof(floatX)));
+        cudaCheck(cudaMemset(lse, 0xFF, (size_t)NH * T * sizeof(float)));
+        attention_forward_mode<true>(out, lse, qkv, B, T, C, NH, st, nullptr, seed);
+        cudaCheck(cudaStreamSynchronize(st));
+    };
+    auto backward = [&](const std::vector<floatX>& h_dout) {
+        cudaCheck(cudaMemcpy(dout, h_dout.data(), h_dout.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemset(dqkv, 0xFF, h_qkv.size() * sizeof(floatX)));
+        cudaCheck(cudaMemset(scratch, 0xFF, (size_t)NH * T * sizeof(float)));
+        attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, st, nullptr, seed);
+        cudaCheck(cudaStreamSynchronize(st));
+    };
+    // forward P^ (columns by blocks) and lse
+    std::vector<float> Pf((size_t)NH * T * T, NAN), Pb((size_t)NH * T * T, NAN), h_lse0;
+    long n_extra_bad = 0, n_lse_diff = 0;
+    std::vector<floatX> out0;  // block 0's output (the backward's `out`, the stats comparison)
+    for (int blk = nblk - 1; blk >= 0; blk--) {  // block 0 last: its out and V stay for the backward
+        set_v_block(blk * HS);
+        forward();
+        const std::vector<floatX> ho = to_host(out, (size_t)T * C);
+        const std::vector<float> hl = to_host(lse, (size_t)NH * T);
+        if (h_lse0.empty()) h_lse0 = hl;
+        else n_lse_diff += !same_bits(hl, h_lse0);
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++)
+                for (int d = 0; d < HS; d++) {
+                    const float x = to_float(ho[(size_t)i * C + h * HS + d]);
+                    const int j = blk * HS + d;
+                    if (j < T) Pf[((size_t)h * T + i) * T + j] = x;
+                    else n_extra_bad += !(x == 0.f);
+                }
+        if (blk == 0) out0 = ho;
+    }
+    // backward P^ (rows by blocks)
+    std::vector<floatX> h_dout((size_t)T * C);
+    for (int blk = 0; blk < nblk; blk++) {
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++)
+                for (int d = 0; d < HS; d++) h_dout[(size_t)t * C + h * HS + d] = (floatX)(t - blk * HS == d ? 1.f : 0.f);
+        backward(h_dout);
+        const std::vector<floatX> hd = to_host(dqkv, h_qkv.size());
+        for (int h = 0; h < NH; h++)
+            for (int j = 0; j < T; j++)
+                for (int d = 0; d < HS; d++) {
+                    const int i = blk * HS + d;
+                    if (i < T) Pb[((size_t)h * T + i) * T + j] = to_float(hd[(size_t)j * C3 + 2 * C + h * HS + d]);
+                }
+    }
+    long n_fb_bad = 0;
+    for (size_t e = 0; e < Pf.size(); e++) n_fb_bad += tcast_f32_bits(Pf[e]) != tcast_f32_bits(Pb[e]) || std::isnan(Pf[e]);
+    // dQ probe (T <= HS): dO = ones, V = identity (block 0, in place). The expected dQ is built from the
+    // forward's P^ as its output stored it, in BF16, while the dQ kernel multiplies its fp32 P^: the two
+    // agree bit for bit only when every P^ is a BF16 value, i.e. the probabilities are cast to a format
+    // whose values all are (tc_bf16_exact). Otherwise (uncast probabilities, float-scaled ints, zero
+    // points) the check is skipped: (b) already compares the backward's recomputed P^ with the forward's.
+    long n_dq = 0, n_dq_bad = 0;
+    if (T <= HS && tc_bf16_exact(cfg.p)) {
+        std::fill(h_dout.begin(), h_dout.end(), (floatX)1.f);
+        backward(h_dout);
+        const std::vector<floatX> hd = to_host(dqkv, h_qkv.size());
+        const std::vector<float> hD = to_host(scratch, (size_t)NH * T);
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                std::vector<float> want(HS, 0.f);
+                for (int j = 0; j <= i; j++) {
+                    const float ds = Pf[((size_t)h * T + i) * T + j] * (1.0f - hD[(size_t)h * T + i]);
+                    want[pi[(size_t)h * T + j]] = bf(bf(ds) * scale_f);
+                }
+                for (int d = 0; d < HS; d++) {
+                    const float got = to_float(hd[(size_t)i * C3 + h * HS + d]);
+                    if (fabsf(want[d]) != 0.f && fabsf(want[d]) < 1e-30f) continue;  // below fp32 normals (FTZ on the GPU)
+                    n_dq++;
+                    n_dq_bad += tcast_f32_bits(got) != tcast_f32_bits(want[d]) && !(got == 0.f && want[d] == 0.f);
+                }
+            }
+    }
+    // host reference: exact s^, P^ with the skip test, statistics
+    const int Tp = (T + 63) / 64 * 64;
+    long n_exact = 0, n_skip = 0, n_bad = 0, n_masked_bad = 0;
+    double lse_err = 0;
+    long st_val[2] = {0, 0}, st_sat[2] = {0, 0}, st_flush[2] = {0, 0}, st_grp[2] = {0, 0};
+    std::vector<long> st_hist[2] = {std::vector<long>(TCAST_HIST_BINS, 0), std::vector<long>(TCAST_HIST_BINS, 0)};
+    int bad_h = -1, bad_i = -1, bad_j = -1;
+    float bad_got = 0, bad_want = 0;
+    std::vector<float> srow(Tp), prow[3];
+    std::vector<unsigned> fl(Tp), flp(Tp);
+    std::vector<TcSig> sig[3];
+    std::vector<int> gbin(Tp), gbinp(Tp);
+    for (int k = 0; k < 3; k++) prow[k].resize(Tp), sig[k].resize(Tp);
+    for (int h = 0; h < NH; h++)
+        for (int i = 0; i < T; i++) {
+            const uint64_t idx0 = ((uint64_t)h * T + i) * T;
+            for (int j = 0; j < Tp; j++)
+                srow[j] = j <= i ? to_float(h_qkv[(size_t)i * C3 + h * HS + pi[(size_t)h * T + j]]) * scale_f : 0.f;
+            if (cfg.s) {
+                tc_ref_cast_row(cfg.s, srow.data(), Tp, attn_tc_site_seed(seed, 0), idx0, fl.data(), NULL, gbin.data());
+                const int X = cfg.s->has_scale ? cfg.s->scale.tile : 1;
+                for (int j = 0; j <= i; j++) {
+                    st_val[0]++;
+                    st_sat[0] += (fl[j] & TCAST_FLAG_SATURATED) != 0;
+                    st_flush[0] += (fl[j] & TCAST_FLAG_FLUSHED) != 0;
+                }
+                if (X > 1)
+                    for (int j0 = 0; j0 <= i; j0 += X) st_grp[0]++, st_hist[0][gbin[j0 / X]]++;
+            }
+            double m = -INFINITY, sum = 0;
+            for (int j = 0; j <= i; j++) m = std::max(m, (double)srow[j]);
+            for (int j = 0; j <= i; j++) sum += exp((double)srow[j] - m);
+            const double L = m + log(sum);
+            const float gl = h_lse0[(size_t)h * T + i];
+            lse_err = std::max(lse_err, std::isnan(gl) ? INFINITY : fabs(gl - L) / std::max(1.0, fabs(L)));
+            const double fac[3] = {1.0 - DELTA, 1.0, 1.0 + DELTA};
+            std::vector<char> skip(Tp, 0);
+            for (int k = 0; k < 3; k++) {
+                for (int j = 0; j < Tp; j++) prow[k][j] = j <= i ? (float)(exp((double)srow[j] - L) * fac[k]) : 0.f;
+                if (cfg.p && cfg.p->sparse_n > 0 && k == 1) {  // near-ties at the M:N cut: the GPU's p may rank them otherwise
+                    const int N = cfg.p->sparse_n, M = cfg.p->sparse_m, X = cfg.p->has_scale ? cfg.p->scale.tile : 1;
+                    const int span = std::max(N, X);
+                    for (int j0 = 0; j0 < Tp; j0 += N) {
+                        std::vector<float> gsort(prow[1].begin() + j0, prow[1].begin() + j0 + N);
+                        std::sort(gsort.begin(), gsort.end(), [](float a, float b) { return a > b; });
+                        const float a = gsort[M - 1], b = gsort[M];
+                        if (b > 0.f && a != b && a <= b * (1.0 + 4 * DELTA))
+                            for (int j = j0 / span * span; j < j0 / span * span + span; j++) skip[j] = 1;
+                    }
+                }
+                if (cfg.p)
+                    tc_ref_cast_row(cfg.p, prow[k].data(), Tp, attn_tc_site_seed(seed, 1), idx0, k == 1 ? flp.data() : NULL, sig[k].data(),
+                                    k == 1 ? gbinp.data() : NULL);
+            }
+            if (cfg.p) {
+                const int X = cfg.p->has_scale ? cfg.p->scale.tile : 1;
+                for (int j = 0; j <= i; j++) {
+                    st_val[1]++;
+                    st_sat[1] += (flp[j] & TCAST_FLAG_SATURATED) != 0;
+                    st_flush[1] += (flp[j] & TCAST_FLAG_FLUSHED) != 0;
+                }
+                if (X > 1)
+                    for (int j0 = 0; j0 <= i; j0 += X) st_grp[1]++, st_hist[1][gbinp[j0 / X]]++;
+            }
+            for (int j = 0; j < T; j++) {
+                const float got = Pf[((size_t)h * T + i) * T + j];
+                if (j > i) { n_masked_bad += !(got == 0.f); continue; }
+                const float want = bf(prow[1][j]), lo = bf(prow[0][j]), hi = bf(prow[2][j]);
+                const bool sk = skip[j] || lo != want || hi != want || (cfg.p && !(sig[0][j] == sig[2][j])) ||
+                                exp((double)srow[j] - L) < 1e-30;
+                if (sk) { n_skip++; continue; }
+                if (tcast_f32_bits(got) == tcast_f32_bits(want) || (got == 0.f && want == 0.f)) { n_exact++; continue; }
+                if (n_bad++ == 0) bad_h = h, bad_i = i, bad_j = j, bad_got = got, bad_want = want;
+            }
+        }
+    // (e) statistics: a counting forward of block 0 (V block 0 is in place)
+    bool stats_ok = true;
+    {
+        TcastDeviceStats* d_st = nullptr;
+        cudaCheck(cudaMalloc(&d_st, 2 * sizeof(TcastDeviceStats)));
+        cudaCheck(cudaMemset(d_st, 0, 2 * sizeof(TcastDeviceStats)));
+        attention_tcast_stats(d_st, d_st + 1);
+        forward();
+        attention_tcast_stats(NULL, NULL);
+        const std::vector<floatX> ho = to_host(out, (size_t)T * C);
+        const std::vector<float> hl = to_host(lse, (size_t)NH * T);
+        std::vector<TcastDeviceStats> hs(2);
+        cudaCheck(cudaMemcpy(hs.data(), d_st, 2 * sizeof(TcastDeviceStats), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaFree(d_st));
+        stats_ok &= same_bits(ho, out0) && same_bits(hl, h_lse0);
+        for (int k = 0; k < 2; k++) {
+            long grp = 0;
+            bool bins_same = true;
+            for (int bn = 0; bn < TCAST_HIST_BINS; bn++) {
+                grp += hs[k].hist[bn];
+                bins_same &= (long)hs[k].hist[bn] == st_hist[k][bn];
+            }
+            const long tol = k == 0 ? 0 : n_skip;
+            const bool okk = (long)hs[k].values == st_val[k] && grp == st_grp[k] && (k == 1 || bins_same) &&
+                             labs((long)hs[k].saturated - st_sat[k]) <= tol && labs((long)hs[k].flushed - st_flush[k]) <= tol;
+            if (!okk)
+                printf("    stats %s: values %llu (want %ld) groups %ld (want %ld, bins %s) saturated %llu (want %ld) flushed %llu (want %ld)\n",
+                       k ? "probs" : "scores", hs[k].values, st_val[k], grp, st_grp[k], bins_same ? "same" : "differ", hs[k].saturated,
+                       st_sat[k], hs[k].flushed, st_flush[k]);
+            stats_ok &= okk;
+        }
+    }
+    cudaCheck(cudaFree(qkv));
+    cudaCheck(cudaFree(dqkv));
+    cudaCheck(cudaFree(out));
+    cudaCheck(cudaFree(dout));
+    cudaCheck(cudaFree(lse));
+    cudaCheck(cudaFree(scratch));
+    const long n_checked = n_exact + n_skip + n_bad;
+    const bool pass = n_bad == 0 && n_masked_bad == 0 && n_extra_bad == 0 && n_skip * 4 <= n_checked && n_fb_bad == 0 &&
+                      n_dq_bad == 0 && lse_err <= 1e-4 && n_lse_diff == 0 && stats_ok;
+    printf("tcast probe %2d scores=%-22s probs=%-20s T=%-4d HS=%-3d | fwd P^ %ld bit-exact, %ld skipped, %ld wrong, masked nonzero %ld | "
+           "dK/dV P^ != fwd P^ %ld of %zu | dQ %ld of %ld wrong | lse err %.1e | stats %s | %s\n",
+           ci, tc_name(cs.scores), tc_name(cs.probs), T, HS, n_exact, n_skip, n_bad, n_masked_bad + n_extra_bad, n_fb_bad, Pf.size(),
+           n_dq_bad, n_dq, lse_err, stats_ok ? "ok" : "WRONG", pass ? "PASS" : "FAIL");
+    if (n_bad) printf("    first wrong: head %d query %d key %d: got %.9g want %.9g\n", bad_h, bad_i, bad_j, bad_got, bad_want);
+    fflush(stdout);
+    return pass;
+}
+
+// The TensorCast suite: host self-tests, every case on the general shapes and the probes, then the
+// timing of the d12 shape (B=64, T=1024, NH=12, HS=64) with and without the casts.
+static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fail) {
+    printf("\n---- TensorCast attention sites (attention_tcast.cuh, doc/TCAST.md 5.1) ----\n");
+    bool all = true;
+    auto tally = [&](bool ok) { all &= ok; (ok ? n_pass : n_fail)++; };
+    tally(tc_host_selftest());
+    const TcCase cases[] = {
+        {"mxfp8e4", nullptr},
+        {nullptr, "mxfp8e4"},
+        {"mxfp8e4", "mxfp8e4"},
+        {"mxfp4e2", "mxfp4e2"},
+        {"mxint8", "mxint8"},
+        {"e4m3fn", "e4m3fn"},
+        {"int8_b32", "int8_b32"},
+        {"uint8_bi32", "uint8_bb32"},
+        {"mxfp8e4@2:4", "mxfp8e4@2:4"},
+        {"mxfp8e4@stochastic", "mxfp8e4@stochastic"},
+        {"e4m3fn_e8m0_t8", "e4m3fn_e8m0_t64"},
+        {"e4m3fn_e8m0_t64", "e2m1fnuz_e8m0_t8"},
+        {"e2m1fnuz_e8m0_t2", "e3m2fnuz_e8m0_t4"},
+        {"e4m3fn_e8m0_t16@8:32", "uint4_fi32"},
+        {"mxfp6e3@nearest", "mxfp6e2@zero"},
+        {"bfloat16", "e5m2@stochastic"},
+        {"int8_e8m0_t16@1:2", "mxfp8e5@midmax"},
+        {nullptr, "mxint4@16:32"},
+    };
+    const int ncases = (int)(sizeof cases / sizeof cases[0]);
+    // (the cast kernels are instantiated for HS = 64 only: llmc/attention.cuh attn_tc_require_tc)
+    const Shape shapes[] = {{2, 200, 3, 64}, {1, 1000, 2, 64}, {2, 333, 2, 64}, {3, 64, 1, 64}};
+    const int probes[][2] = {{64, 64}, {300, 64}, {100, 64}, {256, 64}};  // (T, HS)
+    for (int ci = 0; ci < ncases; ci++) {
+        for (int si = 0; si < 4; si++) tally(tc_run_case(cases[ci], ci, shapes[si], 5000 + 131 * ci + si, st));
+        for (int pi = 0; pi < 4; pi++) tally(tc_run_probe(cases[ci], ci, probes[pi][0], probes[pi][1], st));
+    }
+    tc_unconfigure(st);
+    if (timing) {
+        const Shape sh = {64, 1024, 12, 64};
+        Buffers buf(sh, 4242);
+        const int C = buf.C();
+        const TcCase tcases[] = {{nullptr, nullptr}, {"mxfp8e4", "mxfp8e4"}, {"mxfp8e4", nullptr}, {nullptr, "mxfp8e4"}};
+        float f0 = 0, b0 = 0;
+        printf("\ntcast timing, shape (B,T,NH,HS) = (%d,%d,%d,%d), median of 25 (FLOPs counted causal as above):\n", sh.B, sh.T, sh.NH, sh.HS);
+        for (const TcCase& c : tcases) {
+            if (c.scores || c.probs) tc_configure(c, st);
+            else tc_unconfigure(st);
+            const float fms = time_median_ms([&] { attention_forward(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7); }, 5, 25, st);
+            const float bms = time_median_ms([&] {
+                attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
+            }, 5, 25, st);
+            if (!c.scores && !c.probs) f0 = fms, b0 = bms;
+            printf("  scores=%-8s probs=%-8s | fwd %8.4f ms %6.1f TFLOP/s (x%.2f) | bwd %8.4f ms %6.1f TFLOP/s (x%.2f) | fwd+bwd x%.2f\n",
+                   tc_name(c.scores), tc_name(c.probs), fms, fwd_flops(sh) / (fms * 1e-3) / 1e12, fms / f0, bms,
+                   bwd_flops(sh) / (bms * 1e-3) / 1e12, bms / b0, (fms + bms) / (f0 + b0));
+        }
+        tc_unconfigure(st);
+        printf("  (budget context: a d12 step with every site cast to mxfp8e4 must stay <= 1.25x BF16; attention is ~30 of 128 ms)\n");
+    }
+    return all;
+}
+#endif  // ENABLE_TCAST && !ATTN_TC_HOST_TEST
+
 // ------------------------------------------------------------------------------------------------
 
+#if defined(ATTN_TC_HOST_TEST)
+int main() { return tc_host_selftest() ? 0 : 1; }
+#else
 int main(int argc, char** argv) {
     bool sweep = false;
     const bool timing = harness_parse_args(argc, argv, "--sweep", &sweep);
@@ -753,7 +1540,12 @@ int main(int argc, char** argv) {
         (sweep_ok ? n_pass : n_fail)++;
     }
 
+#if defined(ENABLE_TCAST)
+    all_pass &= run_tcast_suite(timing, st, n_pass, n_fail);
+#endif
+
     cudaCheck(cudaStreamDestroy(st));
     printf("\n%d passed, %d failed\n", n_pass, n_fail);
     return all_pass ? 0 : 1;
 }
+#endif  // ATTN_TC_HOST_TEST

@@ -3,7 +3,34 @@
 states (version 3) that the C and CUDA tests compare against. Formats: doc/FORMATS.md.
 
 --sf16 q115 / q115_tf simulates the SF16 mode (llmc/boundary.cuh, llmc/numerics/q115.h): a Q1.15
-quantize-dequantize at every forward storage boundary, straight-through in backward."""
+quantize-dequantize at every forward storage boundary, straight-through in backward.
+
+--tcast-states adds the TensorCast state gpt2_ref_debug_state_tcast.bin (header word 14 = 3), computed
+from the bf16-rounded weights under the one fixed cast plan TCAST_PLAN (below; test_gpt2.cu's TCAST=1
+build runs the same plan), with the casts of doc/TCAST.md section 5 done by dev/reference/tcast_ref.py:
+  * site casts (5.1) at the Boundaries hooks: encoder_out, layernorm_out (ln1, ln2, lnf), matmul_out
+    (qkv, attproj, fc, fcproj and the LM head output), gelu_out, residual_out, logits, each along the
+    channel dimension; attn_scores / attn_probs along the keys of each query row, future keys entering
+    the groups as 0 and masked afterwards, P cast after normalization. Straight-through backward,
+    except that with attn_probs cast the softmax backward is the trainer's dS = P^ (dP - rowsum(P^ dP))
+    (llmc/attention.cuh), i.e. the softmax derivative taken at P^;
+  * operand casts (5.2) of every linear layer (TcastLinear): y = cast_x(x) cast_w(W)^T + b along Cin,
+    dx = cast_dy(dy) cast_w(W) along OC, dW = cast_dy(dy)^T cast_x(x) along N, db = sum of the uncast dy;
+    the LM head only with the plan's lm_head flag.
+What it emulates of the GPU (doc/TCAST.md 5: "the cast acts on the stored BF16 values"): every cast
+input is rounded to BF16 first (float64 -> float32 -> bf16, nearest even) and every cast output is
+rounded to BF16 (the trainer stores it), except at the attention sites, whose casts act on the fp32
+values in the kernels' registers (input rounded to float32 only; the cast scores stay unrounded, P^ is
+rounded to BF16 as it enters the P.V product). Everything else is float64, as in the bf16 state: tensors
+that are no cast's input (e.g. the attention output without an x cast, P in the uncast P.V product, the
+stored activation gradients, the parameter gradients) are not rounded to BF16, and GEMM accumulation,
+LayerNorm, GELU and softmax are exact float64 where the GPU uses fp32 (and fast-math intrinsics). A
+fuller BF16 simulation (P, the stored gradients, every site) was tried and brought the reference no
+closer to a CPU proxy of the GPU: BF16 rounding amplifies fp32-level differences to its own step like a
+cast does (see TCAST_PLAN), so the unrounded value is the better reference. Stochastic rounding is
+refused: the reference does not reproduce the trainer's per-call seeds (5.3). Cast statistics
+(--cast-stats) are not produced. The fixed plan casts only the encoder output and the weights: why, at
+TCAST_PLAN."""
 import argparse
 import math
 import os
@@ -13,6 +40,9 @@ import time
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tcast_ref  # noqa: E402  (dev/reference/tcast_ref.py: the independent numpy TensorCast casts)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARD_MAGIC, CKPT_MAGIC, STATE_MAGIC = 20240520, 20240326, 20240327
 HEADER_BYTES = 1024
@@ -20,6 +50,39 @@ NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
          "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"]
 DECAY = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}  # the only tensors with weight decay
 SF16_MODES = {"none": 0, "q115": 1, "q115_tf": 2}  # --sf16 value -> debug-state header word 14
+STATE_MODES = {**SF16_MODES, "tcast": 3}  # header word 14 of every state: the SF16 modes and 3 = TensorCast
+
+# The fixed TensorCast plan of the `_tcast` state (--cast, --cast-gemm, --cast-lm-head of the trainer).
+# MUST MATCH TCAST_TEST_CAST / TCAST_TEST_CAST_GEMM / TCAST_TEST_LM_HEAD in test_gpt2.cu (a test in
+# dev/test/test_reference.py compares them). MXFP8 E4M3 (32-element tiles, E8M0 scales, round to nearest
+# even: deterministic) at the encoder output and on the weight operand of every linear layer (forward
+# along Cin, dgrad along OC). Why only these: a cast turns any difference at its input into a whole step
+# of its format wherever the difference straddles a rounding midpoint (a relative difference d before an
+# E4M3 cast of step q becomes about sqrt(d q) after it), and casts in series compound that, so a cast
+# whose input the GPU computes differently from float64 (fp32 GEMMs, fast-math, BF16 storage) soon makes
+# the GPU as far from the cast reference as the casts move the result. Measured on the CPU with a proxy of
+# the GPU (float32, BF16 storage of every stored activation and gradient, 1e-6 / 2e-3 relative noise;
+# it reproduces the BF16 build's measured errors: logits 5.5e-3, gradients 5.1e-3), as (proxy vs this
+# reference) / (proxy vs the uncast bf16 reference), logits and all gradients:
+#   every site but the attention ones + x, w, dy       9.2e-2 / 1.06e-1 (1.2x), 5.5e-2 / 7.7e-2 (1.4x)
+#   matmul_out + encoder_out + w                       5.3e-2 / 7.1e-2  (1.3x), 1.9e-2 / 5.2e-2 (2.7x)
+#   gelu_out + encoder_out + w                         2.2e-2 / 5.7e-2  (2.5x), 1.3e-2 / 4.9e-2 (3.7x)
+#   w + dy                                             5.5e-3 / 4.0e-2  (7x),   3.5e-2 / 5.9e-2 (1.7x)
+#   encoder_out + w (this plan)                        1.0e-2 / 5.0e-2  (5x),   7.1e-3 / 4.6e-2 (6.5x)
+#     the same without noise at the encoder            5.2e-3 / 5.0e-2  (9.6x), 5.0e-3 / 4.6e-2 (9.3x)
+# The weight casts see the same BF16 weights on both sides and the encoder cast the same wte + wpe sums
+# (exact in fp32, hence the second line): the only casts whose input is reproducible, so a test at
+# BF16-level tolerance still tells a cast from none. The other sites
+# and the x / dy operands are tested exactly on the GPU instead (test_gpt2.cu check_tcast_grid: every
+# stored site tensor of a forward under a full plan is a fixed point of its cast). Also left out: the
+# attention sites (the attention kernels cast only in their tensor-core versions, head sizes 64 and 128;
+# this model has 32) and the LM head operands (lm_head 0, the trainer's default).
+TCAST_PLAN = {"cast": "encoder_out=mxfp8e4", "cast_gemm": "w=mxfp8e4", "lm_head": 0}
+# boundary sites and GEMM operands, as llmc/boundary_sites.h and llmc/tcast_config.h name them
+TCAST_SITES = ("matmul_out", "attn_scores", "attn_probs", "logits", "layernorm_out", "residual_out", "gelu_out",
+               "encoder_out")
+TCAST_OPS = ("x", "w", "dy")
+TCAST_ATTN_TILE_MAX = 64  # the attention kernels' key tile (tcast_config.h)
 
 
 class FormatError(Exception):
@@ -141,14 +204,14 @@ def write_checkpoint(path, cfg, params, bf16=False):
 
 def write_debug_state(path, args, cfg, x, y, logits, loss, grads, losses, bf16, sf16="none"):
     """Write a version 3 debug state (header, x, y, logits, loss, gradients, step losses); word 13 is the
-    bf16-weights flag, word 14 the SF16 mode (SF16_MODES)."""
+    bf16-weights flag, word 14 the mode (STATE_MODES: an SF16 mode, or 3 for "tcast")."""
     f32 = lambda t: t.detach().cpu().to(torch.float32).numpy().astype("<f4").ravel()
     head = np.zeros(256, dtype="<i4")
     head[:7] = [STATE_MAGIC, 3, args.B, args.T, cfg["V"], cfg["Vp"], len(losses)]
     opt = [args.lr, args.beta1, args.beta2, args.eps, args.weight_decay, args.grad_clip]
     head[7:13] = np.array(opt, dtype="<f4").view("<i4")
     head[13] = int(bf16)
-    head[14] = SF16_MODES[sf16]
+    head[14] = STATE_MODES[sf16]
     body = [x.cpu().numpy().astype("<i4"), y.cpu().numpy().astype("<i4"), f32(logits[..., :cfg["V"]]),
             f32(loss)] + [f32(g) for g in grads] + [np.array(losses, dtype="<f4")]
     write_atomic(path, [head] + body)
@@ -237,6 +300,18 @@ class Boundaries:
             self.record.append((site, t.detach()))
         return t
 
+    def probs(self, scores):
+        """The attention probabilities of the masked scores (B, NH, T, T), as stored at "attn_probs"."""
+        return self(scores.softmax(dim=-1), "attn_probs")
+
+    def linear(self, x, w, b):
+        """A linear layer x @ w.T + b (TcastBoundaries casts its operands)."""
+        return x @ w.T + b
+
+    def lm_head(self, h, wte):
+        """The LM head h @ wte.T (LMHead)."""
+        return LMHead.apply(h, wte)
+
 
 NO_BOUNDARIES = Boundaries()
 
@@ -264,6 +339,232 @@ class LMHead(torch.autograd.Function):
         return dh, dw
 
 
+# ---------------------------------------------------------------- TensorCast casts (doc/TCAST.md 5)
+
+class TcastPlan:
+    """A cast plan from the trainer's flag texts (llmc/tcast_config.h): cast = "SITE=DTYPE[,...]" (SITE a
+    boundary site in any case or `all`; later entries win), cast_gemm = "OP=DTYPE[,...]" (OP x, w, dy),
+    lm_head 0|1. site / op: dicts name -> DTYPE text. ValueError naming the flag for what the trainer
+    refuses (unknown names, a scale spec with an explicit dY, per-tensor / channel scales or tiles above
+    TCAST_ATTN_TILE_MAX at the attention sites, lm_head without operand casts) and for stochastic
+    rounding, whose per-call seeds (doc/TCAST.md 5.3) the reference does not reproduce."""
+
+    def __init__(self, cast="", cast_gemm="", lm_head=0):
+        self.site, self.op = {}, {}
+        for key, text in self._entries("--cast", cast):
+            k = key.lower()
+            if k != "all" and k not in TCAST_SITES:
+                raise ValueError(f"--cast: unknown site '{key}' (sites: {', '.join(TCAST_SITES)}, all)")
+            for site in TCAST_SITES if k == "all" else (k,):
+                self.site[site] = self._dtype("--cast", key, text, site in ("attn_scores", "attn_probs"))
+        for key, text in self._entries("--cast-gemm", cast_gemm):
+            if key.lower() not in TCAST_OPS:
+                raise ValueError(f"--cast-gemm: unknown operand '{key}' (operands: x, w, dy)")
+            self.op[key.lower()] = self._dtype("--cast-gemm", key, text, False)
+        if lm_head not in (0, 1):
+            raise ValueError(f"--cast-lm-head: expected 0 or 1, got {lm_head}")
+        if lm_head and not self.op:
+            raise ValueError("--cast-lm-head 1: needs --cast-gemm (the LM head takes its operand casts)")
+        self.lm_head = lm_head
+
+    @staticmethod
+    def _entries(flag, text):
+        """(key, value) pairs of "k=v,k=v" (empty text: none)."""
+        if not text:
+            return []
+        out = []
+        for entry in text.split(","):
+            key, eq, value = entry.partition("=")
+            if not key or not eq or not value:
+                raise ValueError(f"{flag}: '{entry}' is not KEY=DTYPE")
+            out.append((key, value))
+        return out
+
+    @staticmethod
+    def _dtype(flag, key, text, attention):
+        """Check one DTYPE text as the trainer does; return it."""
+        try:
+            dt = tcast_ref.parse_dtype(text)
+        except ValueError as e:
+            raise ValueError(f"{flag} {key}={text}: {e}") from None
+        if dt.scale is not None and dt.scale.dim_explicit:
+            raise ValueError(f"{flag} {key}={text}: the trainer chooses the tile dimension; drop the dY of the scale spec")
+        if dt.round == "stochastic":
+            raise ValueError(f"{flag} {key}={text}: stochastic rounding is not reproducible here "
+                             "(the reference does not derive the trainer's per-call seeds)")
+        if attention and dt.scale is not None and not 0 < dt.scale.tile <= TCAST_ATTN_TILE_MAX:
+            raise ValueError(f"{flag} {key}={text}: the attention sites take unscaled or tile-scaled datatypes "
+                             f"(tiles of up to {TCAST_ATTN_TILE_MAX} keys)")
+        if attention and dt.sparse is not None and dt.sparse[1] > TCAST_ATTN_TILE_MAX:
+            raise ValueError(f"{flag} {key}={text}: sparsity group larger than {TCAST_ATTN_TILE_MAX} keys")
+        return text
+
+
+def round_bf16(a):
+    """float32 ndarray -> float32 ndarray of the nearest bf16 values (ties to even), same shape."""
+    return bf16_to_f32(bf16_bits(a)).reshape(a.shape)
+
+
+TCAST_CHUNK = 1 << 17  # elements per vcast call of a row-wise cast (a big cast in one call runs 4x slower)
+
+
+def tcast(t, dtype, dim=-1, bf16_in=True, bf16_out=True):
+    """The virtual cast tcast_ref.vcast of t (a torch tensor) to the DTYPE text dtype, as a new tensor of
+    t's dtype and shape. dim=-1: along the last axis (t viewed as rows of its last axis); dim=0: along
+    the columns of a 2-D t. The values are rounded to float32 first, then (bf16_in) to BF16: the stored
+    tensor the trainer casts; the result is rounded to BF16 (bf16_out) as the trainer stores it. Casts
+    along rows are cut into blocks of whole rows (exact: every group lies in one row, unless the scale
+    is per tensor, which runs in one call)."""
+    shape = t.shape
+    a = t.detach().to(torch.float32).cpu().numpy()
+    if dim == -1:
+        a = a.reshape(-1, shape[-1])
+    elif dim != 0 or a.ndim != 2:
+        raise ValueError(f"tcast: dim {dim} of a {tuple(shape)} tensor (expected -1, or 0 of a 2-D tensor)")
+    if bf16_in:
+        a = round_bf16(a)
+    dt = tcast_ref.parse_dtype(dtype)
+    rows, cols = a.shape
+    step = max(1, TCAST_CHUNK // max(cols, 1))
+    separable = (dt.scale is None or dt.scale.tile >= 0) and dt.round != "stochastic"
+    if dim == -1 and separable and rows > step:
+        out = np.concatenate([tcast_ref.vcast(a[i:i + step], dt, -1)[0] for i in range(0, rows, step)])
+    else:
+        out = tcast_ref.vcast(a, dt, dim)[0]
+    if bf16_out:
+        out = round_bf16(out)
+    return torch.from_numpy(out).to(t.device, t.dtype).view(shape)
+
+
+def tcast_keys(t, dtype, bf16_out):
+    """A cast of attention rows t (..., T, T) (query i, key j) along the keys, as the attention kernels
+    do it: keys j > i enter their groups as 0 (no information from the future moves a scale), and so do
+    the positions past T up to a whole number of groups; the input is the fp32 value (no BF16 rounding);
+    entries j > i of the result are 0 (the caller masks them)."""
+    T = t.shape[-1]
+    future = torch.ones(T, T, dtype=torch.bool, device=t.device).triu(1)
+    z = t.masked_fill(future, 0.0)
+    dt = tcast_ref.parse_dtype(dtype)
+    group = math.lcm(dt.scale.tile if dt.scale is not None and dt.scale.tile > 0 else 1,
+                     dt.sparse[1] if dt.sparse is not None else 1)
+    pad = -T % group
+    if pad:
+        z = torch.nn.functional.pad(z, (0, pad))
+    out = tcast(z, dtype, -1, bf16_in=False, bf16_out=bf16_out)
+    return out[..., :T] if pad else out
+
+
+class AttnProbsCast(torch.autograd.Function):
+    """P^ = cast(softmax(s)) of masked scores s along the keys, with the attention kernels' backward
+    dS = P^ (dP - rowsum(P^ dP)) (llmc/attention.cuh: the flash-style softmax derivative taken at the
+    cast P^, which equals straight-through only for an uncast P)."""
+
+    @staticmethod
+    def forward(ctx, scores, dtype):
+        p = tcast_keys(scores.softmax(dim=-1), dtype, bf16_out=True)
+        ctx.save_for_backward(p)
+        return p
+
+    @staticmethod
+    def backward(ctx, grad):
+        p, = ctx.saved_tensors
+        return p * (grad - (p * grad).sum(-1, keepdim=True)), None
+
+
+class TcastLinear(torch.autograd.Function):
+    """A linear layer y = x W^T + b (x (..., Cin), W (OC, Cin), b (OC) or None) with the operand casts of
+    doc/TCAST.md 5.2; cx, cw, cdy: DTYPE texts or None (that operand uncast, float64 as it is).
+      forward  y  = cast_x(x along Cin) . cast_w(W along Cin)^T + b
+      dgrad    dx = cast_dy(dy along OC) . cast_w(W along OC, i.e. dim 0 of W)
+      wgrad    dW = cast_dy(dy along N)^T . cast_x(x along N)        (N = rows of x)
+      bias     db = sum over N of the uncast dy
+    Every cast input is the BF16-rounded value (the trainer's stored x, W and dy), every cast operand is
+    BF16 (it feeds a BF16 GEMM); the products are float64."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, cx, cw, cdy):
+        ctx.save_for_backward(x, w)
+        ctx.casts = (cx, cw, cdy)
+        x2 = x.reshape(-1, x.shape[-1])
+        y = (tcast(x2, cx) if cx else x2) @ (tcast(w, cw) if cw else w).T
+        if b is not None:
+            y = y + b
+        return y.view(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        cx, cw, cdy = ctx.casts
+        g2 = grad.reshape(-1, w.shape[0])
+        x2 = x.reshape(-1, x.shape[-1])
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = ((tcast(g2, cdy) if cdy else g2) @ (tcast(w, cw, 0) if cw else w)).view(x.shape)
+        if ctx.needs_input_grad[1]:
+            dw = (tcast(g2, cdy, 0) if cdy else g2).T @ (tcast(x2, cx, 0) if cx else x2)
+        if ctx.needs_input_grad[2]:
+            db = g2.sum(0)
+        return dx, dw, db, None, None, None
+
+
+class TcastBoundaries(Boundaries):
+    """The casts of a TcastPlan at the forward's hooks (mode "tcast"). Reference site names -> the
+    trainer's sites: encoder -> encoder_out; ln1, ln2, lnf -> layernorm_out; qkv, attproj, fc, fcproj ->
+    matmul_out; logits (the LM head output) -> matmul_out, then logits; gelu -> gelu_out; residual1,
+    residual2 -> residual_out; attn_scores, attn_probs -> themselves; classifier -> none (the classifier
+    reads the stored, already cast, logits). A site the plan does not cast is left as it is (float64).
+    Straight-through backward; probs and linear as documented at AttnProbsCast and TcastLinear. With
+    record (a list) every hook appends (site, value)."""
+
+    SITES = {"encoder": ("encoder_out",), "ln1": ("layernorm_out",), "ln2": ("layernorm_out",),
+             "lnf": ("layernorm_out",), "qkv": ("matmul_out",), "attproj": ("matmul_out",), "fc": ("matmul_out",),
+             "fcproj": ("matmul_out",), "logits": ("matmul_out", "logits"), "gelu": ("gelu_out",),
+             "residual1": ("residual_out",), "residual2": ("residual_out",), "attn_scores": ("attn_scores",),
+             "attn_probs": ("attn_probs",), "classifier": ()}
+
+    def __init__(self, plan, record=None):
+        self.mode, self.record, self.plan = "tcast", record, plan
+
+    def __call__(self, t, site, matmul=False):
+        casts = [self.plan.site[s] for s in self.SITES[site] if s in self.plan.site]
+        if casts and site == "attn_scores":  # fp32 registers: no BF16 on either side
+            t = StraightThrough.apply(t, lambda v: tcast_keys(v, casts[0], bf16_out=False))
+        elif casts and site == "attn_probs":
+            raise ValueError("attn_probs is cast by probs() (the softmax and the cast have one backward)")
+        elif casts:
+            def fn(v):
+                for dtype in casts:
+                    v = tcast(v, dtype)
+                return v
+            t = StraightThrough.apply(t, fn)
+        if self.record is not None:
+            self.record.append((site, t.detach()))
+        return t
+
+    def probs(self, scores):
+        if "attn_probs" not in self.plan.site:
+            return super().probs(scores)
+        p = AttnProbsCast.apply(scores, self.plan.site["attn_probs"])
+        if self.record is not None:
+            self.record.append(("attn_probs", p.detach()))
+        return p
+
+    def linear(self, x, w, b):
+        if not self.plan.op:
+            return super().linear(x, w, b)
+        return TcastLinear.apply(x, w, b, *(self.plan.op.get(o) for o in TCAST_OPS))
+
+    def lm_head(self, h, wte):
+        if not (self.plan.lm_head and self.plan.op):
+            return super().lm_head(h, wte)
+        return TcastLinear.apply(h, wte, None, *(self.plan.op.get(o) for o in TCAST_OPS))
+
+
+def make_boundaries(mode, record=None):
+    """The hooks of a state mode (STATE_MODES): Boundaries of an SF16 mode, or TcastBoundaries of TCAST_PLAN."""
+    return TcastBoundaries(TcastPlan(**TCAST_PLAN), record) if mode == "tcast" else Boundaries(mode, record)
+
+
 def layernorm(x, w, b, eps=1e-5):
     """LayerNorm over the last axis with biased variance."""
     mu = x.mean(-1, keepdim=True)
@@ -278,30 +579,31 @@ def gelu_tanh(u):
 
 def attention(qkv, NH, bnd=NO_BOUNDARIES):
     """Causal multi-head self-attention of (B, T, 3C) q|k|v projections; returns (B, T, C).
-    Boundaries: the scaled scores (before the causal mask) and the normalized probabilities."""
+    Boundaries: the scaled scores (before the causal mask) and the normalized probabilities (bnd.probs)."""
     B, T, C3 = qkv.shape
     C = C3 // 3
     q, k, v = (t.reshape(B, T, NH, C // NH).transpose(1, 2) for t in qkv.split(C, dim=-1))
     att = bnd(q @ k.transpose(-2, -1) / math.sqrt(C // NH), "attn_scores")
     future = torch.ones(T, T, dtype=torch.bool, device=qkv.device).triu(1)
-    att = bnd(att.masked_fill(future, float("-inf")).softmax(dim=-1), "attn_probs")
+    att = bnd.probs(att.masked_fill(future, float("-inf")))
     return (att @ v).transpose(1, 2).reshape(B, T, C)
 
 
 def forward(params, idx, NH, bnd=NO_BOUNDARIES):
     """Logits (B, T, Vp) of the token ids idx (B, T) under the 16 parameter tensors, with the storage
-    boundaries bnd (Boundaries; default none): encoder sum, LayerNorm outputs, linear-layer outputs
-    after the bias (matmul=True), attention scores and probabilities, GELU output, residual sums."""
+    boundaries bnd (Boundaries or TcastBoundaries; default none): encoder sum, LayerNorm outputs,
+    linear-layer outputs after the bias (matmul=True), attention scores and probabilities, GELU output,
+    residual sums; the linear layers and the LM head run through bnd.linear and bnd.lm_head."""
     wte, wpe, ln1w, ln1b, qkvw, qkvb, apw, apb, ln2w, ln2b, fcw, fcb, fpw, fpb, lnfw, lnfb = params
     x = bnd(wte[idx] + wpe[:idx.shape[1]], "encoder")
     for l in range(ln1w.shape[0]):
         h = bnd(layernorm(x, ln1w[l], ln1b[l]), "ln1")
-        a = attention(bnd(h @ qkvw[l].T + qkvb[l], "qkv", matmul=True), NH, bnd)
-        x = bnd(x + bnd(a @ apw[l].T + apb[l], "attproj", matmul=True), "residual1")
+        a = attention(bnd(bnd.linear(h, qkvw[l], qkvb[l]), "qkv", matmul=True), NH, bnd)
+        x = bnd(x + bnd(bnd.linear(a, apw[l], apb[l]), "attproj", matmul=True), "residual1")
         h = bnd(layernorm(x, ln2w[l], ln2b[l]), "ln2")
-        u = bnd(gelu_tanh(bnd(h @ fcw[l].T + fcb[l], "fc", matmul=True)), "gelu")
-        x = bnd(x + bnd(u @ fpw[l].T + fpb[l], "fcproj", matmul=True), "residual2")
-    return bnd(LMHead.apply(bnd(layernorm(x, lnfw, lnfb), "lnf"), wte), "logits", matmul=True)
+        u = bnd(gelu_tanh(bnd(bnd.linear(h, fcw[l], fcb[l]), "fc", matmul=True)), "gelu")
+        x = bnd(x + bnd(bnd.linear(u, fpw[l], fpb[l]), "fcproj", matmul=True), "residual2")
+    return bnd(bnd.lm_head(bnd(layernorm(x, lnfw, lnfb), "lnf"), wte), "logits", matmul=True)
 
 
 def loss_fn(logits, targets, V, bnd=NO_BOUNDARIES):
@@ -313,10 +615,11 @@ def loss_fn(logits, targets, V, bnd=NO_BOUNDARIES):
 
 def reference(weights, x, y, cfg, args, sf16="none"):
     """Logits, loss, gradients and grad norm at weights, then the losses of args.steps AdamW steps,
-    under the SF16 mode sf16. Step 0 starts from the same weights, so its forward and backward are
-    the initial ones (computed once; the gradients are copied before clipping)."""
+    under the mode sf16 (STATE_MODES: an SF16 mode, or "tcast" for TCAST_PLAN). Step 0 starts from the
+    same weights, so its forward and backward are the initial ones (computed once; the gradients are
+    copied before clipping)."""
     dtype, device = getattr(torch, args.dtype), torch.device(args.device)
-    bnd = Boundaries(sf16)
+    bnd = make_boundaries(sf16)
     p = [w.to(device, dtype).clone().requires_grad_(True) for w in weights]
     groups = [{"params": [q for n, q in zip(NAMES, p) if n in DECAY], "weight_decay": args.weight_decay},
               {"params": [q for n, q in zip(NAMES, p) if n not in DECAY], "weight_decay": 0.0}]
@@ -361,6 +664,9 @@ def parse_args(argv):
                          "instead of the fp32 and bf16 states")
     ap.add_argument("--sf16-states", action="store_true",
                     help="write every state: fp32, bf16, and the SF16 states q115 and q115_tf")
+    ap.add_argument("--tcast-states", action="store_true",
+                    help="also write the TensorCast state gpt2_ref_debug_state_tcast.bin (header word 14 = 3): "
+                         "the bf16 weights under the fixed cast plan TCAST_PLAN (= test_gpt2.cu's)")
     args = ap.parse_args(argv)
     for name in ("L", "C", "NH", "T", "maxT", "B", "V", "Vp"):
         if getattr(args, name) <= 0:
@@ -406,14 +712,16 @@ def main(argv=None):
     write_checkpoint(out("gpt2_ref_bf16.bin"), cfg, weights, bf16=True)
     print(f"config: L={cfg['L']} C={cfg['C']} NH={cfg['NH']} maxT={cfg['maxT']} V={cfg['V']} Vp={cfg['Vp']} "
           f"B={args.B} T={args.T} init={source} device={args.device} dtype={args.dtype} "
-          f"sf16={'all' if args.sf16_states else args.sf16}")
+          f"sf16={'all' if args.sf16_states else args.sf16} tcast={'yes' if args.tcast_states else 'no'}")
+    if args.tcast_states:
+        print(f"tcast plan: --cast {TCAST_PLAN['cast']} --cast-gemm {TCAST_PLAN['cast_gemm']} "
+              f"--cast-lm-head {TCAST_PLAN['lm_head']}")
     print(f"parameters: {num_params(cfg)}")
-    # (tag, weights, bf16 weights, SF16 mode, file); SF16 stores BF16, so its states start from the bf16 weights
+    # (tag, weights, bf16 weights, mode, file); SF16 and TCAST store BF16, so their states start from the bf16 weights
     runs = [("fp32", weights, False, "none", "gpt2_ref_debug_state.bin"),
             ("bf16", weights_bf16, True, "none", "gpt2_ref_debug_state_bf16.bin")]
-    runs += [(m, weights_bf16, True, m, f"gpt2_ref_debug_state_{m}.bin") for m in SF16_MODES if m != "none"]
-    if not args.sf16_states:
-        runs = [r for r in runs if r[3] == args.sf16]
+    runs += [(m, weights_bf16, True, m, f"gpt2_ref_debug_state_{m}.bin") for m in STATE_MODES if m != "none"]
+    runs = [r for r in runs if (args.tcast_states if r[3] == "tcast" else args.sf16_states or r[3] == args.sf16)]
     written = ["gpt2_ref.bin", "gpt2_ref_bf16.bin"]
     for tag, w, bf16, sf16, name in runs:
         t1 = time.time()

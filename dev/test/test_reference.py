@@ -1,6 +1,7 @@
 """Tests of dev/reference/gpt2_reference.py on small shapes and a synthetic token shard."""
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -14,12 +15,14 @@ SCRIPT = os.path.join(REPO, "dev", "reference", "gpt2_reference.py")
 REAL_SHARD = os.path.join(REPO, "data", "tinyshakespeare", "tiny_shakespeare_val.bin")
 sys.path.insert(0, os.path.dirname(SCRIPT))
 import gpt2_reference as ref  # noqa: E402
+import tcast_ref  # noqa: E402
 
 SMALL = dict(L=2, C=64, NH=4, T=16, maxT=16, B=2, V=300, Vp=384)
 STEPS = 10
-# (debug state file, header word 13 = bf16 weights, word 14 = SF16 mode 0 none / 1 q115 / 2 q115_tf)
+# (debug state file, header word 13 = bf16 weights, word 14 = mode 0 none / 1 q115 / 2 q115_tf / 3 tcast)
 STATES = [("gpt2_ref_debug_state.bin", 0, 0), ("gpt2_ref_debug_state_bf16.bin", 1, 0),
-          ("gpt2_ref_debug_state_q115.bin", 1, 1), ("gpt2_ref_debug_state_q115_tf.bin", 1, 2)]
+          ("gpt2_ref_debug_state_q115.bin", 1, 1), ("gpt2_ref_debug_state_q115_tf.bin", 1, 2),
+          ("gpt2_ref_debug_state_tcast.bin", 1, 3)]
 Q115_MAX = 1 - 2 ** -15
 
 
@@ -155,7 +158,7 @@ def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("ref")
     shard = str(d / "synthetic.bin")
     write_shard(shard, np.random.default_rng(0).integers(0, SMALL["V"], 1000))
-    r = run_script(*small_args(shard, str(d)), "--sf16-states")
+    r = run_script(*small_args(shard, str(d)), "--sf16-states", "--tcast-states")
     assert r.returncode == 0, r.stderr
     return d, shard, r.stdout
 
@@ -496,3 +499,185 @@ def test_real_shard(tmp_path):
     assert r.returncode == 0, r.stderr
     _, st = np_read_state(tmp_path / "gpt2_ref_debug_state.bin")
     assert abs(st["loss"] - math.log(50257)) < 0.1
+
+
+# ---------------------------------------------------------------- TensorCast casts (--tcast-states)
+
+def bf16_np(a):
+    """Nearest bf16 values (ties to even) of a float array, as float32 (this file's rne_bf16)."""
+    return (rne_bf16(np.asarray(a, dtype=np.float32)).astype(np.uint32) << 16).view(np.float32)
+
+
+def cast_np(a, dtype, dim=-1, bf16_in=True, bf16_out=True):
+    """The trainer's cast of a stored tensor, written out with tcast_ref.vcast directly: float64 2-D array
+    -> float32 -> BF16 (bf16_in) -> vcast along dim -> BF16 (bf16_out) -> float64."""
+    a = np.asarray(a, dtype=np.float64).astype(np.float32)
+    out, _ = tcast_ref.vcast(bf16_np(a) if bf16_in else a, dtype, dim)
+    return (bf16_np(out) if bf16_out else out).astype(np.float64)
+
+
+def test_tcast_linear_matches_explicit():
+    """The operand-cast Function: forward, dgrad, wgrad and bias gradient equal explicit vcast + matmul
+    with each operand cast along the reduction dimension of its product (three different formats, so a
+    swapped operand or dimension shows); an operand without a cast enters unrounded."""
+    g = torch.Generator().manual_seed(11)
+    x = (torch.randn(2, 32, 64, generator=g, dtype=torch.float64) * 0.7).requires_grad_(True)
+    w = (torch.randn(96, 64, generator=g, dtype=torch.float64) * 0.05).requires_grad_(True)
+    b = (torch.randn(96, generator=g, dtype=torch.float64) * 0.1).requires_grad_(True)
+    up = torch.randn(2, 32, 96, generator=g, dtype=torch.float64)
+    cx, cw, cdy = "mxfp8e4", "mxfp6e2", "mxfp8e5"
+    y = ref.TcastLinear.apply(x, w, b, cx, cw, cdy)
+    (y * up).sum().backward()
+    X, W, DY = x.detach().numpy().reshape(64, 64), w.detach().numpy(), up.numpy().reshape(64, 96)
+    want_y = cast_np(X, cx) @ cast_np(W, cw).T + b.detach().numpy()
+    want_dx = cast_np(DY, cdy) @ cast_np(W, cw, 0)
+    want_dw = cast_np(DY, cdy, 0).T @ cast_np(X, cx, 0)
+    close = lambda a, e: np.allclose(a, e, rtol=1e-12, atol=1e-14)
+    assert y.shape == (2, 32, 96) and close(y.detach().numpy().reshape(64, 96), want_y)
+    assert close(x.grad.numpy().reshape(64, 64), want_dx)
+    assert close(w.grad.numpy(), want_dw)
+    assert close(b.grad.numpy(), DY.sum(0))  # the uncast dy
+    # the casts act, and differ by dimension
+    plain = X @ W.T + b.detach().numpy()
+    assert np.abs(want_y - plain).max() > 1e-3 * np.abs(plain).max()
+    assert not np.array_equal(cast_np(X, cx, 0), cast_np(X, cx, -1))
+    assert not np.array_equal(cast_np(W, cw, 0), cast_np(W, cw, -1))
+    # uncast operands: plain float64 values (no BF16 rounding)
+    y2 = ref.TcastLinear.apply(x.detach(), w.detach(), b.detach(), None, cw, None)
+    assert close(y2.numpy().reshape(64, 96), X @ cast_np(W, cw).T + b.detach().numpy())
+
+
+def attn_case(T, seed):
+    """(qkv (1, T, 3C) float64, NH, HS) for the attention tests: C = 64, two heads."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(1, T, 192, generator=g, dtype=torch.float64) * 1.5, 2, 32
+
+
+@pytest.mark.parametrize("T", [64, 48])
+def test_tcast_attention_sites(T):
+    """attn_scores / attn_probs: each query row cast along the keys with the future keys (and, for T = 48,
+    the positions up to the 64 of two 32-key groups) entering as 0: the recorded values equal that
+    explicit computation; the future entries are 0; making a future key huge changes neither the cast
+    scores, nor the probabilities, nor the output of any earlier query (without the zeroing it would
+    move the group scale of queries 32..39); the probabilities' backward is dS = P^ (dP - rowsum(P^ dP))."""
+    plan = ref.TcastPlan("attn_scores=mxfp8e4,attn_probs=mxfp6e2")
+    qkv, NH, HS = attn_case(T, 12)
+
+    def run(qkv):
+        record = []
+        out = ref.attention(qkv, NH, ref.TcastBoundaries(plan, record))
+        assert [n for n, _ in record] == ["attn_scores", "attn_probs"]
+        return out, record[0][1], record[1][1]
+
+    out, s_hat, p_hat = run(qkv)
+    q, k = qkv[..., :64].view(1, T, NH, HS).transpose(1, 2), qkv[..., 64:128].view(1, T, NH, HS).transpose(1, 2)
+    raw = (q @ k.transpose(-2, -1) / math.sqrt(HS)).numpy().reshape(-1, T)
+    future = np.triu(np.ones((T, T), dtype=bool), 1)
+    pad = lambda a: np.pad(np.where(np.tile(future, (NH, 1)), 0.0, a), ((0, 0), (0, -T % 32)))
+    want_s = cast_np(pad(raw), "mxfp8e4", bf16_in=False, bf16_out=False)[:, :T]
+    assert np.array_equal(s_hat.numpy().reshape(-1, T), want_s)
+    masked = torch.from_numpy(want_s).view(1, NH, T, T).masked_fill(torch.from_numpy(future), float("-inf"))
+    want_p = cast_np(pad(masked.softmax(-1).numpy().reshape(-1, T)), "mxfp6e2", bf16_in=False)[:, :T]
+    assert np.array_equal(p_hat.numpy().reshape(-1, T), want_p)
+    fut = torch.from_numpy(future).expand_as(s_hat)
+    assert not s_hat[fut].any() and not p_hat[fut].any()
+    assert not np.array_equal(want_s, np.where(np.tile(future, (NH, 1)), 0.0, raw))  # the cast acts
+    # causality: key 40 made huge
+    j = 40
+    qkv2 = qkv.clone()
+    qkv2[0, j, 64:128] *= 200
+    out2, s2, p2 = run(qkv2)
+    assert torch.equal(s2[..., :j, :], s_hat[..., :j, :]) and torch.equal(p2[..., :j, :], p_hat[..., :j, :])
+    assert torch.equal(out2[:, :j], out[:, :j]) and not torch.equal(out2[:, j:], out[:, j:])
+    raw2 = (q @ (qkv2[..., 64:128].view(1, T, NH, HS).transpose(1, 2)).transpose(-2, -1) / math.sqrt(HS)).numpy()
+    leak = lambda r: cast_np(np.pad(r.reshape(-1, T), ((0, 0), (0, -T % 32))), "mxfp8e4", bf16_in=False)
+    rows = [h * T + i for h in range(NH) for i in range(32, j)]
+    assert not np.array_equal(leak(raw2)[rows, 32:64], leak(raw)[rows, 32:64])  # the test can see a leak
+    # the probabilities' backward
+    s = masked.clone().requires_grad_(True)
+    up = torch.randn(1, NH, T, T, generator=torch.Generator().manual_seed(13), dtype=torch.float64)
+    p = ref.AttnProbsCast.apply(s, "mxfp6e2")
+    (p * up).sum().backward()
+    assert torch.allclose(s.grad, p.detach() * (up - (p.detach() * up).sum(-1, keepdim=True)), rtol=1e-13, atol=1e-15)
+
+
+def test_tcast_site_straight_through():
+    """A site cast is the BF16-stored value cast and stored again in BF16, with the gradient passing
+    straight through (the identity); the LM head output takes matmul_out then logits; a site the plan
+    does not cast, and the classifier, leave the tensor alone; an attn_scores cast passes every entry's
+    gradient straight through as well."""
+    plan = ref.TcastPlan("all=mxfp8e4,logits=mxfp6e3,gelu_out=e4m3_e")
+    g = torch.Generator().manual_seed(14)
+    x = (torch.randn(2, 8, 64, generator=g, dtype=torch.float64) * 3).requires_grad_(True)
+    w = torch.randn(2, 8, 64, generator=g, dtype=torch.float64)
+    bnd = ref.TcastBoundaries(plan)
+    for site, chain in [("gelu", ["e4m3_e"]), ("ln2", ["mxfp8e4"]), ("logits", ["mxfp8e4", "mxfp6e3"])]:
+        x.grad = None
+        y = bnd(x, site, matmul=site == "logits")
+        (y * w).sum().backward()
+        assert torch.equal(x.grad, w), site
+        want = x.detach().numpy().reshape(16, 64)
+        for dtype in chain:
+            want = cast_np(want, dtype)
+        assert np.array_equal(y.detach().numpy().reshape(16, 64), want), site
+        assert not np.array_equal(want, x.detach().numpy().reshape(16, 64))
+    assert bnd(x, "classifier") is x
+    assert ref.TcastBoundaries(ref.TcastPlan("gelu_out=mxfp8e4"))(x, "residual1") is x
+    s = torch.randn(1, 2, 32, 32, generator=g, dtype=torch.float64).requires_grad_(True)
+    up = torch.randn(1, 2, 32, 32, generator=g, dtype=torch.float64)
+    (bnd(s, "attn_scores") * up).sum().backward()
+    assert torch.equal(s.grad, up)
+
+
+def test_tcast_plan():
+    """Plan texts as the trainer parses them: `all`, later entries win, any case; what it refuses; and the
+    fixed plan is the one test_gpt2.cu builds (the texts compared)."""
+    p = ref.TcastPlan(**ref.TCAST_PLAN)
+    assert p.site == {"encoder_out": "mxfp8e4"} and p.op == {"w": "mxfp8e4"} and p.lm_head == 0
+    p = ref.TcastPlan("all=mxfp8e4,LOGITS=bfloat16", "DY=e5m2")
+    assert sorted(p.site) == sorted(ref.TCAST_SITES) and p.site["logits"] == "bfloat16" and p.op == {"dy": "e5m2"}
+    for kw, what in [(dict(cast="nosuch=mxfp8e4"), "unknown site"), (dict(cast_gemm="z=mxfp8e4"), "unknown operand"),
+                     (dict(cast="matmul_out"), "KEY=DTYPE"), (dict(cast="matmul_out=e4m3fn_e8m0_t32d-1"), "dY"),
+                     (dict(cast="gelu_out=mxfp8e4@stochastic"), "stochastic"), (dict(cast="attn_scores=e4m3_e"), "attention"),
+                     (dict(cast="attn_probs=e4m3fn_e8m0_t128"), "attention"), (dict(cast="all=nosuch"), "nosuch"),
+                     (dict(lm_head=1), "--cast-lm-head")]:
+        with pytest.raises(ValueError, match=what):
+            ref.TcastPlan(**kw)
+    src = open(os.path.join(REPO, "test_gpt2.cu")).read()
+    tcast_block = src[src.index("#elif defined(ENABLE_TCAST)"):]
+    text = lambda name: "".join(re.findall(r'"([^"]*)"', re.search(name + r"\s*=\s*([^;]*);", tcast_block).group(1)))
+    assert text("TCAST_TEST_CAST") == ref.TCAST_PLAN["cast"]
+    assert text("TCAST_TEST_CAST_GEMM") == ref.TCAST_PLAN["cast_gemm"]
+    assert int(re.search(r"TCAST_TEST_LM_HEAD\s*=\s*(\d+);", tcast_block).group(1)) == ref.TCAST_PLAN["lm_head"]
+
+
+def test_tcast_state(run):
+    """The TensorCast state: mode 3 on the bf16 weights (test_debug_state); its logits and loss equal a
+    recomputation under the fixed plan from the bf16 checkpoint, whose recorded encoder output is on the
+    MXFP8 grid; it is apart from the uncast bf16 state by a cast-sized amount (neither BF16 noise nor a
+    broken model)."""
+    d, shard, _ = run
+    tokens = np.fromfile(shard, dtype="<u2", offset=1024).astype(np.int64)
+    BT = SMALL["B"] * SMALL["T"]
+    x = torch.from_numpy(tokens[:BT]).view(SMALL["B"], SMALL["T"])
+    y = torch.from_numpy(tokens[1:BT + 1]).view(SMALL["B"], SMALL["T"])
+    _, t16 = np_read_checkpoint(d / "gpt2_ref_bf16.bin")
+    params = [torch.from_numpy(ref.bf16_to_f32(t).astype(np.float64)).reshape(s) for t, s in zip(t16, ref.shapes(SMALL))]
+    head, st = np_read_state(d / "gpt2_ref_debug_state_tcast.bin")
+    assert head[13] == 1 and head[14] == 3
+    record = []
+    bnd = ref.make_boundaries("tcast")
+    bnd.record = record
+    logits = ref.forward(params, x, SMALL["NH"], bnd)
+    assert np.array_equal(logits[..., :SMALL["V"]].numpy().astype(np.float32), st["logits"])
+    assert abs(ref.loss_fn(logits, y, SMALL["V"], bnd).item() - st["loss"]) < 1e-6
+    enc = record[0][1].numpy().reshape(BT, SMALL["C"])
+    assert record[0][0] == "encoder" and np.array_equal(cast_np(enc, "mxfp8e4"), enc)
+    plain_enc = (params[0][x] + params[1][:SMALL["T"]]).numpy().reshape(BT, SMALL["C"])
+    assert not np.array_equal(enc, plain_enc)
+    _, plain = np_read_state(d / "gpt2_ref_debug_state_bf16.bin")
+    rel = lambda a, b: np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b)
+    assert 1e-2 < rel(st["logits"], plain["logits"]) < 0.3
+    g_rel = rel(np.concatenate(st["grads"]), np.concatenate(plain["grads"]).astype(np.float64))
+    assert 1e-2 < g_rel < 0.5
+    assert abs(st["loss"] - plain["loss"]) < 0.05 and st["losses"][-1] < plain["losses"][0] - 0.5
