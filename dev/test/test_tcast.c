@@ -16,21 +16,9 @@
 #include "llmc/numerics/bf16.h"
 #include "llmc/numerics/tcast.h"
 
-static uint32_t f2u(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
-static float u2f(uint32_t u) {
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
 // Bitwise equality, with any NaN equal to any NaN.
 static int same(float a, float b) {
-    return (isnan(a) && isnan(b)) || f2u(a) == f2u(b);
+    return (isnan(a) && isnan(b)) || tcast_f32_bits(a) == tcast_f32_bits(b);
 }
 
 // Test-local xorshift64* generator (independent of the header's random bits).
@@ -63,7 +51,7 @@ static int cast(const char* text, const float* x, float* y, int rows, int cols, 
 // Checks y[i] == want[i] bitwise (NaN: any NaN) for i < n.
 static void check_bits(const char* what, const float* y, const float* want, int n) {
     for (int i = 0; i < n; i++)
-        CHECK(same(y[i], want[i]), "%s [%d]: got %a (0x%08x), want %a (0x%08x)", what, i, y[i], f2u(y[i]), want[i], f2u(want[i]));
+        CHECK(same(y[i], want[i]), "%s [%d]: got %a (0x%08x), want %a (0x%08x)", what, i, y[i], tcast_f32_bits(y[i]), want[i], tcast_f32_bits(want[i]));
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -240,14 +228,14 @@ static float rand_f32(int elo, int ehi) {
     uint32_t sign = (uint32_t)(r & 1) << 31;
     int kind = (int)((r >> 1) % 16);
     int e = elo + (int)((r >> 8) % (uint64_t)(ehi - elo + 1));
-    if (kind == 0) return u2f(sign);
-    if (kind == 1) return u2f(sign | (uint32_t)((r >> 20) & 0x7FFFFF) | 1u);  // subnormal
+    if (kind == 0) return tcast_f32_from_bits(sign);
+    if (kind == 1) return tcast_f32_from_bits(sign | (uint32_t)((r >> 20) & 0x7FFFFF) | 1u);  // subnormal
     if (kind < 6) {                                                          // few bits: (odd < 64) * 2^(e - 6)
         double v = ldexp((double)(((r >> 20) % 64) | 1), e - 6);
         return sign ? -(float)v : (float)v;
     }
     if (e < -126) e = -126;
-    return u2f(sign | (uint32_t)(e + 127) << 23 | (uint32_t)((r >> 32) & 0x7FFFFF));
+    return tcast_f32_from_bits(sign | (uint32_t)(e + 127) << 23 | (uint32_t)((r >> 32) & 0x7FFFFF));
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -563,10 +551,10 @@ static void test_mxfp8e4_tiles(void) {
     // row 5: float32 subnormal inputs: amax 2^-140 -> s = -148, raised to -127 -> y = x * 2^127 <
     // 2^-12: all flush to zero (E4M3FN subnormal quantum 2^-9), signs kept
     for (int c = 0; c < C; c++) {
-        x[5 * C + c] = u2f((uint32_t)(c + 1) << 4 | ((c & 1) ? 0x80000000u : 0u));
+        x[5 * C + c] = tcast_f32_from_bits((uint32_t)(c + 1) << 4 | ((c & 1) ? 0x80000000u : 0u));
         want[5 * C + c] = (c & 1) ? -0.0f : 0.0f;
     }
-    x[5 * C] = u2f(0x200);  // 2^-140
+    x[5 * C] = tcast_f32_from_bits(0x200);  // 2^-140
     // row 6: FLT_MAX: s = 127 - 8 = 119, y = 511.99997 -> 512 > 448: saturates to 448 * 2^119
     x[6 * C] = FLT_MAX;
     want[6 * C] = 0x1.Cp127f;
@@ -599,7 +587,7 @@ static void test_mxfp8e4_tiles(void) {
     // @midmax with FLT_MAX: s = 120, y = 255.99998 -> 256, times 2^120 = 2^128: Inf after the final
     // float32 rounding (section 4a)
     xm[0] = FLT_MAX;
-    if (cast("mxfp8e4@midmax", xm, ym, 2, C, -1, 0, NULL) == 0) CHECK(f2u(ym[0]) == 0x7F800000u, "midmax FLT_MAX: %a", ym[0]);
+    if (cast("mxfp8e4@midmax", xm, ym, 2, C, -1, 0, NULL) == 0) CHECK(tcast_f32_bits(ym[0]) == 0x7F800000u, "midmax FLT_MAX: %a", ym[0]);
 
     // E5M2 elements keep float32 subnormals: amax 2^-140 -> s = -127, y = x * 2^127 on the E5M2
     // subnormal grid 2^-16 = 64 * 2^-22: 2^-140 exact; 48 ulps -> t = 0.75 -> 64; 32 ulps: tie -> 0;
@@ -609,8 +597,8 @@ static void test_mxfp8e4_tiles(void) {
     uint32_t in[] = {0x200, 48, 32, 96, 0x80000000u | 48};
     uint32_t out[] = {0x200, 64, 0, 128, 0x80000000u | 64};
     for (int i = 0; i < 5; i++) {
-        xs[i] = u2f(in[i]);
-        ws[i] = u2f(out[i]);
+        xs[i] = tcast_f32_from_bits(in[i]);
+        ws[i] = tcast_f32_from_bits(out[i]);
     }
     if (cast("mxfp8e5", xs, ys, 1, C, -1, 0, NULL) == 0) check_bits("mxfp8e5 subnormals", ys, ws, C);
 
@@ -668,11 +656,11 @@ static void test_round_modes(void) {
     TcastNumberSpec f;
     tcast_parse_number("e4m3fn", &f, NULL, 0);
     unsigned fl;
-    float a = tcast_cast_element(&f, u2f(1), TCAST_ROUND_STOCHASTIC, 0u, &fl);
-    float b = tcast_cast_element(&f, u2f(1), TCAST_ROUND_STOCHASTIC, 1u, NULL);
-    CHECK(a == 0x1p-9f && fl == 0 && f2u(b) == 0, "tiny stochastic: %a %a", a, b);
-    b = tcast_cast_element(&f, -u2f(1), TCAST_ROUND_STOCHASTIC, 1u, &fl);
-    CHECK(f2u(b) == 0x80000000u && fl == TCAST_FLAG_FLUSHED, "tiny stochastic flushed to -0: %a", b);
+    float a = tcast_cast_element(&f, tcast_f32_from_bits(1), TCAST_ROUND_STOCHASTIC, 0u, &fl);
+    float b = tcast_cast_element(&f, tcast_f32_from_bits(1), TCAST_ROUND_STOCHASTIC, 1u, NULL);
+    CHECK(a == 0x1p-9f && fl == 0 && tcast_f32_bits(b) == 0, "tiny stochastic: %a %a", a, b);
+    b = tcast_cast_element(&f, -tcast_f32_from_bits(1), TCAST_ROUND_STOCHASTIC, 1u, &fl);
+    CHECK(tcast_f32_bits(b) == 0x80000000u && fl == TCAST_FLAG_FLUSHED, "tiny stochastic flushed to -0: %a", b);
     // f = 3/4 exactly: up iff u < 3 * 2^30
     a = tcast_cast_element(&f, 1.09375f, TCAST_ROUND_STOCHASTIC, 3u << 30, NULL);       // 1 + 0.75 / 8
     b = tcast_cast_element(&f, 1.09375f, TCAST_ROUND_STOCHASTIC, (3u << 30) - 1, NULL);
@@ -714,7 +702,7 @@ static void test_int_float_scale(void) {
     for (int i = 0; i < 32; i++) xt[i] = (i & 1) ? -0.0f : 0.0f;
     memset(&st, 0, sizeof(st));
     if (cast("int8_f32", xt, yt, 1, 32, -1, 0, &st) == 0)
-        for (int i = 0; i < 32; i++) CHECK(f2u(yt[i]) == 0, "zero scale [%d]: %a", i, yt[i]);
+        for (int i = 0; i < 32; i++) CHECK(tcast_f32_bits(yt[i]) == 0, "zero scale [%d]: %a", i, yt[i]);
     CHECK(st.hist[TCAST_HIST_UNDER] == 1, "zero scale in under");
     // round modes on exact ties of the integer grid: scale 1 (amax 127), 2.5 and -0.5
     for (int i = 0; i < 32; i++) xt[i] = 0.0f;
@@ -859,7 +847,7 @@ static void test_sparsity(void) {
     float xp[4] = {1000, 900, -800, 1}, yp[4];
     memset(&st, 0, sizeof(st));
     if (cast("e4m3fn_e8m0@1:4", xp, yp, 1, 4, -1, 0, &st) == 0)
-        CHECK(yp[0] == 896 && f2u(yp[1]) == 0 && f2u(yp[2]) == 0 && f2u(yp[3]) == 0, "1:4: %a %a", yp[0], yp[2]);
+        CHECK(yp[0] == 896 && tcast_f32_bits(yp[1]) == 0 && tcast_f32_bits(yp[2]) == 0 && tcast_f32_bits(yp[3]) == 0, "1:4: %a %a", yp[0], yp[2]);
     CHECK(st.saturated == 1 && st.flushed == 0, "1:4 stats %lld %lld", st.saturated, st.flushed);
 }
 
@@ -890,7 +878,7 @@ static void test_stochastic(void) {
             cast(types[t], m, c, 4, 64, -1, 1235, NULL))
             continue;
         int differ = 0;
-        for (int i = 0; i < 4 * 64; i++) differ += f2u(a[i]) != f2u(c[i]);
+        for (int i = 0; i < 4 * 64; i++) differ += tcast_f32_bits(a[i]) != tcast_f32_bits(c[i]);
         CHECK(memcmp(a, b, sizeof(a)) == 0 && differ > 4 * 64 / 20, "%s: reproducible, %d differ for another seed", types[t], differ);
     }
     // the index is the row-major one whatever dim is: an E2M1 tensor cast along either dimension
@@ -914,17 +902,17 @@ static void test_unscaled(void) {
     int bad = 0, badbf = 0;
     for (int i = 0; i < 200000; i++) {
         uint32_t u = (uint32_t)rng_next();
-        float x = u2f(u);
+        float x = tcast_f32_from_bits(u);
         if (!isfinite(x)) continue;
-        for (int m = 0; m < 4; m++) bad += f2u(tcast_cast_element(&f32, x, (TcastRound)m, (uint32_t)rng_next(), NULL)) != u;
+        for (int m = 0; m < 4; m++) bad += tcast_f32_bits(tcast_cast_element(&f32, x, (TcastRound)m, (uint32_t)rng_next(), NULL)) != u;
         // bfloat16 @even is RNE to bf16 (bf16.h) wherever that does not overflow
         uint16_t h = bf16_from_float(x);
-        if ((h & 0x7FFF) < 0x7F80) badbf += f2u(tcast_cast_element(&bf, x, TCAST_ROUND_EVEN, 0, NULL)) != (uint32_t)h << 16;
+        if ((h & 0x7FFF) < 0x7F80) badbf += tcast_f32_bits(tcast_cast_element(&bf, x, TCAST_ROUND_EVEN, 0, NULL)) != (uint32_t)h << 16;
     }
     CHECK(bad == 0, "float32 identity: %d differ", bad);
     CHECK(badbf == 0, "bfloat16 vs bf16_from_float: %d differ", badbf);
     // values past bfloat16's max saturate (section 1.3, every mode), Inf stays Inf (ieee)
-    CHECK(f2u(tcast_cast_element(&bf, FLT_MAX, TCAST_ROUND_EVEN, 0, NULL)) == 0x7F7F0000u, "bf16 FLT_MAX saturates");
+    CHECK(tcast_f32_bits(tcast_cast_element(&bf, FLT_MAX, TCAST_ROUND_EVEN, 0, NULL)) == 0x7F7F0000u, "bf16 FLT_MAX saturates");
     unsigned fl;
     tcast_cast_element(&bf, -FLT_MAX, TCAST_ROUND_EVEN, 0, &fl);
     CHECK(fl == TCAST_FLAG_SATURATED, "bf16 FLT_MAX flag");
@@ -934,12 +922,12 @@ static void test_unscaled(void) {
         float x;
         uint32_t want;
     } inf[] = {{&f32, INFINITY, 0x7F800000u}, {&bf, -INFINITY, 0xFF800000u}, {&e5, INFINITY, 0x7F800000u},
-               {&e4, INFINITY, f2u(448.0f)},  {&e4, -INFINITY, f2u(-448.0f)}, {&e4z, -INFINITY, f2u(-240.0f)},
-               {&e8fn, INFINITY, 0x7F800000u}, {&e4, 1e6f, f2u(448.0f)},      {&e5, -1e6f, f2u(-57344.0f)},
+               {&e4, INFINITY, tcast_f32_bits(448.0f)},  {&e4, -INFINITY, tcast_f32_bits(-448.0f)}, {&e4z, -INFINITY, tcast_f32_bits(-240.0f)},
+               {&e8fn, INFINITY, 0x7F800000u}, {&e4, 1e6f, tcast_f32_bits(448.0f)},      {&e5, -1e6f, tcast_f32_bits(-57344.0f)},
                {&e4, -0.0f, 0x80000000u},     {&e4z, -0.0f, 0u},              {&e4z, -1e-9f, 0u},
-               {&e4, -1e-9f, 0x80000000u},    {&e4, 464.0f, f2u(448.0f)},     {&e4, 0x1.3p-7f, f2u(0x1.4p-7f)}};
+               {&e4, -1e-9f, 0x80000000u},    {&e4, 464.0f, tcast_f32_bits(448.0f)},     {&e4, 0x1.3p-7f, tcast_f32_bits(0x1.4p-7f)}};
     for (size_t i = 0; i < sizeof(inf) / sizeof(inf[0]); i++) {
-        uint32_t got = f2u(tcast_cast_element(inf[i].f, inf[i].x, TCAST_ROUND_EVEN, 0, &fl));
+        uint32_t got = tcast_f32_bits(tcast_cast_element(inf[i].f, inf[i].x, TCAST_ROUND_EVEN, 0, &fl));
         CHECK(got == inf[i].want, "case %zu: %a -> 0x%08x, want 0x%08x", i, inf[i].x, got, inf[i].want);
         CHECK(fl == 0 || isfinite(inf[i].x), "case %zu: Inf sets no flags", i);
     }
@@ -949,11 +937,11 @@ static void test_unscaled(void) {
     TcastNumberSpec tiny, tie;
     tcast_parse_number("e5m10b180", &tiny, NULL, 0);
     tcast_parse_number("e2m0b153fnuz", &tie, NULL, 0);
-    CHECK(f2u(tcast_cast_element(&tiny, 1.0f, TCAST_ROUND_EVEN, 0, &fl)) == 1u && fl == TCAST_FLAG_SATURATED, "e5m10b180 max");
-    CHECK(f2u(tcast_cast_element(&tiny, -3.0f, TCAST_ROUND_NEAREST, 0, NULL)) == 0x80000001u, "e5m10b180 -max");
-    CHECK(f2u(tcast_cast_element(&tie, 1.0f, TCAST_ROUND_EVEN, 0, &fl)) == 0u && fl == (TCAST_FLAG_SATURATED | TCAST_FLAG_FLUSHED),
+    CHECK(tcast_f32_bits(tcast_cast_element(&tiny, 1.0f, TCAST_ROUND_EVEN, 0, &fl)) == 1u && fl == TCAST_FLAG_SATURATED, "e5m10b180 max");
+    CHECK(tcast_f32_bits(tcast_cast_element(&tiny, -3.0f, TCAST_ROUND_NEAREST, 0, NULL)) == 0x80000001u, "e5m10b180 -max");
+    CHECK(tcast_f32_bits(tcast_cast_element(&tie, 1.0f, TCAST_ROUND_EVEN, 0, &fl)) == 0u && fl == (TCAST_FLAG_SATURATED | TCAST_FLAG_FLUSHED),
           "e2m0b153fnuz max ties to 0");
-    CHECK(isnan(tcast_cast_element(&e4, NAN, TCAST_ROUND_EVEN, 0, NULL)) && f2u(tcast_cast_element(&e5, -NAN, TCAST_ROUND_ZERO, 0, NULL)) == 0x7FC00000u,
+    CHECK(isnan(tcast_cast_element(&e4, NAN, TCAST_ROUND_EVEN, 0, NULL)) && tcast_f32_bits(tcast_cast_element(&e5, -NAN, TCAST_ROUND_ZERO, 0, NULL)) == 0x7FC00000u,
           "NaN -> canonical NaN");
     // through tcast_cast_host, with stats: Inf is not saturation, 1e6 is
     float x[6] = {INFINITY, -1e6f, 1e-9f, NAN, 0.0f, 300.0f}, y[6];
@@ -989,12 +977,12 @@ static void test_random_elements(void) {
         int bad = 0;
         for (int i = 0; i < 40000; i++) {
             int lo = f.emin - f.mbits - 3 < -149 ? -149 : f.emin - f.mbits - 3, hi = f.emax + 2 > 127 ? 127 : f.emax + 2;
-            float x = (i % 50 == 0) ? u2f((uint32_t)rng_next()) : rand_f32(lo, hi);  // some arbitrary bit patterns
+            float x = (i % 50 == 0) ? tcast_f32_from_bits((uint32_t)rng_next()) : rand_f32(lo, hi);  // some arbitrary bit patterns
             int m = i % 4;
             uint32_t u = (uint32_t)rng_next();
             float got = tcast_cast_element(&f, x, (TcastRound)m, u, NULL), want = ref_cast(x, &r, m, u);
             if (!same(got, want) && bad++ < 5)
-                CHECK(0, "%s mode %d: %a (0x%08x) -> %a, want %a", fmts[k].code, m, x, f2u(x), got, want);
+                CHECK(0, "%s mode %d: %a (0x%08x) -> %a, want %a", fmts[k].code, m, x, tcast_f32_bits(x), got, want);
         }
         CHECK(bad == 0, "%s: %d of 40000 elements differ", fmts[k].code, bad);
     }
