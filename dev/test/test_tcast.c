@@ -21,6 +21,15 @@ static int same(float a, float b) {
     return (isnan(a) && isnan(b)) || tcast_f32_bits(a) == tcast_f32_bits(b);
 }
 
+// A whole cast tensor y of x against the reference w, bit for bit: the first 3 differences printed,
+// then one check of the count.
+static void check_tensor_same(const char* text, int dim, const float* x, const float* y, const float* w, int n) {
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        if (!same(y[i], w[i]) && bad++ < 3) CHECK(0, "%s dim %d [%d]: %a -> %a, want %a", text, dim, i, x[i], y[i], w[i]);
+    CHECK(bad == 0, "%s dim %d: %d differ", text, dim, bad);
+}
+
 // Test-local xorshift64* generator (independent of the header's random bits).
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rng_next(void) {
@@ -1043,10 +1052,7 @@ static void test_random_exp_scaled(void) {
                     ref_exp_group(gx, gy, g, &f, c->sx, c->sb, midmax, mode, gu);
                     for (int j = 0; j < g; j++) w[idx[j]] = gy[j];
                 }
-            int bad = 0;
-            for (int i = 0; i < R * C; i++)
-                if (!same(y[i], w[i]) && bad++ < 3) CHECK(0, "%s dim %d [%d]: %a -> %a, want %a", text, dim, i, x[i], y[i], w[i]);
-            CHECK(bad == 0, "%s dim %d: %d differ", text, dim, bad);
+            check_tensor_same(text, dim, x, y, w, R * C);
         }
     }
 }
@@ -1113,10 +1119,7 @@ static void test_random_float_scaled(void) {
                     else ref_int_group(gx, gy, g, c->maxint, &S, mode, gu);
                     for (int j = 0; j < g; j++) w[idx[j]] = gy[j];
                 }
-            int bad = 0;
-            for (int i = 0; i < R * C; i++)
-                if (!same(y[i], w[i]) && bad++ < 3) CHECK(0, "%s dim %d [%d]: %a -> %a, want %a", text, dim, i, x[i], y[i], w[i]);
-            CHECK(bad == 0, "%s dim %d: %d differ", text, dim, bad);
+            check_tensor_same(text, dim, x, y, w, R * C);
         }
     }
 }
