@@ -116,6 +116,21 @@ static double ref_hook(double x) {
     else return (double)simulate_q115((float)x);
 }
 
+// Head (b, h) of a (B, T, 3C) qkv and a (B, T, C) dout as row-major (T, HS) float64 q, k, v and g = dO.
+static void gather_head(const std::vector<float>& qkv, const std::vector<float>& dout, const Shape& sh, int b, int h,
+                        std::vector<double>& q, std::vector<double>& k, std::vector<double>& v, std::vector<double>& g) {
+    const int T = sh.T, HS = sh.HS, C = sh.NH * sh.HS, C3 = 3 * C;
+    q.resize((size_t)T * HS), k.resize((size_t)T * HS), v.resize((size_t)T * HS), g.resize((size_t)T * HS);
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < HS; d++) {
+            const size_t r = ((size_t)b * T + t) * C3 + h * HS + d;
+            q[(size_t)t * HS + d] = qkv[r];
+            k[(size_t)t * HS + d] = qkv[r + C];
+            v[(size_t)t * HS + d] = qkv[r + 2 * C];
+            g[(size_t)t * HS + d] = dout[((size_t)b * T + t) * C + h * HS + d];
+        }
+}
+
 // Float64 reference for one (b, h): causal softmax attention and its gradient, with the hooks.
 // Outputs are T x HS (o, dq, dk, dv) and T (lse).
 //
@@ -136,17 +151,10 @@ static double ref_hook(double x) {
 static void reference_head(const std::vector<float>& qkv, const std::vector<float>& dout, const Shape& sh, int b, int h,
                            std::vector<double>& o, std::vector<double>& lse, std::vector<double>& dq,
                            std::vector<double>& dk, std::vector<double>& dv) {
-    const int T = sh.T, HS = sh.HS, C = sh.NH * sh.HS, C3 = 3 * C;
+    const int T = sh.T, HS = sh.HS;
     const double scale = 1.0 / sqrt((double)HS);
-    std::vector<double> q((size_t)T * HS), k((size_t)T * HS), v((size_t)T * HS), g((size_t)T * HS);
-    for (int t = 0; t < T; t++)
-        for (int d = 0; d < HS; d++) {
-            const size_t r = ((size_t)b * T + t) * C3 + h * HS + d;
-            q[(size_t)t * HS + d] = qkv[r];
-            k[(size_t)t * HS + d] = qkv[r + C];
-            v[(size_t)t * HS + d] = qkv[r + 2 * C];
-            g[(size_t)t * HS + d] = dout[((size_t)b * T + t) * C + h * HS + d];
-        }
+    std::vector<double> q, k, v, g;
+    gather_head(qkv, dout, sh, b, h, q, k, v, g);
     o.assign((size_t)T * HS, 0.0);
     lse.assign(T, 0.0);
     dq.assign((size_t)T * HS, 0.0);
@@ -974,19 +982,12 @@ static float bf(float x) { return to_float((floatX)x); }  // round to floatX (bf
 static void tc_reference_head(const std::vector<float>& qkv, const std::vector<float>& dout, const Shape& sh, int b, int h,
                               const TcConfig& cfg, uint64_t seed, std::vector<double>& o, std::vector<double>& oabs,
                               std::vector<double>& lse, std::vector<double>& dq, std::vector<double>& dk, std::vector<double>& dv) {
-    const int T = sh.T, HS = sh.HS, C = sh.NH * sh.HS, C3 = 3 * C, Tp = (T + 63) / 64 * 64;
+    const int T = sh.T, HS = sh.HS, Tp = (T + 63) / 64 * 64;
     const float scale_f = 1.0f / sqrtf((float)HS);
     const double scale = scale_f;
     const uint64_t rbase = ((uint64_t)b * sh.NH + h) * (uint64_t)T;
-    std::vector<double> q((size_t)T * HS), k((size_t)T * HS), v((size_t)T * HS), g((size_t)T * HS);
-    for (int t = 0; t < T; t++)
-        for (int d = 0; d < HS; d++) {
-            const size_t r = ((size_t)b * T + t) * C3 + h * HS + d;
-            q[(size_t)t * HS + d] = qkv[r];
-            k[(size_t)t * HS + d] = qkv[r + C];
-            v[(size_t)t * HS + d] = qkv[r + 2 * C];
-            g[(size_t)t * HS + d] = dout[((size_t)b * T + t) * C + h * HS + d];
-        }
+    std::vector<double> q, k, v, g;
+    gather_head(qkv, dout, sh, b, h, q, k, v, g);
     o.assign((size_t)T * HS, 0.0);
     oabs.assign((size_t)T * HS, 0.0);
     lse.assign(T, 0.0);
