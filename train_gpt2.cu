@@ -36,6 +36,7 @@ shard of the optimizer state); resuming needs the same number of ranks and is bi
 #include "llmc/logger.h"
 #include "llmc/rand.h"
 #include "llmc/mfu.h"
+#include "llmc/recompute_plan.h"
 #include "llmc/rendezvous.h"
 #include "llmc/model.cuh"
 #include "llmc/train_checkpoint.cuh"
@@ -117,10 +118,10 @@ struct GpuTrainOptions {
 #define GPU_TRAIN_NUM_FLAGS 10
 
 static int gpu_train_flags(GpuTrainOptions* o, CliFlag* flags) {
-    *o = GpuTrainOptions{0, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+    *o = GpuTrainOptions{0, RECOMPUTE_AUTO, 1, 1, 0, 0, 0, 0, 0, 0};
     const CliFlag f[GPU_TRAIN_NUM_FLAGS] = {
         {"-y", CLI_INT, &o->resume, "1 = resume from the newest checkpoint in -o", 0, 1, NULL},
-        {"-r", CLI_INT, &o->recompute, "recompute in backward: 0 none, 1 GELU, 2 GELU + LayerNorm", 0, 2, NULL},
+        {"-r", CLI_INT, &o->recompute, "recompute in backward: 0 none, 1 GELU, 2 GELU + LayerNorm, -1 = the least that fits in GPU memory", 0, 2, "-1"},
         {"-w", CLI_INT, &o->master_weights, "1 = keep fp32 master weights for AdamW", 0, 1, NULL},
         {"-ge", CLI_INT, &o->gelu_fusion, "1 = fuse GELU into the fc GEMM epilogue", 0, 1, NULL},
         {"-f", CLI_INT, &o->tf32, "1 = allow TF32 tensor cores for FP32 GEMMs (FP32 build)", 0, 1, NULL},
@@ -297,6 +298,22 @@ static void trainer_tensor_stats_setup(Trainer* t) {
            2 * t->opt.tensor_stats, t->tstats.csv_path);
 }
 
+// -r -1: the recompute level from the free device memory (llmc/recompute_plan.h), the same on every
+// rank (the highest any rank needs); printed with the numbers it came from. -r 0..2 is kept as given.
+static void trainer_choose_recompute(Trainer* t, const GPT2Config* config) {
+    if (t->opt.recompute != RECOMPUTE_AUTO) return;
+    size_t acts[RECOMPUTE_LEVELS], free_b, total_b;
+    for (int r = 0; r < RECOMPUTE_LEVELS; r++) acts[r] = gpt2_activation_bytes(config, t->tc.B, t->tc.T, r);
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    float level = (float)recompute_auto_level(acts, free_b, total_b);
+    multi_gpu_allreduce_host(&t->mg, &level, 1, 1, t->model.stream);
+    t->opt.recompute = (int)level;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    printf("recompute (-r -1): level %d: activations %.1f / %.1f / %.1f GiB at levels 0 / 1 / 2, %.1f GiB free of %.1f, "
+           "%.1f GiB kept in reserve\n", t->opt.recompute, acts[0] / gib, acts[1] / gib, acts[2] / gib, free_b / gib,
+           total_b / gib, recompute_reserve_bytes(total_b) / gib);
+}
+
 // Processes and GPU, model, data, resume; prints the configuration. After it the model is ready to train.
 static void trainer_setup(Trainer* t) {
     TrainConfig& tc = t->tc;
@@ -326,6 +343,7 @@ static void trainer_setup(Trainer* t) {
 #endif
     m->seed = (unsigned long long)tc.seed * 0x9E3779B97F4A7C15ull + 1;
     gemm_set_tf32(&m->gemm, t->opt.tf32);
+    trainer_choose_recompute(t, &config);
     gpt2_allocate_activations(m, tc.B, tc.T, t->opt.recompute, t->opt.gelu_fusion);
 #if defined(ENABLE_TCAST)
     gpt2_attach_tcast(m, &t->tcast_plan);

@@ -238,6 +238,19 @@ static inline float* gpt2_get_parameters(const GPT2* m) {
     return out;
 }
 
+// Bytes tensor i of sizes[] takes in the activation block (rounded up to 256 for alignment).
+static inline size_t activation_tensor_bytes(const size_t sizes[NUM_ACTIVATION_TENSORS], int i) {
+    return ceil_div_sz(sizes[i] * (ACTIVATION_IS_FLOAT[i] ? sizeof(float) : sizeof(floatX)), 256) * 256;
+}
+
+// Bytes of the activation block for micro-batch B x T at recompute level 0..2 (one cudaMalloc).
+static inline size_t gpt2_activation_bytes(const GPT2Config* c, int B, int T, int recompute) {
+    size_t sizes[NUM_ACTIVATION_TENSORS], bytes = 0;
+    activation_tensor_sizes(sizes, c, B, T, recompute);
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) bytes += activation_tensor_bytes(sizes, i);
+    return bytes;
+}
+
 // Allocate activations for micro-batch B x T (once; later calls may use any B*T within it).
 static inline void gpt2_allocate_activations(GPT2* m, int B, int T, int recompute, int gelu_fusion) {
     const GPT2Config* c = &m->config;
@@ -246,17 +259,16 @@ static inline void gpt2_allocate_activations(GPT2* m, int B, int T, int recomput
     m->T = T;
     m->recompute = recompute;
     m->gelu_fusion = gelu_fusion;
-    size_t sizes[NUM_ACTIVATION_TENSORS], bytes = 0;
+    size_t sizes[NUM_ACTIVATION_TENSORS];
     activation_tensor_sizes(sizes, c, B, T, recompute);
-    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++)
-        bytes += ceil_div_sz(sizes[i] * (ACTIVATION_IS_FLOAT[i] ? sizeof(float) : sizeof(floatX)), 256) * 256;
+    const size_t bytes = gpt2_activation_bytes(c, B, T, recompute);
     cudaCheck(cudaMalloc(&m->acts_memory, bytes));
     m->acts_bytes = bytes;
     void** ptrs = (void**)&m->acts;  // the struct is NUM_ACTIVATION_TENSORS pointers in order
     char* p = (char*)m->acts_memory;
     for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
         ptrs[i] = p;
-        p += ceil_div_sz(sizes[i] * (ACTIVATION_IS_FLOAT[i] ? sizeof(float) : sizeof(floatX)), 256) * 256;
+        p += activation_tensor_bytes(sizes, i);
     }
     size_t BT = (size_t)B * T;
     cudaCheck(cudaMalloc(&m->inputs, BT * sizeof(int)));

@@ -1,5 +1,6 @@
 /*
- * test_config.c - model descriptors, parameter sizes, config validation, LR schedulers.
+ * test_config.c - model descriptors, parameter sizes, config validation, LR schedulers, the
+ * automatic recompute level (-r -1).
  *   cc -std=gnu11 -O2 -Wall -Wextra -I. dev/test/test_config.c -lm -o /tmp/test_config && /tmp/test_config
  */
 #include <math.h>
@@ -7,6 +8,7 @@
 #include "dev/test/test_harness.h"
 #include "llmc/gpt2_config.h"
 #include "llmc/schedulers.h"
+#include "llmc/recompute_plan.h"
 
 static int close_to(float a, float b) {
     return fabsf(a - b) <= 1e-6f * fmaxf(1.0f, fabsf(b));
@@ -183,7 +185,25 @@ static void test_schedulers(void) {
     EXPECT_DIES(die_sched, "", "-k");
 }
 
+// -r -1: the smallest level whose activations leave the reserve free; 2 when nothing fits.
+static void test_recompute_auto(void) {
+    const size_t GiB = (size_t)1 << 30;
+    const size_t total = 80 * GiB;  // an H100: reserve = 15% = 12 GiB
+    CHECK(recompute_reserve_bytes(total) == (size_t)(0.15 * (double)total), "reserve of 80 GiB is 15%%");
+    CHECK(recompute_reserve_bytes(8 * GiB) == 4 * GiB, "reserve of 8 GiB is the 4 GiB minimum");
+    // d12 B=64 T=1024 on an H100, roughly: 26.6 / 22.1 / 20.9 GiB at levels 0 / 1 / 2, ~77 GiB free
+    const size_t d12[3] = {(size_t)(26.6 * GiB), (size_t)(22.1 * GiB), (size_t)(20.9 * GiB)};
+    CHECK(recompute_auto_level(d12, 77 * GiB, total) == 0, "d12 B=64 on 80 GiB: no recompute");
+    const size_t big[3] = {70 * GiB, 60 * GiB, 50 * GiB};
+    CHECK(recompute_auto_level(big, 77 * GiB, total) == 1, "77 free: 70+12 no, 60+12 yes -> 1");
+    CHECK(recompute_auto_level(big, 72 * GiB, total) == 1, "exactly 60+12 fits -> 1");
+    CHECK(recompute_auto_level(big, 72 * GiB - 1, total) == 2, "one byte less -> 2");
+    CHECK(recompute_auto_level(big, 40 * GiB, total) == 2, "nothing fits -> 2 (the allocation reports it)");
+    CHECK(recompute_auto_level(big, 20 * GiB, total) == 2, "free below the activations -> 2, no underflow");
+}
+
 int main(void) {
+    test_recompute_auto();
     test_descriptors();
     test_sizes();
     test_validate();

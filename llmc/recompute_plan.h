@@ -1,0 +1,47 @@
+/*
+ * recompute_plan.h - `-r -1` (the default): pick the recompute level from the memory the run needs
+ * against the memory the GPU has free.
+ *
+ * Recompute trades time for memory: level 1 keeps one (B,T,4C) GELU output instead of L of them and
+ * recomputes it in backward (a GELU pass per layer, ~2.6% of a d12 step on an H100); level 2 also
+ * recomputes the LayerNorm outputs. When everything fits, level 0 is simply faster. The choice is
+ * made once, before the activations are allocated, from cudaMemGetInfo's free bytes at that moment
+ * (parameters, gradients and AdamW state are already allocated then):
+ *
+ *   level = the smallest r in 0..2 with activation_bytes(r) + reserve <= free,
+ *   reserve = max(RECOMPUTE_RESERVE_FRACTION of the device's total memory, RECOMPUTE_RESERVE_MIN_BYTES)
+ *
+ * The reserve covers what is allocated after the activations or on the first step: the cuBLASLt
+ * workspace, the FP8 / TCFP-12 backends' code buffers (6.4 GB at d24 B=32), TensorCast scratch, NCCL
+ * buffers, and the allocator's granularity. If no level fits, 2 is chosen and the allocation itself
+ * reports the shortage. Numerics: level 0 hands the fcproj GEMMs the GELU output of the forward pass
+ * (with -ge 1 computed in the GEMM epilogue from the fp32 accumulator); level >= 1 recomputes it from
+ * the stored BF16 pre-activation, which can differ in the last bit. The level is printed at start-up
+ * and recorded in the numeric configuration line of the logs and state files; `-r 0|1|2` overrides.
+ */
+#ifndef LLMC_RECOMPUTE_PLAN_H
+#define LLMC_RECOMPUTE_PLAN_H
+
+#include <stddef.h>
+
+#define RECOMPUTE_AUTO (-1)
+#define RECOMPUTE_LEVELS 3
+#define RECOMPUTE_RESERVE_FRACTION 0.15
+#define RECOMPUTE_RESERVE_MIN_BYTES ((size_t)4 << 30)
+
+// Bytes kept free beyond the activations for a device of total_bytes (see the formula above).
+static inline size_t recompute_reserve_bytes(size_t total_bytes) {
+    size_t frac = (size_t)(RECOMPUTE_RESERVE_FRACTION * (double)total_bytes);
+    return frac > RECOMPUTE_RESERVE_MIN_BYTES ? frac : RECOMPUTE_RESERVE_MIN_BYTES;
+}
+
+// The recompute level for -r -1. acts_bytes[r]: the activation bytes at level r (non-increasing in r);
+// free_bytes / total_bytes: cudaMemGetInfo before the activations are allocated. Returns 0, 1 or 2.
+static inline int recompute_auto_level(const size_t acts_bytes[RECOMPUTE_LEVELS], size_t free_bytes, size_t total_bytes) {
+    const size_t reserve = recompute_reserve_bytes(total_bytes);
+    for (int r = 0; r < RECOMPUTE_LEVELS; r++)
+        if (acts_bytes[r] <= free_bytes && free_bytes - acts_bytes[r] >= reserve) return r;
+    return RECOMPUTE_LEVELS - 1;
+}
+
+#endif  // LLMC_RECOMPUTE_PLAN_H
