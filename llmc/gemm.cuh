@@ -141,7 +141,8 @@ struct GemmContext {
     size_t workspace_size;
     cublasComputeType_t compute_type;    // requested compute type, from gemm_default_compute_type()
     cudaStream_t stream;                 // every GEMM and kernel of this front runs here
-    int fuse_gelu;                       // 1: GELU / GELU' in the cuBLASLt epilogue when supported; 0: separate kernels
+    int fuse_gelu;                       // 1: GELU / GELU' in the cuBLASLt epilogue when supported (GELU' only where
+                                         // gemm_dgelu_fused_for says so); 0: separate kernels
     GemmPlan plans[GEMM_PLAN_CACHE_SIZE];
     int num_plans;
     unsigned long long heuristic_queries; // cublasLtMatmulAlgoGetHeuristic calls so far (caching check)
@@ -843,6 +844,17 @@ static inline void gemm_gelu_apply(floatX* out, floatX* pre, size_t n, cudaStrea
     cudaCheckLaunch();
 }
 
+// Per-shape choice of the GELU' epilogue (with ctx->fuse_gelu): whether the dinp GEMM of width C (the
+// fc-proj layer's input width, 4 x channels) takes the cuBLASLt DGELU epilogue, or is a plain GEMM
+// followed by gemm_gelu_backward_kernel. Measured with dev/cuda/matmul.cu on an H100 (cuBLASLt 13.0,
+// doc/benchmarks.md "GELU epilogues per shape"): fused wins at C = 3072 (d12, N = 65536: 0.676 vs
+// 0.909 ms) and loses at C = 4096 (d24, N = 32768: 0.713 vs 0.661 ms, the heuristic's DGELU kernel
+// runs at 386 TFLOP/s against 709 for the plain GEMM). The forward GELU epilogue wins at both (0.616
+// vs 0.726, 0.473 vs 0.571 ms), so it stays fused. Numerics: fused, GELU' multiplies the fp32 product,
+// one rounding; separate, the product is rounded to floatX first, then multiplied and rounded again.
+#define GEMM_DGELU_FUSED_MAX_C 3072
+static inline bool gemm_dgelu_fused_for(int C) { return C <= GEMM_DGELU_FUSED_MAX_C; }
+
 // Linear layer forward (train_gpt2.c matmul_forward), on ctx->stream.
 //   inp (N, C), weight (OC, C), bias (OC) or NULL; row-major floatX.
 //   pre_gelu == NULL: out (N, OC) = inp · weightᵀ + bias                          (overwrites out)
@@ -901,6 +913,7 @@ void matmul_forward_logits(GemmContext* ctx, floatX* out, const floatX* inp, con
 //   dinp (N, C)     = dout · weight                   (OVERWRITES; skipped if dinp == NULL)
 //                     with pre_gelu: dinp = (dout · weight) ∘ gelu_tanh'(pre_gelu), where pre_gelu is the
 //                     pre-activation whose GELU produced `inp` (fused DGELU epilogue when ctx->fuse_gelu,
+//                     gemm_dgelu_fused_for(C),
 //                     C % 8 == 0 and available; else the rounded product is multiplied by a separate kernel)
 //   dweight (OC, C) += doutᵀ · inp                    (ACCUMULATES, beta = 1; skipped if NULL)
 //   dbias (OC)      += Σ_n dout[n, :]                 (ACCUMULATES; skipped if NULL)
@@ -920,7 +933,7 @@ void matmul_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* db
     bool dbias_done = false;
     const bool lowp = ctx->lowp && ctx->lowp->backward(ctx, dinp, dweight, dbias, &dbias_done, dout, inp, weight, N, C, OC);
     if (dinp) {
-        const bool fused = !lowp && pre_gelu != NULL && ctx->fuse_gelu && C % 8 == 0 &&
+        const bool fused = !lowp && pre_gelu != NULL && ctx->fuse_gelu && gemm_dgelu_fused_for(C) && C % 8 == 0 &&
                            gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, pre_gelu);
         if (!fused) {
             if (!lowp) gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, NULL);

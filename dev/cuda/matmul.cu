@@ -454,6 +454,10 @@ int main(int argc, char** argv) {
         {65536, 3072, 768, "d12 fc-proj (dinp gets the DGELU)"},
         {65536, 768, 768, "d12 attn-proj"},
         {8192, 768, 50304, "d12 lm head, padded V (B*T = 8192)"},
+        {32768, 1024, 3072, "d24 qkv (B*T = 32768)"},
+        {32768, 1024, 4096, "d24 fc (GELU)"},
+        {32768, 4096, 1024, "d24 fc-proj (dinp gets the DGELU)"},
+        {32768, 1024, 1024, "d24 attn-proj"},
     };
     check_argument_validation();
     int index = 0;
