@@ -6,6 +6,7 @@
 #   make train_gpt2cu test_gpt2cu  CUDA trainer and its test for the variant the flags select
 #   make cuda                      trainer, test and dev/cuda harnesses of that variant into build/<variant>/
 #   make cuda-dev                  compile the dev/cuda kernel harnesses (needs nvcc, no GPU)
+#   make kernel-gaps               CUPTI library measuring the idle gaps between kernels (dev/tools/kernel_gaps.cpp)
 #
 # Build variables (the only place they are mapped to macros is CUDA_MODE_FLAGS below; the macros
 # are interpreted only in llmc/precision.h):
@@ -75,6 +76,9 @@ MPI_LIB_GUESS := $(if $(MPI_HOME),$(MPI_HOME)/lib) $(shell mpicc --showme:libdir
   /usr/lib/x86_64-linux-gnu/openmpi/lib /opt/hpcx/ompi/lib $(SYS_LIB_DIRS)
 MPI_H := $(call first_file,$(MPI_INC_GUESS),mpi.h)
 MPI_SO := $(call first_file,$(MPI_LIB_GUESS),libmpi.so)
+# CUPTI (make kernel-gaps): in the toolkit's include/ and lib/, or extras/CUPTI/ in older layouts
+CUPTI_H := $(call first_file,$(CUDA_INC_DIRS) $(CUDA_HOME)/extras/CUPTI/include,cupti.h)
+CUPTI_SO := $(call find_so,cupti,$(CUDA_LIB_DIRS) $(CUDA_HOME)/extras/CUPTI/lib64 $(SYS_LIB_DIRS))
 
 HAVE_CUDA := $(if $(and $(NVCC),$(CUBLASLT_H),$(CUBLASLT_SO)),1,)
 # versions, for make info only (recursive: evaluated when printed)
@@ -177,6 +181,7 @@ info:
 	@echo "  cuBLASLt     $(or $(CUBLASLT_H),header not found) | $(or $(CUBLASLT_SO),library not found)$(if $(CUBLASLT_H), (headers $(CUBLAS_HDR_VERSION)))"
 	@echo "  NCCL         $(or $(NCCL_H),header not found) | $(or $(NCCL_SO),library not found)$(if $(NO_MULTI_GPU), (disabled: NO_MULTI_GPU=1))"
 	@echo "  MPI          $(or $(MPI_H),header not found) | $(or $(MPI_SO),library not found)$(if $(NO_USE_MPI), (disabled: NO_USE_MPI=1))"
+	@echo "  CUPTI        $(or $(CUPTI_H),header not found) | $(or $(CUPTI_SO),library not found)"
 	@echo "  CUDA variant $(VARIANT): $(strip $(CUDA_MODE_FLAGS)), sm_$(GPU_ARCH)"
 	@echo "  python       $(PYTHON)"
 
@@ -253,6 +258,21 @@ $(BUILD)/$(VARIANT)/dev/%: dev/cuda/%.cu $(CUDA_DEPS)
 	@test -n "$(HAVE_CUDA)" || { echo "error: nvcc and cuBLASLt are needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(NVCC_LDFLAGS) -o $@
+
+# Idle gaps between the kernels of a step: a CUPTI library loaded through CUDA_INJECTION64_PATH (usage
+# in dev/tools/kernel_gaps.cpp; rpath to the CUPTI it was built against) and the probe with a known
+# timeline that dev/tools/check_kernel_gaps.sh runs it on (on a GPU).
+.PHONY: kernel-gaps
+kernel-gaps: $(BUILD)/tools/libkernel_gaps.so $(BUILD)/tools/gap_probe
+$(BUILD)/tools/libkernel_gaps.so: dev/tools/kernel_gaps.cpp Makefile
+	@test -n "$(CUPTI_H)" -a -n "$(CUPTI_SO)" || { echo "error: CUPTI (cupti.h, libcupti.so) not found for $(CUDA_HOME) (see make info)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CXX) -O2 -std=c++17 -Wall -Wextra -fPIC -shared -fvisibility=hidden -pthread $(addprefix -I,$(dir $(CUPTI_H)) $(CUDA_INC_DIRS)) \
+	  $< $(call link_so,$(CUPTI_SO)) -Wl,-rpath,$(dir $(CUPTI_SO)) -o $@
+$(BUILD)/tools/gap_probe: dev/tools/gap_probe.cu Makefile
+	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) -Xcompiler -Wall,-Wextra $< -o $@
 
 # `make print-VAR` prints a variable (scripts ask e.g. HAVE_CUDA this way)
 print-%:
