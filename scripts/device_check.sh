@@ -4,7 +4,7 @@
 #   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg sf16
 #                                            sf16_curves mgpu mgpu_bench mgpu_lowp (NGPU GPUs, default 2) lowp
 #                                            lowp_curves lowp_knobs data tcast tcast_bench tcast_curves tstats
-#                                            sweep mgpu_net
+#                                            sweep mgpu_net speed gaps
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -146,6 +146,41 @@ if has_stage bench; then
         timeout 400 build/bf16/train_gpt2cu -e "$1" -b "$2" -t 1024 -x "$steps" -v 0 -s 0 -l 6e-4 \
             -i "data/gutenberg/gutenberg_train_*.bin" > "$log" 2>&1
         row "bench $1 B=$2 T=1024 bf16" "$(grep 'median step' "$log" | sed 's/median step //') $(grep -o 'device memory in use.*' "$log")"
+    done
+fi
+
+if has_stage speed; then
+    # BF16 step time of the speed issue, same lease: BASE_BIN (optional, e.g. the previous commit's
+    # build/bf16/train_gpt2cu) with its defaults, then this build with its defaults (-r -1, the per-shape
+    # GELU' epilogue) and with the old recompute default (-r 1)
+    steps=${BENCH_STEPS:-30}
+    for cfg in "d12 64" "d24 32"; do
+        set -- $cfg
+        runs=("new|build/bf16/train_gpt2cu|" "new -r 1|build/bf16/train_gpt2cu|-r 1")
+        [ -n "${BASE_BIN:-}" ] && runs=("base|$BASE_BIN|" "${runs[@]}")
+        for r in "${runs[@]}"; do
+            IFS='|' read -r name bin knobs <<< "$r"
+            log="$OUT/speed_$1_${name// /}.log"
+            # shellcheck disable=SC2086
+            timeout 300 "$bin" -e "$1" -b "$2" -t 1024 -x "$steps" -v 0 -s 0 -l 6e-4 -lg "$steps" $knobs \
+                -i "data/gutenberg/gutenberg_train_*.bin" > "$log" 2>&1
+            row "speed $1 B=$2 $name" "$(grep 'median step' "$log" | sed 's/median step //;s/ over.*//') $(grep -m1 -o 'recompute (-r -1): level [0-9]' "$log") $(grep -o 'gpu memory [0-9]*' "$log" | tail -n1) MiB"
+        done
+    done
+fi
+
+if has_stage gaps; then
+    # idle time between the kernels of a training step (CUPTI, dev/tools/kernel_gaps.cpp): the tool's own
+    # check on a known timeline first, then d12 B=64 and d24 B=32 with the default flags
+    dev/tools/check_kernel_gaps.sh > "$OUT/gaps_check.log" 2>&1
+    row "kernel_gaps self-check" "$(tail -n1 "$OUT/gaps_check.log")"
+    lib=$(realpath build/tools/libkernel_gaps.so)
+    for cfg in "d12 64" "d24 32"; do
+        set -- $cfg
+        log="$OUT/gaps_$1.log"
+        CUDA_INJECTION64_PATH=$lib KERNEL_GAPS_OUT="$OUT/gaps_$1.json" timeout 300 build/bf16/train_gpt2cu -e "$1" -b "$2" \
+            -t 1024 -x "${BENCH_STEPS:-30}" -v 0 -s 0 -l 6e-4 -i "data/gutenberg/gutenberg_train_*.bin" > "$log" 2>&1
+        row "gaps $1 B=$2" "$(grep -m1 -o 'idle = [0-9.]*% of the step' "$log") | $(grep 'median step' "$log" | sed 's/median step //;s/ over.*//')"
     done
 fi
 
