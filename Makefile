@@ -165,7 +165,7 @@ TOKENIZER := $(DATA)/gpt2_tokenizer.bin
 REF_DIR := $(BUILD)/ref
 REF_FILES := $(REF_DIR)/gpt2_ref.bin $(REF_DIR)/gpt2_ref_bf16.bin $(REF_DIR)/gpt2_ref_debug_state.bin $(REF_DIR)/gpt2_ref_debug_state_bf16.bin \
              $(REF_DIR)/gpt2_ref_debug_state_q115.bin $(REF_DIR)/gpt2_ref_debug_state_q115_tf.bin \
-             $(REF_DIR)/gpt2_ref_debug_state_tcast.bin
+             $(REF_DIR)/gpt2_ref_debug_state_tcast.bin $(REF_DIR)/gpt2_ref_debug_state_fp8.bin $(REF_DIR)/gpt2_ref_debug_state_tcfp12.bin
 
 # ---------------------------------------------------------------------------------------------
 # Targets
@@ -224,9 +224,9 @@ $(TS_VAL) $(TS_TRAIN) $(TOKENIZER) &: dev/data/tinyshakespeare.py dev/data/data_
 
 # PyTorch reference state (float64 compute) for test_gpt2 / test_gpt2cu.
 reference: $(REF_FILES)
-$(REF_FILES) &: dev/reference/gpt2_reference.py $(TS_VAL) | env-torch
+$(REF_FILES) &: dev/reference/gpt2_reference.py dev/reference/lowp_ref.py $(TS_VAL) | env-torch
 	@$(PYTHON) -c 'import torch' 2>/dev/null || { echo "error: $(PYTHON) has no PyTorch"; exit 1; }
-	$(PYTHON) dev/reference/gpt2_reference.py --data $(TS_VAL) --out-dir $(REF_DIR) --device cpu --sf16-states --tcast-states
+	$(PYTHON) dev/reference/gpt2_reference.py --data $(TS_VAL) --out-dir $(REF_DIR) --device cpu --sf16-states --tcast-states --lowp-states
 
 # Every host test; the last line of output is `N passed, N failed`.
 test: env-torch $(HOST_TEST_BINS) $(TCAST_CLI) $(BUILD)/cpu/test_gpt2 $(BUILD)/cpu/train_gpt2 $(REF_FILES) $(TOKENIZER)

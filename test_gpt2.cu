@@ -17,7 +17,8 @@ puts them: BF16 keeps 8 significant bits (unit roundoff 2^-9 = 2e-3; measured: l
 gradients <= 5.0e-3, step losses <= 1.4e-4), FP16 11 bits (7.8e-4, 7.6e-4, 5.3e-5), FP32 is limited
 by summation order and --use_fast_math intrinsics (9.2e-7, 6.7e-7, 1.2e-7).
 
-usage: test_gpt2cu [checkpoint debug_state]     (defaults under build/ref/, see above)
+usage: test_gpt2cu [checkpoint debug_state]     (defaults under build/ref/, see above; the TensorCast,
+FP8 and TCFP-12 builds take more states, see their sections)
 Ends with `N passed, N failed`; exit status 1 if anything failed.
 */
 #include <math.h>
@@ -72,16 +73,14 @@ static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_q115.bin";
 static const char* TCAST_TEST_CAST = "encoder_out=mxfp8e4";
 static const char* TCAST_TEST_CAST_GEMM = "w=mxfp8e4";
 static const int TCAST_TEST_LM_HEAD = 0;
-// PROVISIONAL tolerances, not yet measured on a GPU: set them to 3-4x the errors of the first H100 run
-// (this test prints them). Basis: a CPU proxy of this build (float32 arithmetic, BF16 storage of every
-// stored activation and gradient, fp32-level noise; it reproduces the BF16 build's measured errors:
-// logits 5.5e-3, gradients 5.1e-3 overall, 8.4e-3 per tensor at most) gives under this plan logits
-// 5.2e-3 to 1.0e-2, loss <= 1.5e-5, gradients 5.0e-3 to 7.1e-3 overall and 1.0e-2 per tensor at most,
-// step losses <= 4e-4 (the proxy gives 5.7e-4 where the BF16 build measures 1.4e-4): BF16-level, as
-// expected when the casts' inputs are shared (the lower numbers: no noise in the encoder's exact sum).
-static const double TOL_LOGITS = 2e-2, TOL_LOSS = 2e-4, TOL_GRAD = 3e-2, TOL_STEP = 1e-3;
+// Tolerances: 3-4x the errors of the first H100 run (2026-11-26, nvidia-h100-x1, build from f5cfd57+):
+// logits 5.2e-3, loss 2.5e-6, gradients 5.0e-3 per tensor at most (4.2e-3 dwte), step losses 8.2e-4 at
+// most (step 3; the casts turn fp32-level differences near a rounding boundary into whole quanta, so the
+// steps drift more than in the BF16 build's 1.4e-4). A CPU proxy (float32 arithmetic, BF16 storage of
+// every stored activation and gradient) had predicted logits 5.2e-3 to 1.0e-2 and gradients <= 1.0e-2.
+static const double TOL_LOGITS = 2e-2, TOL_LOSS = 1e-4, TOL_GRAD = 2e-2, TOL_STEP = 2.5e-3;
 // check_tcast_active: errors against the uncast reference / errors against the cast reference must
-// exceed this for the logits and for all gradients together (proxy: 5-9.6 and 6.5-9.3; PROVISIONAL).
+// exceed this for the logits and for all gradients together (H100: 9.5 and 12.7; proxy: 5-9.6 and 6.5-9.3).
 static const double TCAST_MIN_UNCAST_RATIO = 3.0;
 // check_tcast_grid's full plan: every site the trainer casts after storing a tensor, in formats that
 // differ between sites (a site cast to another site's format shows), the attention sites excepted (the
@@ -104,7 +103,8 @@ static void tcast_test_plan(TcastPlan* plan, const char* cast, const char* cast_
     tcast_plan_check_shapes(plan, cfg->channels, cfg->padded_vocab_size, B, T);
 }
 #elif GEMM_LOWP
-// FP8 / TCFP-12 builds against the BF16-weight reference (unquantized GEMMs): every linear layer's
+// FP8 / TCFP-12 builds, two references.
+// 1. The sanity bound: the BF16-weight reference (unquantized GEMMs). Every linear layer's
 // product carries the E4M3 quantization of its input (SNR about 28.5 dB, i.e. 3.8% relative, per
 // GEMM; llmc/gemm_fp8.cuh harness) and the gradients E5M2 (about 24 dB, 6%). The tolerances allow a few
 // such errors in sequence; FP8_MIN_LOGIT_ERR checks that the FP8 GEMMs really ran (the BF16 build's
@@ -112,6 +112,57 @@ static void tcast_test_plan(TcastPlan* plan, const char* cast, const char* cast_
 static const double TOL_LOGITS = 0.15, TOL_LOSS = 1e-2, TOL_GRAD = 0.3, TOL_STEP = 2e-2, FP8_MIN_LOGIT_ERR = 1e-2;
 static const char* DEFAULT_CKPT = "build/ref/gpt2_ref_bf16.bin";
 static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_bf16.bin";
+// 2. The quantized references (check_lowp_refs): gpt2_reference.py --lowp-states computes the same model
+// with each backend's recipe as build_model attaches it (LowpOptions{}: per-tensor current scaling with
+// power-of-two scales, X and W E4M3, dY E5M2, FP8 wgrad, LM head in BF16; TCFP-12: W = W_hi + W_lo of the
+// fp32 master weights, the W_lo GEMM first into the same BF16 output) and with this trainer's BF16
+// storage of every activation and activation gradient and its attention kernel (dev/reference/lowp_ref.py).
+// This build is compared with its own recipe's state (logits, loss, every gradient, step losses) at the
+// LOWP_TOL_* tolerances, and must be closer to it than to the other recipe's state by a margin, for the
+// logits and for all gradients together: (a) the L2 error against the other state over that against its
+// own exceeds LOWP_MIN_RATIO, and (b) its position on the line from the other state (0) to its own (1),
+// <a - other, own - other> / |own - other|^2, exceeds LOWP_MIN_POSITION. (b) is the robust one: the GPU's
+// own differences from the reference (below) are mostly orthogonal to the line between the recipes, so
+// they move the position little even where they shrink the ratio. A TCFP-12 build whose W_lo term were
+// lost computes the FP8 recipe exactly (dev/test/test_lowp_reference.py): in the proxy below at position
+// 0.03-0.22 with ratio 0.25-0.6, so it fails both, while it still passes the sanity bound above. (A build
+// whose GEMMs ran in BF16 fails FP8_MIN_LOGIT_ERR instead: the unquantized state sits at position 0.72 /
+// 0.70 (logits / gradients) towards TCFP-12 and 0.28 / 0.30 towards FP8.)
+// Error model. Both sides quantize the same BF16 tensors with the same power-of-two scales, yet the states
+// are not BF16-level references end to end: the GPU's fp32 summation orders and fast-math intrinsics
+// (~1e-6 relative; more if the FP8 tensor cores accumulate more coarsely) flip a BF16 rounding in a small
+// fraction of the stored values, every E4M3 / E5M2 quantization turns a one-ulp BF16 difference into a
+// whole FP8 step in about 1/16 / 1/32 of those (16 / 32 BF16 values per FP8 step), and with 8 quantized
+// GEMMs in series in the forward and 8 more (dgrad, E5M2 gradients) in the backward such differences grow
+// layer by layer towards re-drawn quantization noise. A CPU proxy of the GPU (dev/reference/lowp_proxy.py:
+// this reference's model in float32 with relative noise before every BF16 rounding but those of exact sums,
+// stochastically rounded BF16 parameters after each step; it reproduces the measured BF16 build against
+// its reference, logits 5.5e-3, and the FP8 / TCFP-12 builds against the unquantized one, 5.0e-2 / 3.55e-2
+// against 5.1e-2 / 3.6e-2 measured) gives, FP8 and TCFP-12 proxies, against the state of their own recipe
+// (`python3 dev/reference/lowp_proxy.py --noise N --recipes fp8,tcfp12`, 1-2 seeds per row):
+//   noise  logits          loss    grads all  worst tensor  steps     position logits, grads  L2 ratio
+//   0      1.6-1.8e-5      1e-7    1.2e-2     3.3-3.9e-2    5.9e-4    (float32 alone: the forward agrees)
+//   1e-6   1.2-1.4e-2      3e-5    2.8-3.0e-2 5.3-6.0e-2    7.2e-4    0.97, 0.88-0.90       4.0, 2.1
+//   1e-5   2.0-2.1e-2      6e-6    3.5e-2     6.2e-2        6.4e-4    0.93, 0.84            2.6, 1.75
+//   1e-4   3.0-3.1e-2      1.6e-5  3.9-4.1e-2 6.7-7.0e-2    8.0e-4    0.84, 0.78-0.79       1.75, 1.5
+//   1e-3   3.5e-2 (FP8)    2.6e-5  4.3e-2     6.9e-2        6.5e-4    0.80, 0.75            1.57, 1.41
+// and against the other recipe's state logits 5.4e-2, gradients 6.1e-2, worst tensor 9.6e-2, steps 1.1e-3
+// (the two states are 5.4e-2 / 6.1e-2 apart; FP8 5.0e-2 / 6.0e-2 and TCFP-12 3.55e-2 / 4.6e-2 from the
+// unquantized state). The differences saturate: at 1e-3, far beyond fp32 arithmetic, every check still
+// passes. The tolerances sit above the 1e-3 row and, for the logits, below the other recipe. The first H100
+// run (2026-11-26, nvidia-h100-x1) sits at the 1e-4 row: against its own state FP8 / TCFP-12 logits
+// 2.4e-2 / 3.1e-2, worst gradient tensor 6.6e-2 / 7.1e-2, steps 7.9e-4 / 8.9e-4; positions 0.91 / 0.84
+// (logits) and 0.81 / 0.78 (gradients), ratios 2.26 / 1.75 and 1.62 / 1.52. So these are not BF16-level
+// tolerances (the issue asked for them; the noise model above says why they cannot be) and their margins
+// are 1.3-2.5x, not 3x: a wider LOWP_TOL_LOGITS would pass the other recipe's state; the recipe check
+// (position, ratio) is what tells the recipes apart. The runs are bit-reproducible on one GPU and toolkit.
+// Step losses do not tell the recipes apart (10 AdamW steps blur them): LOWP_TOL_STEP only bounds them.
+// usage in these builds also: test_gpt2cu checkpoint debug_state fp8_state tcfp12_state.
+static const int LOWP_WORD_FP8 = 1, LOWP_WORD_TCFP12 = 2;  // debug-state header word 15 of the quantized states
+static const char* DEFAULT_FP8_STATE = "build/ref/gpt2_ref_debug_state_fp8.bin";
+static const char* DEFAULT_TCFP12_STATE = "build/ref/gpt2_ref_debug_state_tcfp12.bin";
+static const double LOWP_TOL_LOGITS = 4e-2, LOWP_TOL_LOSS = 1e-4, LOWP_TOL_GRAD = 0.1, LOWP_TOL_STEP = 2e-3;
+static const double LOWP_MIN_RATIO = 1.25, LOWP_MIN_POSITION = 0.6;
 #else
 static const double TOL_LOGITS = 2e-2, TOL_LOSS = 1e-4, TOL_GRAD = 2e-2, TOL_STEP = 5e-4;
 static const char* DEFAULT_CKPT = "build/ref/gpt2_ref_bf16.bin";
@@ -175,7 +226,7 @@ static void build_model(GPT2* m, const char* ckpt, int B, int T) {
 #endif
 }
 
-#if defined(ENABLE_TCAST)
+#if defined(ENABLE_TCAST) || GEMM_LOWP
 // ‖a − ref‖₂ / ‖ref‖₂ over n values (no pass/fail).
 static double rel_l2(const float* a, const float* ref, size_t n) {
     double d2 = 0.0, r2 = 0.0;
@@ -186,9 +237,146 @@ static double rel_l2(const float* a, const float* ref, size_t n) {
     }
     return r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
 }
+#endif
+
+#if GEMM_LOWP
+// The two quantized reference states (--lowp-states): this build's recipe and the other one.
+struct LowpRefs {
+    const char *own_path, *other_path, *own_name, *other_name;
+    DebugState own, other;
+    int loaded;  // both read and checked; 0: a file is missing (reported as a failure, checks skipped)
+};
+
+// Header word 15 of the debug state at path: the low-precision recipe (1 FP8, 2 TCFP-12; 0 in every other
+// state). llmc/debug_state.h does not read it.
+static int debug_state_lowp_word(const char* path) {
+    FILE* f = fopen_check(path, "rb");
+    int32_t h[256];
+    fread_check(h, sizeof(int32_t), 256, f, path, "debug state header");
+    fclose_check(f, path);
+    return h[15];
+}
+
+// Read one quantized state into out; it must be recipe `word` (header word 15), from the bf16 weights with
+// no SF16 / TensorCast mode, on the batch and step count of the main state ref. Returns 0 (after printing
+// a FAIL row) when the file does not exist; dies on any other mismatch.
+static int lowp_state_load(const char* path, int word, const char* name, const GPT2Config* cfg, const DebugState* ref,
+                           DebugState* out) {
+    FILE* f = fopen(path, "rb");
+    if (!f) {
+        printf("  %s state %s: missing (python3 dev/reference/gpt2_reference.py --out-dir build/ref --lowp-states)  FAIL\n",
+               name, path);
+        record(0);
+        return 0;
+    }
+    fclose(f);
+    const int got = debug_state_lowp_word(path);
+    debug_state_read(path, cfg, out);
+    const size_t BT = (size_t)ref->B * ref->T;
+    if (got != word || out->sf16_mode != 0 || !out->bf16_weights || out->B != ref->B || out->T != ref->T ||
+        out->num_steps != ref->num_steps || memcmp(out->x, ref->x, BT * sizeof(int)) != 0 || memcmp(out->y, ref->y, BT * sizeof(int)) != 0)
+        die("%s: expected the %s state (header word 15 = %d, mode 0, bf16 weights) of this batch and step count; found word 15 = %d, "
+            "mode %d, bf16 %d, B=%d T=%d, %d steps (or other tokens)", path, name, word, got, out->sf16_mode, out->bf16_weights, out->B,
+            out->T, out->num_steps);
+    return 1;
+}
+
+// Both quantized states, this build's recipe first.
+static void lowp_refs_load(LowpRefs* r, const char* fp8_path, const char* tcfp12_path, const GPT2Config* cfg, const DebugState* ref) {
+    memset(r, 0, sizeof(*r));
+    const bool tcfp = GEMM_LOWP_TCFP12;
+    r->own_path = tcfp ? tcfp12_path : fp8_path;
+    r->other_path = tcfp ? fp8_path : tcfp12_path;
+    r->own_name = tcfp ? "TCFP-12" : "FP8";
+    r->other_name = tcfp ? "FP8" : "TCFP-12";
+    const int own_ok = lowp_state_load(r->own_path, tcfp ? LOWP_WORD_TCFP12 : LOWP_WORD_FP8, r->own_name, cfg, ref, &r->own);
+    const int other_ok = lowp_state_load(r->other_path, tcfp ? LOWP_WORD_FP8 : LOWP_WORD_TCFP12, r->other_name, cfg, ref, &r->other);
+    r->loaded = own_ok && other_ok;
+    if (!r->loaded) {
+        if (own_ok) debug_state_free(&r->own);
+        if (other_ok) debug_state_free(&r->other);
+    }
+}
+
+static void lowp_refs_free(LowpRefs* r) {
+    if (!r->loaded) return;
+    debug_state_free(&r->own);
+    debug_state_free(&r->other);
+    r->loaded = 0;
+}
+
+// Position of a on the line from x (0) to o (1), n values: <a - x, o - x> / |o - x|^2 (0 when x == o).
+static double line_position(const float* a, const float* x, const float* o, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)o[i] - (double)x[i];
+        num += ((double)a[i] - (double)x[i]) * d;
+        den += d * d;
+    }
+    return den > 0 ? num / den : 0.0;
+}
+
+// One recipe-check row for `what` (logits or all gradients, n values of a): error against the own state o
+// and the other state x, their ratio (> LOWP_MIN_RATIO) and a's position from x to o (> LOWP_MIN_POSITION).
+static void lowp_recipe_row(const char* what, const LowpRefs* r, const float* a, const float* o, const float* x, size_t n) {
+    const double eo = rel_l2(a, o, n), ex = rel_l2(a, x, n), pos = line_position(a, x, o, n);
+    const int ok_r = ex > LOWP_MIN_RATIO * eo, ok_p = pos > LOWP_MIN_POSITION;
+    printf("    %-9s error vs %s %.3e, vs %s %.3e: ratio %.2f > %.2f  %s; position %.3f > %.2f  %s\n", what, r->other_name, ex,
+           r->own_name, eo, ex / eo, LOWP_MIN_RATIO, ok_r ? "ok" : "FAIL", pos, LOWP_MIN_POSITION, ok_p ? "ok" : "FAIL");
+    record(ok_r);
+    record(ok_p);
+}
+
+// This build's logits (B*T*V, unpadded), loss and gradients against the quantized state of its own recipe
+// (LOWP_TOL_*), then the recipe check (lowp_recipe_row) for the logits and all gradients. Prints every
+// error, the references' distances from each other and from the unquantized state `plain`.
+static void check_lowp_refs(const LowpRefs* r, const DebugState* plain, const float* logits, float loss, const float* grads,
+                            const size_t* param_sizes) {
+    if (!r->loaded) return;
+    const size_t nl = (size_t)plain->B * plain->T * plain->V;
+    size_t np = 0;
+    for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) np += param_sizes[t];
+    printf("  vs the %s reference %s (the same quantization):\n", r->own_name, r->own_path);
+    compare_row("logits", logits, r->own.logits, nl, LOWP_TOL_LOGITS);
+    compare_row("loss", &loss, &r->own.loss, 1, LOWP_TOL_LOSS);
+    size_t off = 0;
+    for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
+        char name[32];
+        snprintf(name, sizeof(name), "d%s", PARAM_TENSOR_NAMES[t]);
+        compare_row(name, grads + off, r->own.grads + off, param_sizes[t], LOWP_TOL_GRAD);
+        off += param_sizes[t];
+    }
+    printf("  recipe check (vs the %s reference %s; position: 0 at the %s state, 1 at the %s one):\n", r->other_name,
+           r->other_path, r->other_name, r->own_name);
+    printf("    references apart: %s vs %s logits %.3e, gradients %.3e; vs unquantized: %s %.3e / %.3e, %s %.3e / %.3e\n",
+           r->own_name, r->other_name, rel_l2(r->own.logits, r->other.logits, nl), rel_l2(r->own.grads, r->other.grads, np),
+           r->own_name, rel_l2(r->own.logits, plain->logits, nl), rel_l2(r->own.grads, plain->grads, np), r->other_name,
+           rel_l2(r->other.logits, plain->logits, nl), rel_l2(r->other.grads, plain->grads, np));
+    lowp_recipe_row("logits", r, logits, r->own.logits, r->other.logits, nl);
+    lowp_recipe_row("gradients", r, grads, r->own.grads, r->other.grads, np);
+}
+
+// The step losses of this build's training run against both quantized states (pass / fail on its own).
+static void check_lowp_steps(const LowpRefs* r, const float* losses) {
+    if (!r->loaded) return;
+    double worst = 0.0, worst_other = 0.0;
+    for (int i = 0; i < r->own.num_steps; i++) {
+        const double e = fabs((double)losses[i] - r->own.step_losses[i]) / fabs((double)r->own.step_losses[i]);
+        const double x = fabs((double)losses[i] - r->other.step_losses[i]) / fabs((double)r->other.step_losses[i]);
+        worst = e > worst || isnan(e) ? e : worst;  // (a NaN stays and fails)
+        worst_other = x > worst_other || isnan(x) ? x : worst_other;
+    }
+    const int ok = worst <= LOWP_TOL_STEP;
+    printf("  step losses vs the %s reference: max rel %.2e (vs %s: %.2e)  tol %.1e  %s\n", r->own_name, worst, r->other_name,
+           worst_other, LOWP_TOL_STEP, ok ? "ok" : "FAIL");
+    record(ok);
+}
+#endif
+
+#if defined(ENABLE_TCAST)
 
 // The casts act: this build's logits, loss and gradients are clearly further from the uncast BF16
-// reference than from the cast one. Prints both errors (the numbers to set the provisional constants from).
+// reference than from the cast one. Prints both errors (the numbers the constants above were set from).
 static void check_tcast_active(const char* uncast_path, const GPT2Config* cfg, const DebugState* ref, const float* logits,
                                float loss, const float* grads, size_t nparams) {
     DebugState u;
@@ -352,6 +540,10 @@ int main(int argc, char** argv) {
     const char* uncast_path = DEFAULT_UNCAST_STATE;
     if (argc == 4) { ckpt = argv[1]; state_path = argv[2]; uncast_path = argv[3]; argc = 1; }
 #endif
+#if GEMM_LOWP
+    const char *fp8_path = DEFAULT_FP8_STATE, *tcfp12_path = DEFAULT_TCFP12_STATE;
+    if (argc == 5) { ckpt = argv[1]; state_path = argv[2]; fp8_path = argv[3]; tcfp12_path = argv[4]; argc = 1; }
+#endif
     if (argc == 3) { ckpt = argv[1]; state_path = argv[2]; }
     else if (argc != 1) die("usage: %s [checkpoint debug_state]", argv[0]);
 
@@ -397,6 +589,10 @@ int main(int argc, char** argv) {
     float* tcast_logits = logits;  // kept for check_tcast_active, after the gradients
     logits = NULL;
 #endif
+#if GEMM_LOWP
+    float* lowp_logits = logits;  // kept for check_lowp_refs, after the gradients
+    logits = NULL;
+#endif
     free(logits_p);
     free(logits);
 
@@ -417,6 +613,13 @@ int main(int argc, char** argv) {
 #if defined(ENABLE_TCAST)
     check_tcast_active(uncast_path, &cfg, &ref, tcast_logits, loss, grads, model.num_parameters);
     free(tcast_logits);
+#endif
+#if GEMM_LOWP
+    LowpRefs lowp;
+    lowp_refs_load(&lowp, fp8_path, tcfp12_path, &cfg, &ref);
+    check_lowp_refs(&lowp, &ref, lowp_logits, loss, grads, model.param_sizes);
+    free(lowp_logits);
+    float* lowp_losses = (float*)malloc_check((size_t)(ref.num_steps > 0 ? ref.num_steps : 1) * sizeof(float));
 #endif
 
     // determinism of one pass
@@ -448,6 +651,9 @@ int main(int argc, char** argv) {
             double rel = fabs((double)l - ref.step_losses[step]) / fabs((double)ref.step_losses[step]);
             int ok = isfinite(l) && rel <= TOL_STEP && !u.skipped;
             all_ok &= ok;
+#if GEMM_LOWP
+            if (run == 0) lowp_losses[step] = l;
+#endif
             if (run == 0)
                 printf("    step %2d  loss %.6f  ref %.6f  rel %.2e  norm %.4f  %s\n", step, l, ref.step_losses[step], rel,
                        u.grad_norm, ok ? "ok" : "FAIL");
@@ -464,6 +670,11 @@ int main(int argc, char** argv) {
     record(same_params);
     free(final_params[0]);
     free(final_params[1]);
+#if GEMM_LOWP
+    check_lowp_steps(&lowp, lowp_losses);
+    free(lowp_losses);
+    lowp_refs_free(&lowp);
+#endif
 
 #if defined(ENABLE_FP16)
     check_loss_scaling(ckpt, &ref);

@@ -63,7 +63,7 @@ fi
 
 if has_stage ref; then
     t0=$(date +%s)
-    if python3 dev/reference/gpt2_reference.py --device cuda --out-dir build/ref --sf16-states --tcast-states > "$OUT/reference.log" 2>&1; then
+    if python3 dev/reference/gpt2_reference.py --device cuda --out-dir build/ref --sf16-states --tcast-states --lowp-states > "$OUT/reference.log" 2>&1; then
         row "reference state (torch, GPU)" "ok ($(( $(date +%s) - t0 )) s)"
     else
         row "reference state" "FAILED"; tail -n 20 "$OUT/reference.log"

@@ -30,7 +30,21 @@ closer to a CPU proxy of the GPU: BF16 rounding amplifies fp32-level differences
 cast does (see TCAST_PLAN), so the unrounded value is the better reference. Stochastic rounding is
 refused: the reference does not reproduce the trainer's per-call seeds (5.3). Cast statistics
 (--cast-stats) are not produced. The fixed plan casts only the encoder output and the weights: why, at
-TCAST_PLAN."""
+TCAST_PLAN.
+
+--lowp-states adds the FP8 and TCFP-12 states gpt2_ref_debug_state_fp8.bin and _tcfp12.bin (header word
+14 = 0, word 15 = 1 FP8 / 2 TCFP-12), computed from the bf16-rounded weights with the linear layers of
+the FP8 / TCFP-12 builds under test_gpt2.cu's options (per-tensor current scaling, FP8 wgrad, LM head in
+BF16), done by dev/reference/lowp_ref.py (LowpBoundaries): every transformer-block linear layer quantizes
+X and W to E4M3 (TCFP-12: W = W_hi + W_lo) and dY to E5M2 with power-of-two per-tensor scales, and the
+state emulates the trainer's BF16 storage, because the quantizers read it: every stored activation and
+every stored activation gradient is rounded to BF16 (lowp_ref.Bf16Store), the linear layers' outputs are
+the BF16 roundings of the fp32 products (TCFP-12: two roundings, W_lo's product first), the forward reads
+the parameters as BF16 values and the TCFP-12 split the fp32 master weights (both equal to the bf16
+checkpoint at step 0), and the attention is the generic kernels' (lowp_ref.KernelAttention: BF16
+probabilities in P.V, the stored output in the backward's rowsum). Everything else is float64: GEMM
+accumulation, LayerNorm, the rest of the attention, GELU, the loss; the parameter gradients are not
+rounded."""
 import argparse
 import math
 import os
@@ -42,6 +56,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tcast_ref  # noqa: E402  (dev/reference/tcast_ref.py: the independent numpy TensorCast casts)
+import lowp_ref  # noqa: E402  (dev/reference/lowp_ref.py: the FP8 / TCFP-12 linear layers and BF16 storage)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARD_MAGIC, CKPT_MAGIC, STATE_MAGIC = 20240520, 20240326, 20240327
@@ -51,6 +66,8 @@ NAMES = ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
 DECAY = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}  # the only tensors with weight decay
 SF16_MODES = {"none": 0, "q115": 1, "q115_tf": 2}  # --sf16 value -> debug-state header word 14
 STATE_MODES = {**SF16_MODES, "tcast": 3}  # header word 14 of every state: the SF16 modes and 3 = TensorCast
+LOWP_MODES = {"fp8": 1, "tcfp12": 2}  # header word 15: the low-precision GEMM recipe (word 14 = 0 in these states)
+LINEAR_WEIGHTS = ("qkvw", "attprojw", "fcw", "fcprojw")  # the weights of the layers the FP8 / TCFP-12 backends take
 
 # The fixed TensorCast plan of the `_tcast` state (--cast, --cast-gemm, --cast-lm-head of the trainer).
 # MUST MATCH TCAST_TEST_CAST / TCAST_TEST_CAST_GEMM / TCAST_TEST_LM_HEAD in test_gpt2.cu (a test in
@@ -204,14 +221,18 @@ def write_checkpoint(path, cfg, params, bf16=False):
 
 def write_debug_state(path, args, cfg, x, y, logits, loss, grads, losses, bf16, sf16="none"):
     """Write a version 3 debug state (header, x, y, logits, loss, gradients, step losses); word 13 is the
-    bf16-weights flag, word 14 the mode (STATE_MODES: an SF16 mode, or 3 for "tcast")."""
+    bf16-weights flag, word 14 the mode (STATE_MODES: an SF16 mode, or 3 for "tcast"; 0 for the
+    LOWP_MODES), word 15 the low-precision GEMM recipe (LOWP_MODES: 1 "fp8", 2 "tcfp12"; else 0)."""
     f32 = lambda t: t.detach().cpu().to(torch.float32).numpy().astype("<f4").ravel()
     head = np.zeros(256, dtype="<i4")
     head[:7] = [STATE_MAGIC, 3, args.B, args.T, cfg["V"], cfg["Vp"], len(losses)]
     opt = [args.lr, args.beta1, args.beta2, args.eps, args.weight_decay, args.grad_clip]
     head[7:13] = np.array(opt, dtype="<f4").view("<i4")
     head[13] = int(bf16)
-    head[14] = STATE_MODES[sf16]
+    if sf16 not in STATE_MODES and sf16 not in LOWP_MODES:
+        raise ValueError(f"unknown state mode {sf16!r}")
+    head[14] = STATE_MODES.get(sf16, 0)
+    head[15] = LOWP_MODES.get(sf16, 0)
     body = [x.cpu().numpy().astype("<i4"), y.cpu().numpy().astype("<i4"), f32(logits[..., :cfg["V"]]),
             f32(loss)] + [f32(g) for g in grads] + [np.array(losses, dtype="<f4")]
     write_atomic(path, [head] + body)
@@ -311,6 +332,14 @@ class Boundaries:
     def lm_head(self, h, wte):
         """The LM head h @ wte.T (LMHead)."""
         return LMHead.apply(h, wte)
+
+    def attention(self, qkv, NH):
+        """Causal self-attention of qkv (B, T, 3C) (attention(), with these boundaries)."""
+        return attention(qkv, NH, self)
+
+    def weights(self, params):
+        """The 16 parameter tensors as the forward reads them (the list itself: the float64 weights)."""
+        return params
 
 
 NO_BOUNDARIES = Boundaries()
@@ -560,8 +589,48 @@ class TcastBoundaries(Boundaries):
         return TcastLinear.apply(h, wte, None, *(self.plan.op.get(o) for o in TCAST_OPS))
 
 
+class LowpBoundaries(Boundaries):
+    """The FP8 / TCFP-12 builds with test_gpt2.cu's options (recipe "fp8" / "tcfp12", LOWP_MODES; "bf16":
+    the same BF16 storage with BF16 GEMMs, for proxies of the BF16 build).
+      linear     lowp_ref.LowpLinear of the recipe (the transformer blocks' layers);
+      lm_head    a BF16 GEMM, as in the trainer's default (Boundaries.lm_head);
+      attention  lowp_ref.KernelAttention (the trainer's generic kernels), output stored at "attn_out";
+      __call__   lowp_ref.Bf16Store (value rounded in forward, gradient in backward) at every site of
+                 forward() but the classifier, which reads the stored logits;
+      weights    the parameters as the forward reads them: BF16 values (straight-through), except the four
+                 linear weights, which LowpLinear reads raw (FP8 rounds them to BF16, TCFP-12 to the fp32
+                 master copy it splits).
+    With record (a list) every hook appends (site, value)."""
+
+    UNSTORED = ("classifier",)
+
+    def __init__(self, recipe, record=None):
+        if recipe not in lowp_ref.RECIPES:
+            raise ValueError(f"unknown low-precision recipe {recipe!r}, expected one of {list(lowp_ref.RECIPES)}")
+        self.mode, self.recipe, self.record = recipe, recipe, record
+
+    def __call__(self, t, site, matmul=False):
+        if site not in self.UNSTORED:
+            t = lowp_ref.Bf16Store.apply(t)
+        if self.record is not None:
+            self.record.append((site, t.detach()))
+        return t
+
+    def attention(self, qkv, NH):
+        return self(lowp_ref.KernelAttention.apply(qkv, NH), "attn_out")
+
+    def linear(self, x, w, b):
+        return lowp_ref.LowpLinear.apply(x, w, b, self.recipe)
+
+    def weights(self, params):
+        return [p if n in LINEAR_WEIGHTS else StraightThrough.apply(p, lowp_ref.round_bf16) for n, p in zip(NAMES, params)]
+
+
 def make_boundaries(mode, record=None):
-    """The hooks of a state mode (STATE_MODES): Boundaries of an SF16 mode, or TcastBoundaries of TCAST_PLAN."""
+    """The hooks of a state mode (STATE_MODES or LOWP_MODES): Boundaries of an SF16 mode, TcastBoundaries
+    of TCAST_PLAN, or LowpBoundaries of a low-precision recipe."""
+    if mode in LOWP_MODES:
+        return LowpBoundaries(mode, record)
     return TcastBoundaries(TcastPlan(**TCAST_PLAN), record) if mode == "tcast" else Boundaries(mode, record)
 
 
@@ -598,7 +667,7 @@ def forward(params, idx, NH, bnd=NO_BOUNDARIES):
     x = bnd(wte[idx] + wpe[:idx.shape[1]], "encoder")
     for l in range(ln1w.shape[0]):
         h = bnd(layernorm(x, ln1w[l], ln1b[l]), "ln1")
-        a = attention(bnd(bnd.linear(h, qkvw[l], qkvb[l]), "qkv", matmul=True), NH, bnd)
+        a = bnd.attention(bnd(bnd.linear(h, qkvw[l], qkvb[l]), "qkv", matmul=True), NH)
         x = bnd(x + bnd(bnd.linear(a, apw[l], apb[l]), "attproj", matmul=True), "residual1")
         h = bnd(layernorm(x, ln2w[l], ln2b[l]), "ln2")
         u = bnd(gelu_tanh(bnd(bnd.linear(h, fcw[l], fcb[l]), "fc", matmul=True)), "gelu")
@@ -615,9 +684,10 @@ def loss_fn(logits, targets, V, bnd=NO_BOUNDARIES):
 
 def reference(weights, x, y, cfg, args, sf16="none"):
     """Logits, loss, gradients and grad norm at weights, then the losses of args.steps AdamW steps,
-    under the mode sf16 (STATE_MODES: an SF16 mode, or "tcast" for TCAST_PLAN). Step 0 starts from the
-    same weights, so its forward and backward are the initial ones (computed once; the gradients are
-    copied before clipping)."""
+    under the mode sf16 (STATE_MODES: an SF16 mode, or "tcast" for TCAST_PLAN; LOWP_MODES: "fp8",
+    "tcfp12"). Step 0 starts from the same weights, so its forward and backward are the initial ones
+    (computed once; the gradients are copied before clipping). The forward reads bnd.weights(p) of the
+    float64 parameters p the optimizer updates."""
     dtype, device = getattr(torch, args.dtype), torch.device(args.device)
     bnd = make_boundaries(sf16)
     p = [w.to(device, dtype).clone().requires_grad_(True) for w in weights]
@@ -627,7 +697,7 @@ def reference(weights, x, y, cfg, args, sf16="none"):
     losses = []
     for step in range(max(args.steps, 1)):
         opt.zero_grad()
-        logits = forward(p, x, cfg["NH"], bnd)
+        logits = forward(bnd.weights(p), x, cfg["NH"], bnd)
         step_loss = loss_fn(logits, y, cfg["V"], bnd)
         step_loss.backward()
         if step == 0:
@@ -667,6 +737,10 @@ def parse_args(argv):
     ap.add_argument("--tcast-states", action="store_true",
                     help="also write the TensorCast state gpt2_ref_debug_state_tcast.bin (header word 14 = 3): "
                          "the bf16 weights under the fixed cast plan TCAST_PLAN (= test_gpt2.cu's)")
+    ap.add_argument("--lowp-states", action="store_true",
+                    help="also write the FP8 and TCFP-12 states gpt2_ref_debug_state_fp8.bin / _tcfp12.bin (header "
+                         "word 15 = 1 / 2): the bf16 weights with the linear layers quantized as the FP8 / TCFP-12 "
+                         "builds do under test_gpt2.cu's options, BF16 storage emulated (dev/reference/lowp_ref.py)")
     args = ap.parse_args(argv)
     for name in ("L", "C", "NH", "T", "maxT", "B", "V", "Vp"):
         if getattr(args, name) <= 0:
@@ -712,16 +786,19 @@ def main(argv=None):
     write_checkpoint(out("gpt2_ref_bf16.bin"), cfg, weights, bf16=True)
     print(f"config: L={cfg['L']} C={cfg['C']} NH={cfg['NH']} maxT={cfg['maxT']} V={cfg['V']} Vp={cfg['Vp']} "
           f"B={args.B} T={args.T} init={source} device={args.device} dtype={args.dtype} "
-          f"sf16={'all' if args.sf16_states else args.sf16} tcast={'yes' if args.tcast_states else 'no'}")
+          f"sf16={'all' if args.sf16_states else args.sf16} tcast={'yes' if args.tcast_states else 'no'} "
+          f"lowp={'yes' if args.lowp_states else 'no'}")
     if args.tcast_states:
         print(f"tcast plan: --cast {TCAST_PLAN['cast']} --cast-gemm {TCAST_PLAN['cast_gemm']} "
               f"--cast-lm-head {TCAST_PLAN['lm_head']}")
     print(f"parameters: {num_params(cfg)}")
-    # (tag, weights, bf16 weights, mode, file); SF16 and TCAST store BF16, so their states start from the bf16 weights
+    # (tag, weights, bf16 weights, mode, file); SF16, TCAST and the lowp modes store BF16, so their states
+    # start from the bf16 weights
     runs = [("fp32", weights, False, "none", "gpt2_ref_debug_state.bin"),
             ("bf16", weights_bf16, True, "none", "gpt2_ref_debug_state_bf16.bin")]
     runs += [(m, weights_bf16, True, m, f"gpt2_ref_debug_state_{m}.bin") for m in STATE_MODES if m != "none"]
     runs = [r for r in runs if (args.tcast_states if r[3] == "tcast" else args.sf16_states or r[3] == args.sf16)]
+    runs += [(m, weights_bf16, True, m, f"gpt2_ref_debug_state_{m}.bin") for m in LOWP_MODES if args.lowp_states]
     written = ["gpt2_ref.bin", "gpt2_ref_bf16.bin"]
     for tag, w, bf16, sf16, name in runs:
         t1 = time.time()
