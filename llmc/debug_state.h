@@ -24,6 +24,7 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay, grad_clip;  // version 3 only (0 for version 2)
     int bf16_weights;                                      // 1: reference used bf16-rounded weights
     int sf16_mode;                                         // word 14: 0 none, 1 Q1.15 boundaries, 2 + Q1.31 (true forward), 3 TensorCast (the test plan of gpt2_reference.py)
+    int lowp_mode;                                         // word 15: 0 none, 1 FP8 GEMMs, 2 TCFP-12 GEMMs (gpt2_reference.py --lowp-states)
     int* x;              // B*T input tokens
     int* y;              // B*T target tokens
     float* logits;       // B*T*V (unpadded vocabulary)
@@ -41,7 +42,7 @@ static inline float debug_state_float_(int32_t w) {
 
 // Reads a debug state written for the model cfg (a valid config, e.g. from the checkpoint).
 // Validates magic, version (2 or 3), B, T > 0, (v3) V == cfg->vocab_size, Vp ==
-// cfg->padded_vocab_size, S >= 0, bf16 flag 0/1, the exact file length, and that every x/y
+// cfg->padded_vocab_size, S >= 0, bf16 flag 0/1, mode words 14 (0..3) and 15 (0..2), the exact file length, and that every x/y
 // token is in [0, V). Version 2 files get num_steps = 0, V/Vp from cfg and zero optimizer
 // settings. Dies naming path and field. Free with debug_state_free.
 static inline void debug_state_read(const char* path, const GPT2Config* cfg, DebugState* s) {
@@ -68,6 +69,7 @@ static inline void debug_state_read(const char* path, const GPT2Config* cfg, Deb
         if (h[6] < 0) die("%s: number of steps: must be >= 0 (got %d)", path, h[6]);
         if (h[13] != 0 && h[13] != 1) die("%s: bf16 flag: must be 0 or 1 (got %d)", path, h[13]);
         if (h[14] < 0 || h[14] > 3) die("%s: mode (header word 14): must be 0, 1, 2 (SF16) or 3 (TensorCast) (got %d)", path, h[14]);
+        if (h[15] < 0 || h[15] > 2) die("%s: GEMM recipe (header word 15): must be 0, 1 (FP8) or 2 (TCFP-12) (got %d)", path, h[15]);
         s->V = h[4];
         s->Vp = h[5];
         s->num_steps = h[6];
@@ -79,6 +81,7 @@ static inline void debug_state_read(const char* path, const GPT2Config* cfg, Deb
         s->grad_clip = debug_state_float_(h[12]);
         s->bf16_weights = h[13];
         s->sf16_mode = h[14];
+        s->lowp_mode = h[15];
     } else {
         s->V = cfg->vocab_size;
         s->Vp = cfg->padded_vocab_size;

@@ -27,6 +27,7 @@ static int32_t fbits(float f) {
 
 typedef struct {
     int version, B, T, V, Vp, S, bf16;
+    int lowp;         // header word 15 (GEMM recipe)
     int bad_token;    // if 1, y[3] = V
     long size_delta;  // bytes added (> 0) or removed (< 0) at the end
     int32_t magic;
@@ -41,6 +42,7 @@ static Spec default_spec(void) {
     s.Vp = 16;
     s.S = 4;
     s.bf16 = 1;
+    s.lowp = 2;
     s.bad_token = 0;
     s.size_delta = 0;
     s.magic = 20240327;
@@ -72,6 +74,7 @@ static void write_state(const char* path, const Spec* s, const GPT2Config* cfg) 
         h[11] = fbits(0.1f);
         h[12] = fbits(1.0f);
         h[13] = s->bf16;
+        h[15] = s->lowp;
     }
     size_t BT = (size_t)s->B * s->T;
     size_t np = gpt2_num_parameters(cfg);
@@ -126,6 +129,7 @@ static void test_read_v3(void) {
     CHECK(d.lr == 1e-3f && d.beta1 == 0.9f && d.beta2 == 0.95f && d.eps == 1e-8f && d.weight_decay == 0.1f &&
               d.grad_clip == 1.0f && d.bf16_weights == 1,
           "v3 optimizer settings");
+    CHECK(d.lowp_mode == 2, "v3 GEMM recipe word 15: %d", d.lowp_mode);
     int ok = 1;
     for (size_t i = 0; i < 6; i++) {
         if (d.x[i] != x_at(i) || d.y[i] != y_at(i)) ok = 0;
@@ -221,6 +225,9 @@ static void test_bad(void) {
     s = default_spec();
     s.bf16 = 7;
     bad_case("bad_flag.bin", s, "bf16", "7");
+    s = default_spec();
+    s.lowp = 3;
+    bad_case("bad_lowp.bin", s, "header word 15", "3");
     s = default_spec();
     s.bad_token = 1;
     bad_case("bad_token.bin", s, "y[3]", "10");
