@@ -63,6 +63,17 @@ def np_read_checkpoint(path):
     return head, np.split(body, np.cumsum(sizes)[:-1])
 
 
+def first_batch_bf16_params(shard, d):
+    """The shard's first batch as (x, y), (B, T) int64 tensors with the targets shifted by one token, and
+    the parameters of d's bf16 checkpoint (gpt2_ref_bf16.bin) as float64 tensors of the model's shapes."""
+    tokens = np.fromfile(shard, dtype="<u2", offset=1024).astype(np.int64)
+    BT = SMALL["B"] * SMALL["T"]
+    x = torch.from_numpy(tokens[:BT]).view(SMALL["B"], SMALL["T"])
+    y = torch.from_numpy(tokens[1:BT + 1]).view(SMALL["B"], SMALL["T"])
+    _, t16 = np_read_checkpoint(d / "gpt2_ref_bf16.bin")
+    return x, y, [torch.from_numpy(ref.bf16_to_f32(t).astype(np.float64)).reshape(s) for t, s in zip(t16, ref.shapes(SMALL))]
+
+
 def np_read_state(path):
     """Independent numpy reader of a version 3 debug state: (header, dict of arrays)."""
     raw = open(path, "rb").read()
@@ -469,12 +480,7 @@ def test_sf16_states(run, tmp_path):
     """The SF16 states: logits on the grid, losses fall, logits and loss equal a recomputation from the
     bf16 checkpoint; --sf16 q115_tf alone writes the checkpoints and that state only, the same bytes."""
     d, shard, _ = run
-    tokens = np.fromfile(shard, dtype="<u2", offset=1024).astype(np.int64)
-    BT = SMALL["B"] * SMALL["T"]
-    x = torch.from_numpy(tokens[:BT]).view(SMALL["B"], SMALL["T"])
-    y = torch.from_numpy(tokens[1:BT + 1]).view(SMALL["B"], SMALL["T"])
-    _, t16 = np_read_checkpoint(d / "gpt2_ref_bf16.bin")
-    params = [torch.from_numpy(ref.bf16_to_f32(t).astype(np.float64)).reshape(s) for t, s in zip(t16, ref.shapes(SMALL))]
+    x, y, params = first_batch_bf16_params(shard, d)
     for name, mode in [("gpt2_ref_debug_state_q115.bin", "q115"), ("gpt2_ref_debug_state_q115_tf.bin", "q115_tf")]:
         _, st = np_read_state(d / name)
         lg = st["logits"].astype(np.float64)
@@ -657,12 +663,7 @@ def test_tcast_state(run):
     MXFP8 grid; it is apart from the uncast bf16 state by a cast-sized amount (neither BF16 noise nor a
     broken model)."""
     d, shard, _ = run
-    tokens = np.fromfile(shard, dtype="<u2", offset=1024).astype(np.int64)
-    BT = SMALL["B"] * SMALL["T"]
-    x = torch.from_numpy(tokens[:BT]).view(SMALL["B"], SMALL["T"])
-    y = torch.from_numpy(tokens[1:BT + 1]).view(SMALL["B"], SMALL["T"])
-    _, t16 = np_read_checkpoint(d / "gpt2_ref_bf16.bin")
-    params = [torch.from_numpy(ref.bf16_to_f32(t).astype(np.float64)).reshape(s) for t, s in zip(t16, ref.shapes(SMALL))]
+    x, y, params = first_batch_bf16_params(shard, d)
     head, st = np_read_state(d / "gpt2_ref_debug_state_tcast.bin")
     assert head[13] == 1 and head[14] == 3
     record = []
@@ -671,6 +672,7 @@ def test_tcast_state(run):
     logits = ref.forward(params, x, SMALL["NH"], bnd)
     assert np.array_equal(logits[..., :SMALL["V"]].numpy().astype(np.float32), st["logits"])
     assert abs(ref.loss_fn(logits, y, SMALL["V"], bnd).item() - st["loss"]) < 1e-6
+    BT = x.numel()
     enc = record[0][1].numpy().reshape(BT, SMALL["C"])
     assert record[0][0] == "encoder" and np.array_equal(cast_np(enc, "mxfp8e4"), enc)
     plain_enc = (params[0][x] + params[1][:SMALL["T"]]).numpy().reshape(BT, SMALL["C"])
