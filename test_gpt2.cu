@@ -247,16 +247,6 @@ struct LowpRefs {
     int loaded;  // both read and checked; 0: a file is missing (reported as a failure, checks skipped)
 };
 
-// Header word 15 of the debug state at path: the low-precision recipe (1 FP8, 2 TCFP-12; 0 in every other
-// state). llmc/debug_state.h does not read it.
-static int debug_state_lowp_word(const char* path) {
-    FILE* f = fopen_check(path, "rb");
-    int32_t h[256];
-    fread_check(h, sizeof(int32_t), 256, f, path, "debug state header");
-    fclose_check(f, path);
-    return h[15];
-}
-
 // Read one quantized state into out; it must be recipe `word` (header word 15), from the bf16 weights with
 // no SF16 / TensorCast mode, on the batch and step count of the main state ref. Returns 0 (after printing
 // a FAIL row) when the file does not exist; dies on any other mismatch.
@@ -270,8 +260,8 @@ static int lowp_state_load(const char* path, int word, const char* name, const G
         return 0;
     }
     fclose(f);
-    const int got = debug_state_lowp_word(path);
     debug_state_read(path, cfg, out);
+    const int got = out->lowp_mode;  // header word 15
     const size_t BT = (size_t)ref->B * ref->T;
     if (got != word || out->sf16_mode != 0 || !out->bf16_weights || out->B != ref->B || out->T != ref->T ||
         out->num_steps != ref->num_steps || memcmp(out->x, ref->x, BT * sizeof(int)) != 0 || memcmp(out->y, ref->y, BT * sizeof(int)) != 0)
