@@ -5,7 +5,8 @@
 // work kernel the host synchronizes the stream and then busy-waits 200 us before the next launch,
 // so each step holds exactly 2 gaps of at least 200 us (idle >= 400 us); every other gap is only
 // the distance between two queued launches (a few us). The last line states what
-// kernel_gaps should find, as key=value pairs that dev/tools/check_kernel_gaps.sh reads:
+// kernel_gaps should find (its gap report and, per step, its kernel table: 1 marker and 20 work
+// launches of ~20 us), as key=value pairs that dev/tools/check_kernel_gaps.sh reads:
 //
 //   dev/tools/check_kernel_gaps.sh   (runs: CUDA_INJECTION64_PATH=$PWD/build/tools/libkernel_gaps.so
 //                                     KERNEL_GAPS_STEP_KERNEL=gap_probe_step_marker KERNEL_GAPS_OUT=... build/tools/gap_probe)
@@ -109,7 +110,8 @@ int main() {
     printf("gap_probe: expected per step: %d gaps >= 20 us, each >= %d us (sync + host wait), idle >= %d us, other gaps < 20 us\n",
            kWorkPerStep / kSyncEvery, kHostWaitUs, kWorkPerStep / kSyncEvery * kHostWaitUs);
     printf("gap_probe: expect steps_found=%d steps_measured=%d activities_per_step=%d big_gaps_per_step=%d min_big_gap_us=%d "
-           "min_idle_us=%d max_small_gap_us=20\n",
-           kSteps, kSteps - 1 - kSkip, per_step, kWorkPerStep / kSyncEvery, kHostWaitUs, kWorkPerStep / kSyncEvery * kHostWaitUs);
+           "min_idle_us=%d max_small_gap_us=20 work_per_step=%d kernel_us=%d\n",
+           kSteps, kSteps - 1 - kSkip, per_step, kWorkPerStep / kSyncEvery, kHostWaitUs, kWorkPerStep / kSyncEvery * kHostWaitUs,
+           kWorkPerStep, (int)(kSpinNs / 1000));
     return 0;
 }

@@ -28,6 +28,15 @@
 //                            has no end (no next step kernel) and is never measured
 //   KERNEL_GAPS_OUT          also write the results as JSON to this file; %p in it becomes the pid
 //                            (one file per rank of a multi-process run)
+//   KERNEL_GAPS_TOP          after each device's report, a table of the N kernels (0..10000) with the
+//                            most device time in the measured steps [0: no table]. Per kernel name:
+//                            ms/step (summed durations / measured steps), launches/step, us/launch
+//                            (mean duration), % of the summed time of all kernels; then one line with
+//                            all kernels' and all memcpys' + memsets' ms per step. Sums of durations,
+//                            not the busy time: concurrent kernels both count. In the JSON: top-level
+//                            "kernels" (objects with device, name, ms_per_step, launches_per_step,
+//                            us_per_launch, pct, launches), each device's kernel_ms_per_step and
+//                            memcpy_memset_ms_per_step (these also without a table)
 //
 // Definitions (all times from CUPTI's timestamps, ns, printed in us):
 //   step k     = [S(k), S(k+1)), S(k) the start of the k-th step kernel on that device. Activities are
@@ -36,6 +45,8 @@
 //   busy       = length of the union of the activity intervals within the step (overlaps merged)
 //   idle       = span - busy = the summed gaps; a gap is a maximal interval in which no activity runs
 //   idle %     = sum of idle / sum of span over the measured steps
+//   the activity counts per step and the kernel table count an activity in the step it starts in,
+//   with its whole duration
 // Tracing costs some host time per launch, so gaps are, if anything, overstated: compare the
 // trainer's `median step` with and without the library.
 
@@ -61,6 +72,8 @@ namespace {
 constexpr size_t kBufferBytes = 8u << 20;  // one activity buffer: large, so few buffer hand-overs
 constexpr size_t kBufferAlign = 8;         // CUPTI wants 8-byte aligned buffers (ACTIVITY_RECORD_ALIGNMENT)
 constexpr size_t kPrintName = 60;          // printed names are cut to this many characters
+constexpr size_t kTableName = 90;          // ... in the kernel table, after dropping template arguments
+constexpr int kMaxTop = 10000;             // KERNEL_GAPS_TOP's limit (a trainer has some tens of kernels)
 constexpr int kTopGaps = 10;               // largest gaps listed
 constexpr const char* kDefaultStepKernel = "encoder_forward_kernel";
 constexpr int kDefaultSkip = 3;
@@ -89,6 +102,7 @@ struct State {
     bool reported = false;         // after the report, late buffers are only freed
     std::string step_kernel = kDefaultStepKernel;
     int skip = kDefaultSkip;
+    int top = 0;  // KERNEL_GAPS_TOP: kernels in the table, 0 = no table
     std::string out_path;
 };
 
@@ -233,8 +247,8 @@ std::string demangle(const std::string& name) {
     return out;
 }
 
-// name for the table: without its parameter list (the trailing "(...)"), cut to kPrintName characters.
-std::string short_name(std::string name) {
+// name without its parameter list (the trailing "(...)").
+std::string strip_params(std::string name) {
     if (!name.empty() && name.back() == ')') {
         int depth = 0;
         for (size_t i = name.size(); i-- > 0;) {
@@ -245,7 +259,55 @@ std::string short_name(std::string name) {
             }
         }
     }
-    return name.size() <= kPrintName ? name : name.substr(0, kPrintName - 3) + "...";
+    return name;
+}
+
+// name cut to at most n characters, the cut marked by "...".
+std::string cut(const std::string& name, size_t n) {
+    return name.size() <= n ? name : name.substr(0, n - 3) + "...";
+}
+
+// name for the gap table: without its parameter list, cut to kPrintName characters.
+std::string short_name(const std::string& name) { return cut(strip_params(name), kPrintName); }
+
+// The deepest nesting of <> in name; 0 when they do not pair up (an "operator<" or "->" in a
+// template argument), so that no template arguments are dropped from such a name.
+int template_depth(const std::string& name) {
+    int depth = 0, deepest = 0;
+    for (char c : name) {
+        depth += c == '<' ? 1 : c == '>' ? -1 : 0;
+        if (depth < 0) return 0;
+        deepest = std::max(deepest, depth);
+    }
+    return depth == 0 ? deepest : 0;
+}
+
+// name with the template argument lists nested deeper than keep replaced by "<...>" (keep 0: all).
+std::string drop_templates(const std::string& name, int keep) {
+    std::string out;
+    int depth = 0;
+    for (char c : name) {
+        if (c == '<' && ++depth > keep) {
+            if (depth == keep + 1) out += "<...";
+            continue;
+        }
+        if (c == '>' && depth-- > keep) {
+            if (depth == keep) out += '>';
+            continue;
+        }
+        if (depth <= keep) out += c;
+    }
+    return out;
+}
+
+// name for the kernel table: without its parameter list; a longer name than kTableName loses its
+// template arguments, innermost first, until it fits (the outer ones still say what kind of kernel
+// it is, e.g. cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<...>>), and is then cut.
+std::string table_name(const std::string& name) {
+    const std::string full = strip_params(name);
+    std::string out = full;
+    for (int keep = template_depth(full) - 1; keep >= 0 && out.size() > kTableName; keep--) out = drop_templates(full, keep);
+    return cut(out, kTableName);
 }
 
 // name as a JSON string literal.
@@ -295,6 +357,13 @@ struct Step {
     uint64_t top[3] = {0, 0, 0};  // its three largest gaps
 };
 
+// One kernel of the kernel table: its launches within the measured steps, per step = / their number.
+struct KernelRow {
+    std::string name;  // demangled, with its parameter list
+    uint64_t ns = 0, launches = 0;
+    double ms_per_step = 0, launches_per_step = 0, us_per_launch = 0, pct = 0;  // pct: of kernel_ns
+};
+
 // The results of one device.
 struct DeviceReport {
     uint32_t device;
@@ -305,12 +374,16 @@ struct DeviceReport {
     std::vector<std::string> names;  // demangled names of top_gaps' neighbours, as pairs (before, after)
     double median_span_us = 0, median_idle_us = 0, idle_pct = 0, median_activities = 0, median_kernels = 0;
     double median_gaps_ge_2us = 0, median_gaps_ge_20us = 0;
+    uint64_t kernel_ns = 0, copy_ns = 0;  // summed durations of the measured steps' kernels, memcpys + memsets
+    size_t kernel_names = 0;              // distinct kernels launched in the measured steps
+    std::vector<KernelRow> top_kernels;   // the top (KERNEL_GAPS_TOP) of them by summed time, largest first
 };
 
 // Splits one device's activities (any order; sorted here) into steps at the step kernels and
-// measures the measured ones (skip .. found-2). matches[i]: whether name i is a step kernel.
+// measures the measured ones (skip .. found-2). matches[i]: whether name i is a step kernel; top:
+// the length of the kernel table.
 DeviceReport analyze(uint32_t device, std::vector<Activity> v, const std::vector<bool>& matches,
-                     const std::vector<std::string>& pretty, int skip) {
+                     const std::vector<std::string>& pretty, int skip, int top) {
     DeviceReport r;
     r.device = device;
     r.activities = v.size();
@@ -334,12 +407,23 @@ DeviceReport analyze(uint32_t device, std::vector<Activity> v, const std::vector
     // step k = [start of step kernel k, start of step kernel k+1); the last one found has no end
     size_t g = 0;
     std::vector<Gap> measured_gaps;
+    // the kernel table's sums, by CUPTI's (full) name: one row per kernel, however many launches; two
+    // instantiations whose printed names coincide once cut stay two rows (the JSON has the full names)
+    std::vector<uint64_t> name_ns(pretty.size()), name_launches(pretty.size());
     for (size_t k = (size_t)skip; k + 1 < step_first.size(); k++) {
         const uint64_t s0 = v[step_first[k]].start, s1 = v[step_first[k + 1]].start;
         Step st;
         st.index = (int)k;
         st.span = s1 - s0;
-        for (size_t i = step_first[k]; i < step_first[k + 1]; i++) st.kernels += v[i].kind == ACT_KERNEL;
+        for (size_t i = step_first[k]; i < step_first[k + 1]; i++) {
+            const uint64_t ns = v[i].end - v[i].start;
+            if (v[i].kind != ACT_KERNEL) {
+                r.copy_ns += ns;
+                continue;
+            }
+            st.kernels++;
+            r.kernel_ns += ns, name_ns[v[i].name] += ns, name_launches[v[i].name]++;
+        }
         st.activities = (int)(step_first[k + 1] - step_first[k]);
         while (g < gaps.size() && gaps[g].start < s0) g++;
         for (; g < gaps.size() && gaps[g].start < s1; g++) {  // a gap never crosses a step start (a kernel starts there)
@@ -374,6 +458,23 @@ DeviceReport analyze(uint32_t device, std::vector<Activity> v, const std::vector
     r.idle_pct = sum_span > 0 ? 100.0 * sum_idle / sum_span : 0.0;
     r.median_activities = median(acts), r.median_kernels = median(kern);
     r.median_gaps_ge_2us = median(g2), r.median_gaps_ge_20us = median(g20);
+    std::vector<KernelRow> rows;
+    for (size_t n = 0; n < name_launches.size(); n++)
+        if (name_launches[n]) {
+            KernelRow row;
+            row.name = pretty[n], row.ns = name_ns[n], row.launches = name_launches[n];
+            row.ms_per_step = row.ns * 1e-6 / r.steps.size();
+            row.launches_per_step = (double)row.launches / r.steps.size();
+            row.us_per_launch = row.ns * 1e-3 / row.launches;
+            row.pct = r.kernel_ns ? 100.0 * row.ns / r.kernel_ns : 0.0;
+            rows.push_back(row);
+        }
+    r.kernel_names = rows.size();
+    const size_t nrows = std::min(rows.size(), (size_t)top);
+    std::partial_sort(rows.begin(), rows.begin() + nrows, rows.end(),
+                      [](const KernelRow& a, const KernelRow& b) { return a.ns != b.ns ? a.ns > b.ns : a.name < b.name; });
+    rows.resize(nrows);
+    r.top_kernels = std::move(rows);
     const size_t ntop = std::min(measured_gaps.size(), (size_t)kTopGaps);
     std::partial_sort(measured_gaps.begin(), measured_gaps.begin() + ntop, measured_gaps.end(),
                       [](const Gap& a, const Gap& b) { return a.ns() != b.ns() ? a.ns() > b.ns() : a.start < b.start; });
@@ -405,17 +506,27 @@ void print_report(const State& s, const DeviceReport& r) {
     for (size_t i = 0; i < r.top_gaps.size(); i++)
         fprintf(stderr, "  %24.1f %5d  %s -> %s\n", r.top_gaps[i].ns() * 1e-3, r.top_gaps[i].step, short_name(r.names[2 * i]).c_str(),
                 short_name(r.names[2 * i + 1]).c_str());
+    if (s.top <= 0) return;
+    // the kernel table: where the step's device time goes (the name last, as its length varies)
+    fprintf(stderr, "kernel_gaps: device %u: top %zu of %zu kernels by device time in steps %d..%d (per step: / %zu steps)\n",
+            r.device, r.top_kernels.size(), r.kernel_names, r.steps.front().index, r.steps.back().index, r.steps.size());
+    fprintf(stderr, "  %10s %14s %11s %10s  %s\n", "ms/step", "launches/step", "us/launch", "% kernels", "name");
+    for (const KernelRow& k : r.top_kernels)
+        fprintf(stderr, "  %10.3f %14.2f %11.2f %9.1f%%  %s\n", k.ms_per_step, k.launches_per_step, k.us_per_launch, k.pct,
+                table_name(k.name).c_str());
+    fprintf(stderr, "  all kernels: %.3f ms per step, memcpy/memset: %.3f ms per step\n", r.kernel_ns * 1e-6 / nsteps,
+            r.copy_ns * 1e-6 / nsteps);
 }
 
-// The results as JSON (the numbers of the table plus each measured step). Returns false on an I/O error.
+// The results as JSON (the numbers of the tables plus each measured step). Returns false on an I/O error.
 bool write_json(const State& s, const std::vector<DeviceReport>& reps, const char* path) {
     FILE* f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "kernel_gaps: error: cannot open KERNEL_GAPS_OUT %s: %s\n", path, strerror(errno));
         return false;
     }
-    fprintf(f, "{\n  \"step_kernel\": %s,\n  \"skip\": %d,\n  \"dropped_records\": %" PRIu64 ",\n", json_str(s.step_kernel).c_str(),
-            s.skip, s.dropped);
+    fprintf(f, "{\n  \"step_kernel\": %s,\n  \"skip\": %d,\n  \"kernels_top\": %d,\n  \"dropped_records\": %" PRIu64 ",\n",
+            json_str(s.step_kernel).c_str(), s.skip, s.top, s.dropped);
     fprintf(f, "  \"records_without_timestamps\": %" PRIu64 ",\n  \"truncated_buffers\": %" PRIu64 ",\n  \"cupti_errors\": %" PRIu64 ",\n",
             s.no_timestamp, s.truncated_buffers, s.errors);
     fprintf(f, "  \"devices\": [");
@@ -430,6 +541,9 @@ bool write_json(const State& s, const std::vector<DeviceReport>& reps, const cha
                 r.median_kernels);
         fprintf(f, "      \"median_gaps_ge_2us\": %.1f,\n      \"median_gaps_ge_20us\": %.1f,\n", r.median_gaps_ge_2us,
                 r.median_gaps_ge_20us);
+        const double nsteps = r.steps.empty() ? 1.0 : (double)r.steps.size();  // no steps: both sums are 0
+        fprintf(f, "      \"kernel_ms_per_step\": %.6f,\n      \"memcpy_memset_ms_per_step\": %.6f,\n      \"kernel_names\": %zu,\n",
+                r.kernel_ns * 1e-6 / nsteps, r.copy_ns * 1e-6 / nsteps, r.kernel_names);
         fprintf(f, "      \"histogram\": [");
         for (int b = 0; b < kNumBuckets; b++)
             fprintf(f, "%s\n        {\"bucket\": \"%s\", \"lo_us\": %.0f, \"hi_us\": %s, \"count\": %" PRIu64 ", \"total_us\": %.3f}",
@@ -451,6 +565,18 @@ bool write_json(const State& s, const std::vector<DeviceReport>& reps, const cha
         }
         fprintf(f, "\n      ]\n    }");
     }
+    // the kernel tables of all devices in one list: a device's "kernels" is already its kernel count
+    fprintf(f, "\n  ],\n  \"kernels\": [");
+    bool first = true;
+    for (const DeviceReport& r : reps)
+        for (const KernelRow& k : r.top_kernels) {
+            fprintf(f,
+                    "%s\n    {\"device\": %u, \"name\": %s, \"ms_per_step\": %.6f, \"launches_per_step\": %.4f, \"us_per_launch\": %.3f, "
+                    "\"pct\": %.3f, \"launches\": %" PRIu64 "}",
+                    first ? "" : ",", r.device, json_str(k.name).c_str(), k.ms_per_step, k.launches_per_step, k.us_per_launch, k.pct,
+                    k.launches);
+            first = false;
+        }
     fprintf(f, "\n  ]\n}\n");
     const bool ok = !ferror(f);
     if (fclose(f) != 0 || !ok) {
@@ -507,7 +633,7 @@ void report_at_exit() {
     std::vector<DeviceReport> reps;
     bool any_steps = false;
     for (auto& [device, acts] : by_device) {
-        reps.push_back(analyze(device, std::move(acts), matches, pretty, s.skip));
+        reps.push_back(analyze(device, std::move(acts), matches, pretty, s.skip, s.top));
         print_report(s, reps.back());
         any_steps = any_steps || !reps.back().steps.empty();
     }
@@ -545,6 +671,14 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
             fprintf(stderr, "kernel_gaps: error: KERNEL_GAPS_SKIP=%s is not a count 0..1000000: using %d\n", e, kDefaultSkip);
         else s.skip = (int)v;
     }
+    if (const char* e = getenv("KERNEL_GAPS_TOP"); e && *e) {
+        char* end = nullptr;
+        errno = 0;
+        const long v = strtol(e, &end, 10);
+        if (errno || *end || v < 0 || v > kMaxTop)
+            fprintf(stderr, "kernel_gaps: error: KERNEL_GAPS_TOP=%s is not a count 0..%d: no kernel table\n", e, kMaxTop);
+        else s.top = (int)v;
+    }
     if (const char* e = getenv("KERNEL_GAPS_OUT"); e && *e) s.out_path = e;
 
     if (!cupti_ok(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks")) return 0;
@@ -559,7 +693,8 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         fprintf(stderr, "kernel_gaps: error: atexit failed: no report at exit\n");
         return 0;
     }
-    fprintf(stderr, "kernel_gaps: recording kernels, memcpys and memsets (step kernel \"%s\", skip %d%s%s); report at exit\n",
-            s.step_kernel.c_str(), s.skip, s.out_path.empty() ? "" : ", JSON to ", s.out_path.c_str());
+    const std::string table = s.top > 0 ? ", kernel table: top " + std::to_string(s.top) : "";
+    fprintf(stderr, "kernel_gaps: recording kernels, memcpys and memsets (step kernel \"%s\", skip %d%s%s%s); report at exit\n",
+            s.step_kernel.c_str(), s.skip, table.c_str(), s.out_path.empty() ? "" : ", JSON to ", s.out_path.c_str());
     return 1;
 }
