@@ -62,6 +62,13 @@
 constexpr int FP8Q_THREADS = 256;            // every kernel below runs 256-thread blocks
 constexpr int FP8Q_MAX_PARTIALS = 1024;      // max blocks of the first stage of an amax reduction
 constexpr int FP8Q_TILE = 64;                // transposes work on 64 x 64 tiles
+// Minimum resident blocks per SM of the quantize-transpose kernel (__launch_bounds__): 4 caps it at 64
+// registers. Without it nvcc 13.0 gives it 72-82 registers, 3 blocks per SM, and the plain quantization
+// runs at 55% of the copy rate instead of 64% (H200, dev/cuda/lowp_producers.cu; 5 blocks spill registers
+// and gain nothing more).
+#ifndef FP8Q_TRANSPOSE_MIN_BLOCKS
+#define FP8Q_TRANSPOSE_MIN_BLOCKS 4
+#endif
 // Device scratch (floats) needed by fp8_amax, fp8_amax_scale and per-tensor tcfp12_split.
 constexpr size_t FP8_QUANT_SCRATCH_FLOATS = FP8Q_MAX_PARTIALS;
 
@@ -418,6 +425,20 @@ __global__ void fp8q_scale_from_bits_kernel(uint32_t* bits, float* amax_out, flo
     if (inv_scale) *inv_scale = __frcp_rn(s);
 }
 
+// Speculative current scaling (fp8_scale_speculative_check). One thread.
+__global__ void fp8q_speculative_check_kernel(uint32_t* bits, float* amax_out, float* scale, float* inv_scale, uint32_t* redo,
+                                              unsigned long long* misses, FP8Kind kind, int margin, int pow2) {
+    const float amax = fp8q_amax_from_bits(*bits);
+    *bits = 0u;
+    const float s = fp8q_scale_from_amax(fp8_format(kind), amax, margin, pow2);
+    const uint32_t miss = __float_as_uint(s) != __float_as_uint(*scale);
+    *redo = miss;
+    if (miss) *misses += 1ull;
+    if (amax_out) *amax_out = amax;
+    *scale = s;
+    *inv_scale = __frcp_rn(s);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Kernels: quantization
 
@@ -469,105 +490,133 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
     if (amax_accum) block_amax_accumulate(amax_accum, m);
 }
 
-// Transposed quantization through a 64 x 64 shared-memory tile. grid = (ceil(cols / 64), ceil(rows / 64)).
-// vec_in: x 16-byte aligned and cols % (16 / sizeof(T)) == 0 (and, if BLOCKED, block_k % 16 == 0);
-// vec_out: out 16-byte aligned and rows % 16 == 0. Edge tiles take the element-wise path.
-// out_plain != NULL: the same codes also row-major (rows, cols) (one read of x for both copies; needs
-// out_plain 16-byte aligned when vec_in). amax_accum != NULL: also max |x| (bits) into it.
-template <class T, FP8Kind KIND, bool SR, bool BLOCKED>
-__global__ void __launch_bounds__(FP8Q_THREADS)
-    fp8q_quantize_transpose_kernel(uint8_t* __restrict__ out, const T* __restrict__ x, int rows, int cols,
+// Sources of fp8q_quantize_transpose_kernel: the values of a row-major (rows, cols) matrix as floats, read
+// from memory (Fp8SrcMatrix) or computed by the kernel that quantizes them, so that a producer and its
+// quantization are one pass (llmc/lowp_producers.cuh). A source has
+//   Elem                 the storage type whose 16-byte packets set the vector width V = Packed128<Elem>::size
+//   packet(v, idx)       the V values at flat indices idx .. idx + V - 1 (idx a multiple of V)
+//   at(idx)              the value at flat index idx
+//   vec_ok()             (host) whether packet() may use 16-byte accesses (its pointers are 16-byte aligned)
+// Both device functions must give the same value for the same index (edge tiles use at()).
+template <class T>
+struct Fp8SrcMatrix {
+    using Elem = T;
+    const T* x;
+    __device__ __forceinline__ void packet(float* v, size_t idx) const { fp8q_load_packet(v, x + idx); }
+    __device__ __forceinline__ float at(size_t idx) const { return (float)x[idx]; }
+    bool vec_ok() const { return fp8q_aligned16(x); }
+};
+
+// Transposed quantization through a 64 x 64 shared-memory tile. 1-D grid; block b handles tiles b,
+// b + gridDim.x, ... of the ceil(rows / 64) x ceil(cols / 64) tile grid (row-major tile order), so any
+// grid size gives the same result (the speculative-scaling fallback launches a small grid).
+// vec_in: src.vec_ok(), cols % V == 0 (and, if BLOCKED, block_k % 16 == 0); vec_out: out 16-byte aligned and
+// rows % 16 == 0. Edge tiles take the element-wise path.
+// out_plain != NULL: the same codes also row-major (rows, cols) (one read of the source for both copies;
+// needs out_plain 16-byte aligned when vec_in). amax_accum != NULL: also max |x| (bits) into it.
+// run_if != NULL: the kernel does nothing unless *run_if != 0 (read once per block).
+template <class Src, FP8Kind KIND, bool SR, bool BLOCKED>
+__global__ void __launch_bounds__(FP8Q_THREADS, FP8Q_TRANSPOSE_MIN_BLOCKS)
+    fp8q_quantize_transpose_kernel(uint8_t* __restrict__ out, const Src src, int rows, int cols,
                                    const float* __restrict__ scale, FP8BlockLayout L, uint64_t seed, int vec_in, int vec_out,
                                    uint8_t* __restrict__ out_plain, uint32_t* __restrict__ amax_accum,
-                                   float* __restrict__ col_partials) {
+                                   float* __restrict__ col_partials, const uint32_t* __restrict__ run_if) {
+    using T = typename Src::Elem;
     __shared__ __align__(16) uint8_t tile[FP8Q_TILE * FP8Q_TILE];
-    const int r0 = blockIdx.y * FP8Q_TILE, c0 = blockIdx.x * FP8Q_TILE;
-    const bool full = r0 + FP8Q_TILE <= rows && c0 + FP8Q_TILE <= cols;
+    if (run_if && __ldg(run_if) == 0u) return;  // uniform over the block
+    const int tiles_x = (cols + FP8Q_TILE - 1) / FP8Q_TILE;
+    const int ntiles = tiles_x * ((rows + FP8Q_TILE - 1) / FP8Q_TILE);
     uint32_t m = 0;
     float s = 0.0f;
     if constexpr (!BLOCKED) s = __ldg(scale);
-    if (full && vec_in) {
-        // thread = (column group cg of V columns, row group rg of RPT rows): RPT loads of one packet each
-        constexpr int V = Packed128<T>::size, CG = FP8Q_TILE / V, RPT = 16 / V;
-        const int cg = threadIdx.x % CG, rg = threadIdx.x / CG, cl = cg * V;
-        uint8_t codes[RPT][V];
-        float csum[V];  // this thread's share of the column sums (col_partials)
-        #pragma unroll
-        for (int j = 0; j < V; j++) csum[j] = 0.0f;
-        #pragma unroll
-        for (int k = 0; k < RPT; k++) {
-            const int r = r0 + rg * RPT + k, c = c0 + cl;
-            float sk = s;
-            if constexpr (BLOCKED) sk = __ldg(scale + fp8_block_index_of(L, r, c));
-            const size_t idx = (size_t)r * cols + c;
-            float v[V];
-            fp8q_load_packet(v, x + idx);
+    for (int ti = blockIdx.x; ti < ntiles; ti += gridDim.x) {
+        const int tr = ti / tiles_x;
+        const int r0 = tr * FP8Q_TILE, c0 = (ti - tr * tiles_x) * FP8Q_TILE;
+        const bool full = r0 + FP8Q_TILE <= rows && c0 + FP8Q_TILE <= cols;
+        if (full && vec_in) {
+            // thread = (column group cg of V columns, row group rg of RPT rows): RPT loads of one packet each
+            constexpr int V = Packed128<T>::size, CG = FP8Q_TILE / V, RPT = 16 / V;
+            const int cg = threadIdx.x % CG, rg = threadIdx.x / CG, cl = cg * V;
+            uint8_t codes[RPT][V];
+            float csum[V];  // this thread's share of the column sums (col_partials)
             #pragma unroll
-            for (int j = 0; j < V; j++) {
-                m = max(m, abs_bits(v[j]));
-                csum[j] += v[j];
-                v[j] = fp8q_scaled(v[j], sk);
-            }
-            fp8q_encode_n<KIND, SR, V>(codes[k], v, seed, idx);
-            if (out_plain) {
-                if constexpr (V == 8) *reinterpret_cast<uint2*>(out_plain + idx) = make_uint2(fp8q_pack4(codes[k]), fp8q_pack4(codes[k] + 4));
-                else if constexpr (V == 4) *reinterpret_cast<uint32_t*>(out_plain + idx) = fp8q_pack4(codes[k]);
-                else {
-                    #pragma unroll
-                    for (int j = 0; j < V; j++) out_plain[idx + j] = codes[k][j];
-                }
-            }
-        }
-        // column cl + j of the source = tile row cl + j; this thread's RPT rows are RPT consecutive bytes there
-        #pragma unroll
-        for (int j = 0; j < V; j++) {
-            uint8_t* dst = tile + fp8q_tpos(cl + j, rg * RPT);
-            if constexpr (RPT == 2) {
-                *reinterpret_cast<uint16_t*>(dst) = (uint16_t)(codes[0][j] | (codes[1][j] << 8));
-            } else if constexpr (RPT == 4) {
-                *reinterpret_cast<uint32_t*>(dst) = (uint32_t)codes[0][j] | ((uint32_t)codes[1][j] << 8) |
-                                                    ((uint32_t)codes[2][j] << 16) | ((uint32_t)codes[3][j] << 24);
-            } else {
-                #pragma unroll
-                for (int k = 0; k < RPT; k++) dst[k] = codes[k][j];
-            }
-        }
-        if (col_partials) {  // the tile's column sums: row groups in order (uniform branch: every thread syncs)
-            constexpr int NRG = FP8Q_THREADS / CG;
-            __shared__ float red[NRG][FP8Q_TILE];
+            for (int j = 0; j < V; j++) csum[j] = 0.0f;
             #pragma unroll
-            for (int j = 0; j < V; j++) red[rg][cl + j] = csum[j];
-            __syncthreads();
-            if (threadIdx.x < FP8Q_TILE) {
-                float t = 0.0f;
-                for (int g = 0; g < NRG; g++) t += red[g][threadIdx.x];
-                col_partials[(size_t)blockIdx.y * cols + c0 + threadIdx.x] = t;
-            }
-        }
-    } else {
-        for (int e = threadIdx.x; e < FP8Q_TILE * FP8Q_TILE; e += FP8Q_THREADS) {
-            const int rl = e >> 6, cl = e & 63, r = r0 + rl, c = c0 + cl;
-            if (r < rows && c < cols) {
+            for (int k = 0; k < RPT; k++) {
+                const int r = r0 + rg * RPT + k, c = c0 + cl;
                 float sk = s;
                 if constexpr (BLOCKED) sk = __ldg(scale + fp8_block_index_of(L, r, c));
                 const size_t idx = (size_t)r * cols + c;
-                const float xv = (float)x[idx];
-                m = max(m, abs_bits(xv));
-                const uint8_t code = fp8q_encode1<KIND, SR>(fp8q_scaled(xv, sk), seed, idx);
-                tile[fp8q_tpos(cl, rl)] = code;
-                if (out_plain) out_plain[idx] = code;
+                float v[V];
+                src.packet(v, idx);
+                #pragma unroll
+                for (int j = 0; j < V; j++) {
+                    m = max(m, abs_bits(v[j]));
+                    csum[j] += v[j];
+                    v[j] = fp8q_scaled(v[j], sk);
+                }
+                fp8q_encode_n<KIND, SR, V>(codes[k], v, seed, idx);
+                if (out_plain) {
+                    if constexpr (V == 8) *reinterpret_cast<uint2*>(out_plain + idx) = make_uint2(fp8q_pack4(codes[k]), fp8q_pack4(codes[k] + 4));
+                    else if constexpr (V == 4) *reinterpret_cast<uint32_t*>(out_plain + idx) = fp8q_pack4(codes[k]);
+                    else {
+                        #pragma unroll
+                        for (int j = 0; j < V; j++) out_plain[idx + j] = codes[k][j];
+                    }
+                }
+            }
+            // column cl + j of the source = tile row cl + j; this thread's RPT rows are RPT consecutive bytes there
+            #pragma unroll
+            for (int j = 0; j < V; j++) {
+                uint8_t* dst = tile + fp8q_tpos(cl + j, rg * RPT);
+                if constexpr (RPT == 2) {
+                    *reinterpret_cast<uint16_t*>(dst) = (uint16_t)(codes[0][j] | (codes[1][j] << 8));
+                } else if constexpr (RPT == 4) {
+                    *reinterpret_cast<uint32_t*>(dst) = (uint32_t)codes[0][j] | ((uint32_t)codes[1][j] << 8) |
+                                                        ((uint32_t)codes[2][j] << 16) | ((uint32_t)codes[3][j] << 24);
+                } else {
+                    #pragma unroll
+                    for (int k = 0; k < RPT; k++) dst[k] = codes[k][j];
+                }
+            }
+            if (col_partials) {  // the tile's column sums: row groups in order (uniform branch: every thread syncs)
+                constexpr int NRG = FP8Q_THREADS / CG;
+                __shared__ float red[NRG][FP8Q_TILE];
+                #pragma unroll
+                for (int j = 0; j < V; j++) red[rg][cl + j] = csum[j];
+                __syncthreads();
+                if (threadIdx.x < FP8Q_TILE) {
+                    float t = 0.0f;
+                    for (int g = 0; g < NRG; g++) t += red[g][threadIdx.x];
+                    col_partials[(size_t)tr * cols + c0 + threadIdx.x] = t;
+                }
+            }
+        } else {
+            for (int e = threadIdx.x; e < FP8Q_TILE * FP8Q_TILE; e += FP8Q_THREADS) {
+                const int rl = e >> 6, cl = e & 63, r = r0 + rl, c = c0 + cl;
+                if (r < rows && c < cols) {
+                    float sk = s;
+                    if constexpr (BLOCKED) sk = __ldg(scale + fp8_block_index_of(L, r, c));
+                    const size_t idx = (size_t)r * cols + c;
+                    const float xv = src.at(idx);
+                    m = max(m, abs_bits(xv));
+                    const uint8_t code = fp8q_encode1<KIND, SR>(fp8q_scaled(xv, sk), seed, idx);
+                    tile[fp8q_tpos(cl, rl)] = code;
+                    if (out_plain) out_plain[idx] = code;
+                }
+            }
+            if (col_partials && threadIdx.x < FP8Q_TILE && c0 + (int)threadIdx.x < cols) {  // edge tiles: rows in order
+                const int c = c0 + threadIdx.x;
+                float t = 0.0f;
+                for (int r = r0; r < min(rows, r0 + FP8Q_TILE); r++) t += src.at((size_t)r * cols + c);
+                col_partials[(size_t)tr * cols + c] = t;
             }
         }
-        if (col_partials && threadIdx.x < FP8Q_TILE && c0 + (int)threadIdx.x < cols) {  // edge tiles: rows in order
-            const int c = c0 + threadIdx.x;
-            float t = 0.0f;
-            for (int r = r0; r < min(rows, r0 + FP8Q_TILE); r++) t += (float)x[(size_t)r * cols + c];
-            col_partials[(size_t)blockIdx.y * cols + c] = t;
-        }
+        __syncthreads();
+        fp8q_tile_store(out, tile, rows, cols, r0, c0, full && vec_out);
+        __syncthreads();  // the next tile overwrites tile (and red)
     }
-    if (amax_accum) block_amax_accumulate(amax_accum, m);  // (contains the __syncthreads the tile store needs)
-    __syncthreads();
-    fp8q_tile_store(out, tile, rows, cols, r0, c0, full && vec_out);
+    if (amax_accum) block_amax_accumulate(amax_accum, m);
 }
 
 // Byte transpose of a (rows, cols) code matrix into (cols, rows). vec_in: in 16-byte aligned and
@@ -801,6 +850,21 @@ static inline void fp8_scale_from_amax_bits(uint32_t* bits, float* amax_out, flo
     cudaCheckLaunch();
 }
 
+// Speculative current scaling (issue 17): a producer quantized its output with a guessed QUANT scale *scale
+// (the previous use's) while accumulating the amax of the output into *bits (as fp8_quantize_pair's
+// amax_accum). This sets *scale / *inv_scale (and *amax_out, may be NULL) to what current scaling computes
+// from that amax (fp8_amax_scale), zeroes *bits, and sets *redo = 1 (and *misses += 1) when the guess was not
+// that scale, else *redo = 0. The caller then re-quantizes with run_if = redo (fp8_quantize_pair_from), so
+// the final codes are those of current scaling whatever the guess: with pow2 scales the guess is right
+// whenever the amax stayed within the same power-of-two range. One thread, no host synchronization.
+static inline void fp8_scale_speculative_check(uint32_t* bits, float* amax_out, float* scale, float* inv_scale, uint32_t* redo,
+                                               unsigned long long* misses, FP8Kind kind, int margin, int pow2, cudaStream_t stream) {
+    fp8q_require(bits != NULL && scale != NULL && inv_scale != NULL && redo != NULL && misses != NULL, "fp8_scale_speculative_check",
+                 "NULL argument");
+    fp8q_speculative_check_kernel<<<1, 1, 0, stream>>>(bits, amax_out, scale, inv_scale, redo, misses, kind, margin, pow2);
+    cudaCheckLaunch();
+}
+
 // ------------------------------------------------------------------------------------------------
 // Public launchers: quantization with one scale per tensor
 
@@ -813,7 +877,33 @@ static inline void fp8_scale_from_amax_bits(uint32_t* bits, float* amax_out, flo
 // T = floatX or float. Overwrites out (rows * cols bytes). Deterministic (SR: a function of seed and
 // element index only). Fast paths: plain: x and out 16-byte aligned; transposed: 64 x 64 shared-memory tiles,
 // 16-byte loads when x is 16-byte aligned and cols % (16 / sizeof(T)) == 0, 16-byte stores when out is
-// 16-byte aligned and rows % 16 == 0. rows <= 65535 * 64 for the transposed form.
+// 16-byte aligned and rows % 16 == 0. Any rows for the transposed form (rows * cols / 4096 tiles < 2^31).
+// The transposed launch behind fp8q_quantize_launch and fp8_quantize_pair_from: transposed codes into out_t
+// and (out != NULL) plain codes into out from one evaluation of the source; max_blocks > 0 caps the grid
+// (blocks loop over the tiles), 0 gives one block per tile.
+template <class Src, bool BLOCKED>
+static inline void fp8q_quantize_transpose_launch(const char* fn, uint8_t* out, uint8_t* out_t, const Src& src, int rows, int cols,
+                                                  FP8Kind kind, const float* scale, const FP8BlockLayout& L, uint32_t* amax_accum,
+                                                  float* col_partials, int stochastic, uint64_t seed, const uint32_t* run_if,
+                                                  int max_blocks, cudaStream_t stream) {
+    using T = typename Src::Elem;
+    const bool blk16 = !BLOCKED || L.block_k % 16 == 0;  // a 16-byte vector of x stays inside one scale block
+    const long long ntiles = (long long)ceil_div(rows, FP8Q_TILE) * ceil_div(cols, FP8Q_TILE);
+    fp8q_require(ntiles < (1LL << 31), fn, "too many 64 x 64 tiles for the transposed form");
+    const int vec_in = blk16 && src.vec_ok() && cols % Packed128<T>::size == 0 && (out == NULL || fp8q_aligned16(out));
+    const int vec_out = fp8q_aligned16(out_t) && rows % 16 == 0;
+    const int grid = max_blocks > 0 && ntiles > max_blocks ? max_blocks : (int)ntiles;
+    fp8q_with_kind(kind, [&](auto K) {
+        fp8q_with_bool(stochastic != 0, [&](auto S) {
+            constexpr FP8Kind KIND = decltype(K)::value;
+            constexpr bool SR = decltype(S)::value;
+            fp8q_quantize_transpose_kernel<Src, KIND, SR, BLOCKED><<<grid, FP8Q_THREADS, 0, stream>>>(
+                out_t, src, rows, cols, scale, L, seed, vec_in, vec_out, out, amax_accum, col_partials, run_if);
+            cudaCheckLaunch();
+        });
+    });
+}
+
 // The launch behind fp8_quantize_pair and fp8_quantize_blocked: plain codes into out and / or transposed
 // codes into out_t (at least one) from one read of x (rows, cols); BLOCKED: the QUANT scales of layout L,
 // else the per-tensor *scale. The fast paths' conditions are stated at the public launchers.
@@ -821,26 +911,21 @@ template <class T, bool BLOCKED>
 static inline void fp8q_quantize_launch(const char* fn, uint8_t* out, uint8_t* out_t, const T* x, int rows, int cols, FP8Kind kind,
                                         const float* scale, const FP8BlockLayout& L, uint32_t* amax_accum, float* col_partials,
                                         int stochastic, uint64_t seed, cudaStream_t stream) {
-    const bool blk16 = !BLOCKED || L.block_k % 16 == 0;  // a 16-byte vector of x stays inside one scale block
+    if (out_t) {
+        fp8q_quantize_transpose_launch<Fp8SrcMatrix<T>, BLOCKED>(fn, out, out_t, Fp8SrcMatrix<T>{x}, rows, cols, kind, scale, L,
+                                                                 amax_accum, col_partials, stochastic, seed, NULL, 0, stream);
+        return;
+    }
+    const bool blk16 = !BLOCKED || L.block_k % 16 == 0;
     fp8q_with_kind(kind, [&](auto K) {
         fp8q_with_bool(stochastic != 0, [&](auto S) {
             constexpr FP8Kind KIND = decltype(K)::value;
             constexpr bool SR = decltype(S)::value;
-            if (out_t) {
-                fp8q_require(ceil_div(rows, FP8Q_TILE) <= 65535, fn, "too many rows for the transposed form");
-                const int vec_in = blk16 && fp8q_aligned16(x) && cols % Packed128<T>::size == 0 && (out == NULL || fp8q_aligned16(out));
-                const int vec_out = fp8q_aligned16(out_t) && rows % 16 == 0;
-                const dim3 grid(ceil_div(cols, FP8Q_TILE), ceil_div(rows, FP8Q_TILE));
-                fp8q_quantize_transpose_kernel<T, KIND, SR, BLOCKED>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out_t, x, rows, cols, scale, L, seed, vec_in, vec_out, out, amax_accum,
-                                                        col_partials);
-            } else {
-                const size_t n = (size_t)rows * cols;
-                const int vec = blk16 && (!BLOCKED || cols % 16 == 0) && fp8q_aligned16(x) && fp8q_aligned16(out);
-                const int grid = (int)ceil_div_sz(n, (size_t)16 * FP8Q_THREADS);
-                fp8q_quantize_rowmajor_kernel<T, KIND, SR, BLOCKED>
-                    <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scale, L, seed, vec, amax_accum);
-            }
+            const size_t n = (size_t)rows * cols;
+            const int vec = blk16 && (!BLOCKED || cols % 16 == 0) && fp8q_aligned16(x) && fp8q_aligned16(out);
+            const int grid = (int)ceil_div_sz(n, (size_t)16 * FP8Q_THREADS);
+            fp8q_quantize_rowmajor_kernel<T, KIND, SR, BLOCKED>
+                <<<grid, FP8Q_THREADS, 0, stream>>>(out, x, rows, cols, scale, L, seed, vec, amax_accum);
             cudaCheckLaunch();
         });
     });
@@ -880,6 +965,22 @@ void fp8_quantize_pair(uint8_t* out, uint8_t* out_t, const T* x, int rows, int c
     const FP8BlockLayout none = {};
     fp8q_quantize_launch<T, false>("fp8_quantize", out, out_t, x, rows, cols, kind, scale, none, amax_accum, col_partials, stochastic,
                                    seed, stream);
+}
+
+// fp8_quantize_pair for a computed source (see Fp8SrcMatrix: a producer whose output is quantized as it is
+// computed, llmc/lowp_producers.cuh): transposed codes into out_t (required) and plain codes into out (or
+// NULL), RNE, per-tensor QUANT scale *scale; amax_accum / col_partials as fp8_quantize_pair. run_if != NULL:
+// the launch does nothing unless *run_if != 0 on the device (the fallback of speculative scaling, no host
+// synchronization); max_blocks > 0 caps the grid (a fallback that usually exits should not launch one block
+// per tile). Codes bit-identical to fp8_quantize_pair on a tensor holding the source's values.
+template <class Src>
+void fp8_quantize_pair_from(uint8_t* out, uint8_t* out_t, const Src& src, int rows, int cols, FP8Kind kind, const float* scale,
+                            uint32_t* amax_accum, float* col_partials, const uint32_t* run_if, int max_blocks, cudaStream_t stream) {
+    fp8q_require(out_t != NULL && out != out_t && scale != NULL && rows >= 0 && cols >= 0, "fp8_quantize_pair_from", "bad arguments");
+    if (rows == 0 || cols == 0) return;
+    const FP8BlockLayout none = {};
+    fp8q_quantize_transpose_launch<Src, false>("fp8_quantize_pair_from", out, out_t, src, rows, cols, kind, scale, none, amax_accum,
+                                               col_partials, 0, 0, run_if, max_blocks, stream);
 }
 
 // Byte transpose of a row-major (rows, cols) code matrix: out (cols, rows), out[c * rows + r] = in[r * cols + c].
