@@ -212,8 +212,10 @@ static void build_model(GPT2* m, const char* ckpt, int B, int T) {
     free(params);
     gpt2_allocate_activations(m, B, T, 1, 1);
 #if GEMM_LOWP
-    LowpOptions opt = {};  // the defaults: per-tensor current scaling, FP8 wgrad, no warm-up
+    LowpOptions opt = {};  // the defaults: per-tensor current scaling, FP8 wgrad, no warm-up, producers quantizing
+    opt.producers = 1;
     gpt2_attach_lowp(m, &opt, 0);
+    m->keep_activations = 1;  // the activation comparisons read the GELU output the producers would not store
 #endif
 #if defined(ENABLE_TCAST)
     static int plans_ready = 0;

@@ -305,13 +305,15 @@ static void trainer_choose_recompute(Trainer* t, const GPT2Config* config) {
     size_t acts[RECOMPUTE_LEVELS], free_b, total_b;
     for (int r = 0; r < RECOMPUTE_LEVELS; r++) acts[r] = gpt2_activation_bytes(config, t->tc.B, t->tc.T, r);
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-    float level = (float)recompute_auto_level(acts, free_b, total_b);
+    const bool free_recompute = gemm_keeps_inputs(&t->model.gemm);  // FP8 / TCFP-12 never recompute (recompute_plan.h)
+    float level = (float)recompute_auto_level(acts, free_b, total_b, free_recompute ? RECOMPUTE_LEVELS - 1 : 0);
     multi_gpu_allreduce_host(&t->mg, &level, 1, 1, t->model.stream);
     t->opt.recompute = (int)level;
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    printf("recompute (-r -1): level %d: activations %.1f / %.1f / %.1f GiB at levels 0 / 1 / 2, %.1f GiB free of %.1f, "
-           "%.1f GiB kept in reserve\n", t->opt.recompute, acts[0] / gib, acts[1] / gib, acts[2] / gib, free_b / gib,
-           total_b / gib, recompute_reserve_bytes(total_b) / gib);
+    printf("recompute (-r -1): level %d%s: activations %.1f / %.1f / %.1f GiB at levels 0 / 1 / 2, %.1f GiB free of %.1f, "
+           "%.1f GiB kept in reserve\n", t->opt.recompute,
+           free_recompute ? " (the GEMM backend keeps its own inputs: nothing is recomputed)" : "", acts[0] / gib, acts[1] / gib,
+           acts[2] / gib, free_b / gib, total_b / gib, recompute_reserve_bytes(total_b) / gib);
 }
 
 // Processes and GPU, model, data, resume; prints the configuration. After it the model is ready to train.
@@ -545,6 +547,7 @@ static void trainer_loop(Trainer* t) {
         if (step > t->start_step + 2) step_seconds[timed_steps++] = dt;  // the first 3 steps are warm-up
     }
     trainer_print_median(t, step_seconds, timed_steps);
+    gemm_lowp_report(&m->gemm, stdout);
     free(step_seconds);
     prof_print(t->profiler);
     size_t free_b, total_b;

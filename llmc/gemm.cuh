@@ -119,6 +119,14 @@ struct GemmContext;
 //             not wanted.
 //   keeps_input: whether the backward of the layer of `weight` at N rows will not read `inp` (it kept
 //             what it needs from the forward), so a caller may skip recomputing it.
+//   defer:    offer the elementwise producer `kind` of out (rows, cols) to the backend (GemmDefer); true: the
+//             backend computes it inside its next forward / backward call, which reads out as inp / dout,
+//             writing out itself only with keep_activations (GELU) or when that call cannot take it (then
+//             with the front's kernel, before anything reads out). false: the caller runs it now.
+// The elementwise producers a backend may take over (defer): GELU: out = gelu_tanh(pre);
+// DGELU: out = out * gelu_tanh'(pre) (out holds dout · weight on entry).
+enum GemmDefer { GEMM_DEFER_NONE = 0, GEMM_DEFER_GELU = 1, GEMM_DEFER_DGELU = 2 };
+
 struct GemmLowpBackend {
     void* state;
     const char* name;
@@ -127,6 +135,9 @@ struct GemmLowpBackend {
                      const floatX* inp, const floatX* weight, int N, int C, int OC);
     unsigned int* (*amax_slot)(GemmContext* ctx, const void* tensor, size_t n);
     bool (*keeps_input)(GemmContext* ctx, const floatX* weight, int N);
+    bool (*defer)(GemmContext* ctx, GemmDefer kind, floatX* out, const floatX* pre, int rows, int cols);
+    int keeps_inputs;                    // 1: keeps_input holds for every layer it runs (after its warm-up)
+    void (*report)(GemmContext* ctx, FILE* f);  // end-of-run counts (may be NULL)
     void (*destroy)(GemmContext* ctx);   // frees the backend (gemm_context_free calls it)
 };
 
@@ -136,6 +147,8 @@ struct GemmContext {
     unsigned long long weight_version;   // bumped by gemm_weights_updated (backends cache quantized weights per version)
     int optimizer_steps;                 // optimizer steps so far (the low-precision backends' warm-up)
     int training;                        // 1 during a training forward + backward (delayed-scaling histories advance)
+    int keep_activations;                // 1: activations a backend takes over (defer) are still written in BF16
+                                         // (tests and tensor statistics read them)
     cublasLtHandle_t handle;
     void* workspace;                     // device, workspace_size bytes, used only on `stream`
     size_t workspace_size;
@@ -184,6 +197,21 @@ static inline unsigned int* gemm_amax_slot(GemmContext* ctx, const void* tensor,
 // recomputing inp (the GELU recompute of the MLP).
 static inline bool gemm_backward_reads_input(GemmContext* ctx, const floatX* weight, int N) {
     return !(ctx->lowp && ctx->lowp->keeps_input && ctx->lowp->keeps_input(ctx, weight, N));
+}
+
+// Offer the producer `kind` of out (rows x cols) to the low-precision backend (GemmLowpBackend::defer);
+// false: the caller computes it now.
+static inline bool gemm_lowp_defer(GemmContext* ctx, GemmDefer kind, floatX* out, const floatX* pre, int rows, int cols) {
+    return ctx->lowp && ctx->lowp->defer && ctx->lowp->defer(ctx, kind, out, pre, rows, cols);
+}
+
+// Whether the low-precision backend keeps every layer's weight-gradient input from the forward (then the
+// backward never recomputes the GELU or LayerNorm outputs: recompute level 2 is free, llmc/recompute_plan.h).
+static inline bool gemm_keeps_inputs(const GemmContext* ctx) { return ctx->lowp && ctx->lowp->keeps_inputs; }
+
+// The low-precision backend's end-of-run counts (e.g. speculative scaling's re-quantizations), or nothing.
+static inline void gemm_lowp_report(GemmContext* ctx, FILE* f) {
+    if (ctx->lowp && ctx->lowp->report) ctx->lowp->report(ctx, f);
 }
 
 // After every optimizer step that changed the weights: cached quantized weights are stale.
@@ -887,9 +915,12 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
         return;  // GELU fused into the cuBLASLt epilogue
     if (!done) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
     if (cast) boundary_tensor_cast(ctx->tcast, MATMUL_OUT, boundary_weight_id(ctx->tcast, weight), y, N, OC, ctx->stream);
-    // the GELU output is the next layer's input (fcproj): its amax comes with it when the backend wants it
-    if (pre_gelu) gemm_gelu_apply<bound>(out, pre_gelu, n, ctx->stream, gemm_amax_slot(ctx, out, n));
-    else if (bound) gemm_boundary_apply(y, n, ctx->stream);
+    // the GELU output is the next layer's input (fcproj): the backend that ran this GEMM may compute it in its
+    // quantization of that input (defer), else its amax comes with it when the backend wants it
+    if (pre_gelu) {
+        if (done && !bound && !cast && gemm_lowp_defer(ctx, GEMM_DEFER_GELU, out, pre_gelu, N, OC)) return;
+        gemm_gelu_apply<bound>(out, pre_gelu, n, ctx->stream, gemm_amax_slot(ctx, out, n));
+    } else if (bound) gemm_boundary_apply(y, n, ctx->stream);
 }
 
 // The LM head as the training step's fused classifier consumes it: out (N, OC) = inp · weightᵀ with
@@ -937,7 +968,8 @@ void matmul_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* db
                            gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, pre_gelu);
         if (!fused) {
             if (!lowp) gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, NULL);
-            if (pre_gelu) {
+            // dinp is the fc layer's dout next: the backend may compute the GELU' product in its quantization
+            if (pre_gelu && !(lowp && gemm_lowp_defer(ctx, GEMM_DEFER_DGELU, dinp, pre_gelu, N, C))) {
                 const size_t packets = (size_t)N * C / x128::size;
                 unsigned int* amax = gemm_amax_slot(ctx, dinp, (size_t)N * C);  // dinp is the fc layer's dout next
                 gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(dinp, pre_gelu, packets, amax);

@@ -43,6 +43,7 @@
 #include "gemm.cuh"
 #include "gemm_fp8.cuh"
 #include "fp8_quant.cuh"
+#include "lowp_producers.cuh"
 
 #define LOWP_MAX_LAYERS 256
 
@@ -64,6 +65,8 @@ struct LowpOptions {
     int delayed;         // amax history length for delayed scaling; 0 = current scaling
     int fast_accum;      // CUBLASLT_MATMUL_DESC_FAST_ACCUM on the FP8 GEMMs
     int lm_head;         // the LM head (weight = wte) too
+    int producers;       // GELU / GELU' computed inside the quantization of the next GEMM's operands
+                         // (llmc/lowp_producers.cuh; speculative current scaling); 0 = separate passes
 };
 
 // Roles of a layer's tensors (delayed-scaling histories, amax slots).
@@ -71,14 +74,15 @@ enum { LOWP_ROLE_X = 0, LOWP_ROLE_W = 1, LOWP_ROLE_DY = 2 };
 
 // Per linear layer: the quantized weights of the current weight version, their scales, the error
 // feedback buffer, the amax histories and the transposed input codes the forward keeps for wgrad.
-// Device floats in `f`: the scale triple of W (or W_hi from amax(W')), that of W_lo (from amax(R)), and
-// that of this layer's input X (forward; reused by wgrad with xt).
+// Device floats in `f`: the scale triple of W (or W_hi from amax(W')), that of W_lo (from amax(R)), that
+// of this layer's input X (forward; reused by wgrad with xt), and that of its dY (backward; not in
+// checkpoints: it is recomputed from each dY, the previous value only serves as speculative scaling's guess).
 struct LowpLayer {
     const floatX* weight;
     int OC, C;
     unsigned long long version;  // GemmContext::weight_version the codes were made from (0: never)
     uint8_t *w_hi, *w_lo, *wt_hi, *wt_lo;  // (OC, C) and transposed (C, OC) E4M3 codes; w_lo / wt_lo TCFP only
-    float* f;                    // 3 scale triples (above)
+    float* f;                    // 4 scale triples (above)
     // block scaling (lowp_weight_tiles / lowp_weight_a_layout): QUANT scales of the tiles, the DEQUANT scales
     // as the forward's A operand reads them (OC, C) and as dgrad's reads them (C, OC); block 32 / 64 also
     // keep the tiles' DEQUANT scales, which the two A-operand layouts expand
@@ -94,6 +98,14 @@ struct LowpLayer {
     __nv_bfloat16* bias;         // 256-byte aligned copy of the bias of weight version bias_version
     unsigned long long bias_version;
     int warned;
+};
+
+// An elementwise producer the backend took over (GemmLowpBackend::defer) for the next GEMM call.
+struct LowpDeferred {
+    GemmDefer kind;
+    floatX* out;
+    const floatX* pre;
+    size_t n;
 };
 
 // A producer's amax for the next GEMM call (gemm_amax_slot): the tensor, its size and the device slot.
@@ -115,12 +127,13 @@ struct LowpState {
     const floatX* params_base;   // where the model's parameters start (to find the master copy of a weight)
     const float* master_base;    // fp32 master weights of the same layout, or NULL
     const floatX* lm_head_weight;
-    float* scalars;              // device: scale triples of dY, and of X for the weight gradient (block 128)
     float* scratch;              // FP8_QUANT_SCRATCH_FLOATS
     uint32_t* amax_bits;         // device: LOWP_AMAX_SLOTS producer amax slots (zero when free)
     int slot_dirty[LOWP_AMAX_SLOTS];  // host: slot handed out and not consumed (must be zeroed before reuse)
     int next_slot;
     LowpAmaxHint hint;           // the producer amax registered for the next GEMM call
+    LowpDeferred deferred;       // the producer taken over for the next GEMM call (kind NONE: none)
+    LowpSpec spec;               // speculative scaling's device state and counts (llmc/lowp_producers.cuh)
     uint8_t *a8, *g8, *gt8;      // codes of X (plain), dY (plain, transposed) (grow-only)
     size_t codes_cap;
     float *xs, *xinv, *gs, *ginv;  // block-128 activation / gradient scales (grow-only)
@@ -213,8 +226,8 @@ static inline LowpLayer* lowp_layer(LowpState* s, const floatX* weight, int OC, 
     const size_t n = (size_t)OC * C;
     cudaCheck(cudaMalloc(&L->w_hi, n));
     cudaCheck(cudaMalloc(&L->wt_hi, n));
-    cudaCheck(cudaMalloc(&L->f, 3 * LOWP_TRIPLE * sizeof(float)));
-    cudaCheck(cudaMemset(L->f, 0, 3 * LOWP_TRIPLE * sizeof(float)));
+    cudaCheck(cudaMalloc(&L->f, 4 * LOWP_TRIPLE * sizeof(float)));
+    cudaCheck(cudaMemset(L->f, 0, 4 * LOWP_TRIPLE * sizeof(float)));
     if (lowp_is_tcfp()) {
         cudaCheck(cudaMalloc(&L->w_lo, n));
         cudaCheck(cudaMalloc(&L->wt_lo, n));
@@ -380,6 +393,60 @@ static inline void lowp_quantize_act(LowpState* s, LowpLayer* L, int role, const
     }
 }
 
+// GemmLowpBackend::defer: take over GELU (the fcproj input) or GELU' (the fc dY) when the next call can
+// quantize it in one pass with its producer: per-tensor scales (not TCFP-12 blocks) and FP8 wgrad (the
+// transposed codes are the kernel's main output; with BF16 wgrad the BF16 tensor is read anyway).
+static bool lowp_defer(GemmContext* ctx, GemmDefer kind, floatX* out, const floatX* pre, int rows, int cols) {
+    LowpState* s = lowp_state(ctx);
+    if (!s->opt.producers || s->opt.hp_wgrad || (lowp_is_tcfp() && s->opt.block)) return false;
+    if (s->deferred.kind != GEMM_DEFER_NONE) return false;  // (never: every GEMM call takes it)
+    s->deferred = LowpDeferred{kind, out, pre, (size_t)rows * cols};
+    return true;
+}
+
+// The deferred producer, taken by every forward / backward call (valid for the next call only).
+static inline LowpDeferred lowp_take_deferred(LowpState* s) {
+    const LowpDeferred d = s->deferred;
+    s->deferred.kind = GEMM_DEFER_NONE;
+    return d;
+}
+
+// Run a deferred producer the call cannot fuse, as the front would have (no amax slot: the quantization
+// then takes its own amax).
+static inline void lowp_materialize(const LowpDeferred& d, cudaStream_t stream) {
+    if (d.kind == GEMM_DEFER_GELU) {
+        gemm_gelu_apply<false>(d.out, const_cast<floatX*>(d.pre), d.n, stream, NULL);
+    } else if (d.kind == GEMM_DEFER_DGELU) {
+        const size_t packets = d.n / x128::size;
+        gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, stream>>>(d.out, d.pre, packets, NULL);
+        cudaCheckLaunch();
+    }
+}
+
+// Whether this call quantizes the deferred producer d of its operand x (n values, role of layer L) itself:
+// the same tensor, transposed codes wanted, and a scale that does not need the tensor first (the bootstrap
+// use of delayed scaling takes an amax pass over it).
+static inline bool lowp_fusable(const LowpState* s, const LowpLayer* L, const LowpDeferred& d, GemmDefer kind, const floatX* x,
+                                size_t n, int role, bool transposed) {
+    return d.kind == kind && d.out == x && d.n == n && transposed &&
+           !(s->opt.delayed > 0 && s->ctx->training && L->uses[role] == 0);
+}
+
+// lowp_quantize_act for an operand computed by the source src (lowp_producers.cuh) in the same pass: per-tensor
+// scale triple sc, plain codes (or NULL) and transposed codes; delayed scaling in training passes with the
+// history's scale (the amax goes into the pending slot), else speculative current scaling.
+template <class Src>
+static inline void lowp_quantize_produced(LowpState* s, LowpLayer* L, int role, const Src& src, int rows, int K, FP8Kind kind,
+                                          uint8_t* codes, uint8_t* tcodes, float* sc, float* col_partials, cudaStream_t stream) {
+    if (s->opt.delayed > 0 && s->ctx->training) {
+        uint32_t* pending = lowp_scale<floatX>(s, L, role, sc, NULL, (size_t)rows * K, kind, NULL, stream);
+        fp8_quantize_pair_from(codes, tcodes, src, rows, K, kind, LOWP_SCALE(sc), pending, col_partials, NULL, 0, stream);
+    } else {
+        lowp_quantize_speculative(&s->spec, src, rows, K, kind, codes, tcodes, LOWP_AMAX(sc), LOWP_SCALE(sc), LOWP_INV(sc),
+                                  col_partials, stream);
+    }
+}
+
 static inline bool lowp_eligible(const GemmContext* ctx, LowpState* s, LowpLayer* L, const floatX* weight, int N, int C, int OC) {
     if (ctx->optimizer_steps < s->opt.warmup) return false;
     if (weight == s->lm_head_weight && !s->opt.lm_head) return false;
@@ -426,23 +493,32 @@ static inline const floatX* lowp_bias(LowpLayer* L, const floatX* bias, unsigned
 
 static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C, int OC) {
     LowpState* s = lowp_state(ctx);
+    const LowpDeferred d = lowp_take_deferred(s);  // the GELU of inp (the fcproj layer), if the fc forward deferred it
     uint32_t* hint = lowp_take_hint(s, inp, (size_t)N * C);
-    if (weight == s->lm_head_weight && !s->opt.lm_head) return false;  // before lowp_layer: no state for it
-    LowpLayer* L = lowp_layer(s, weight, OC, C);
-    L->xt_rows = 0;
-    if (!lowp_eligible(ctx, s, L, weight, N, C, OC)) return false;
     cudaStream_t st = ctx->stream;
-    lowp_grow_codes(s, (size_t)N * (C > OC ? C : OC));
-    lowp_quantize_weights(s, L, ctx->weight_version, st);
-    const bool blocked = lowp_is_tcfp() && s->opt.block;
+    // (the LM head gets no state unless it runs here)
+    LowpLayer* L = weight == s->lm_head_weight && !s->opt.lm_head ? NULL : lowp_layer(s, weight, OC, C);
+    if (L) L->xt_rows = 0;
+    const bool run = L && lowp_eligible(ctx, s, L, weight, N, C, OC);
     // X: the GEMM operand and, unless wgrad runs in BF16, the transposed wgrad operand kept for backward
     uint8_t* xt = NULL;
-    if (!s->opt.hp_wgrad) {
+    if (run && !s->opt.hp_wgrad) {
         lowp_grow(&L->xt, &L->xt_cap, (size_t)N * C);
         xt = L->xt;
     }
+    const bool fused = run && lowp_fusable(s, L, d, GEMM_DEFER_GELU, inp, (size_t)N * C, LOWP_ROLE_X, xt != NULL);
+    if (!fused) lowp_materialize(d, st);
+    if (!run) return false;
+    lowp_grow_codes(s, (size_t)N * (C > OC ? C : OC));
+    lowp_quantize_weights(s, L, ctx->weight_version, st);
+    const bool blocked = lowp_is_tcfp() && s->opt.block;
     float* xsc = L->f + 2 * LOWP_TRIPLE;
-    lowp_quantize_act(s, L, LOWP_ROLE_X, inp, N, C, FP8_E4M3FN, s->a8, xt, xsc, 0, blocked, hint, st);
+    if (fused) {
+        const LowpSrcGelu src{d.pre, ctx->keep_activations ? d.out : NULL};
+        lowp_quantize_produced(s, L, LOWP_ROLE_X, src, N, C, FP8_E4M3FN, s->a8, xt, xsc, NULL, st);
+    } else {
+        lowp_quantize_act(s, L, LOWP_ROLE_X, inp, N, C, FP8_E4M3FN, s->a8, xt, xsc, 0, blocked, hint, st);
+    }
     if (xt) L->xt_rows = N;
     bias = lowp_bias(L, bias, ctx->weight_version, st);
     cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
@@ -467,18 +543,21 @@ static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const f
 static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, bool* dbias_done, const floatX* dout,
                           const floatX* inp, const floatX* weight, int N, int C, int OC) {
     LowpState* s = lowp_state(ctx);
+    const LowpDeferred d = lowp_take_deferred(s);  // GELU' of dout (the fc layer), if the fcproj backward deferred it
     uint32_t* hint = lowp_take_hint(s, dout, (size_t)N * OC);
-    if (weight == NULL || (weight == s->lm_head_weight && !s->opt.lm_head)) return false;
-    LowpLayer* L = lowp_layer(s, weight, OC, C);
-    if (!lowp_eligible(ctx, s, L, weight, N, C, OC)) return false;
     cudaStream_t st = ctx->stream;
+    LowpLayer* L = weight == NULL || (weight == s->lm_head_weight && !s->opt.lm_head) ? NULL : lowp_layer(s, weight, OC, C);
+    const bool run = L && lowp_eligible(ctx, s, L, weight, N, C, OC);
+    const bool fp8_wgrad = dweight && !s->opt.hp_wgrad;
+    const bool fused = run && lowp_fusable(s, L, d, GEMM_DEFER_DGELU, dout, (size_t)N * OC, LOWP_ROLE_DY, fp8_wgrad);
+    if (!fused) lowp_materialize(d, st);
+    if (!run) return false;
     lowp_grow_codes(s, (size_t)N * (C > OC ? C : OC));
     lowp_quantize_weights(s, L, ctx->weight_version, st);  // no-op after this step's forward
     const bool blocked = lowp_is_tcfp() && s->opt.block;
-    const bool fp8_wgrad = dweight && !s->opt.hp_wgrad;
     if (fp8_wgrad && L->xt_rows != N)
         die("gemm_lowp: the backward of a linear layer (N=%d C=%d OC=%d) without its forward at the same N", N, C, OC);
-    float* gsc = s->scalars;
+    float* gsc = L->f + 3 * LOWP_TRIPLE;
     float* lo = L->f + LOWP_TRIPLE;
     // dY: E5M2, plain (dgrad, B operand along OC) and transposed (wgrad, B operand along N), one pass that
     // also makes the bias gradient's column sums
@@ -487,8 +566,13 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, float
         lowp_grow(&s->colpart, &s->colpart_cap, (size_t)fp8_col_partial_rows(N) * OC);
         colpart = s->colpart;
     }
-    lowp_quantize_act(s, L, LOWP_ROLE_DY, dout, N, OC, FP8_E5M2, dinp ? s->g8 : NULL, fp8_wgrad ? s->gt8 : NULL, gsc, 1, blocked,
-                      hint, st, colpart);
+    if (fused) {
+        lowp_quantize_produced(s, L, LOWP_ROLE_DY, LowpSrcDgelu{d.out, d.pre}, N, OC, FP8_E5M2, dinp ? s->g8 : NULL, s->gt8, gsc,
+                               colpart, st);
+    } else {
+        lowp_quantize_act(s, L, LOWP_ROLE_DY, dout, N, OC, FP8_E5M2, dinp ? s->g8 : NULL, fp8_wgrad ? s->gt8 : NULL, gsc, 1, blocked,
+                          hint, st, colpart);
+    }
     if (colpart) {
         gemm_dbias_finish(dbias, colpart, fp8_col_partial_rows(N), OC, st);
         *dbias_done = true;
@@ -536,7 +620,7 @@ static void lowp_destroy(GemmContext* ctx) {
                         L->xt, L->bias};
         for (void* b : bufs) cudaCheck(cudaFree(b));
     }
-    void* bufs[] = {s->scalars, s->scratch, s->amax_bits, s->a8, s->g8, s->gt8, s->xs, s->xinv, s->gs, s->ginv, s->w32, s->acc32, s->colpart};
+    void* bufs[] = {s->spec.dev, s->scratch, s->amax_bits, s->a8, s->g8, s->gt8, s->xs, s->xinv, s->gs, s->ginv, s->w32, s->acc32, s->colpart};
     for (void* b : bufs) cudaCheck(cudaFree(b));
     fp8_gemm_context_free(&s->fp8);
     free(s);
@@ -550,10 +634,32 @@ static bool lowp_keeps_input(GemmContext* ctx, const floatX* weight, int N) {
     return L != NULL && L->xt_rows == N && ctx->optimizer_steps >= s->opt.warmup;
 }
 
+// Speculative scaling so far (lowp_producers.cuh): *uses tensors quantized speculatively, *misses of them
+// re-quantized because the amax had left the guessed power-of-two range. Synchronizes the stream; 0 / 0
+// without a backend.
+static inline void gemm_lowp_spec_counts(const GemmContext* ctx, long long* uses, unsigned long long* misses) {
+    *uses = 0;
+    *misses = 0;
+    if (!ctx->lowp) return;
+    const LowpState* s = (const LowpState*)ctx->lowp->state;
+    *uses = s->spec.uses;
+    *misses = lowp_spec_misses_read(&s->spec, ctx->stream);
+}
+
+// GemmLowpBackend::report: how often speculative scaling had to re-quantize (one line; nothing if unused).
+static void lowp_report(GemmContext* ctx, FILE* f) {
+    long long uses;
+    unsigned long long misses;
+    gemm_lowp_spec_counts(ctx, &uses, &misses);
+    if (uses > 0)
+        fprintf(f, "%s: %lld tensors quantized by their producers with speculative scales, %llu re-quantized (%.2f%%)\n",
+                lowp_state(ctx)->backend.name, uses, misses, 100.0 * (double)misses / (double)uses);
+}
+
 #if GEMM_LOWP_TCFP12
-#define GEMM_LOWP_NUM_FLAGS 10
+#define GEMM_LOWP_NUM_FLAGS 11
 #else
-#define GEMM_LOWP_NUM_FLAGS 6
+#define GEMM_LOWP_NUM_FLAGS 7
 #endif
 
 // The FP8 / TCFP-12 command-line knobs, with their defaults (all 0: current scaling, fp32-exact
@@ -561,6 +667,7 @@ static bool lowp_keeps_input(GemmContext* ctx, const floatX* weight, int N) {
 // --fp8-fallback. The TCFP-12 knobs exist only in the TCFP12=1 build.
 static inline int gemm_lowp_flags(LowpOptions* opt, int* fallback, CliFlag* flags) {
     *opt = LowpOptions{};
+    opt->producers = 1;
     *fallback = 0;
     const CliFlag f[] = {
         {"--fp8-delayed", CLI_INT, &opt->delayed, "FP8 scales from the max amax of the last N uses (delayed scaling); 0 = current", 0, 4096, NULL},
@@ -568,6 +675,7 @@ static inline int gemm_lowp_flags(LowpOptions* opt, int* fallback, CliFlag* flag
         {"--fp8-hp-wgrad", CLI_INT, &opt->hp_wgrad, "1 = weight gradients in BF16 instead of FP8", 0, 1, NULL},
         {"--fp8-warmup", CLI_INT, &opt->warmup, "optimizer steps with BF16 GEMMs before FP8 starts", 0, INT_MAX, NULL},
         {"--fp8-lm-head", CLI_INT, &opt->lm_head, "1 = the LM head in FP8 too", 0, 1, NULL},
+        {"--fp8-producers", CLI_INT, &opt->producers, "1 = GELU / GELU' quantized in their own pass (speculative current scaling); 0 = separate passes", 0, 1, NULL},
         {"--fp8-fallback", CLI_INT, fallback, "1 = on a GPU without FP8 tensor cores run BF16 GEMMs instead of failing", 0, 1, NULL},
 #if GEMM_LOWP_TCFP12
         {"--tcfp-block", CLI_INT, &opt->block, "TCFP-12 scales: 0 per tensor; 32, 64, 128 = bxb weight tiles, 1xb activation blocks (32, 64: slow chunked GEMMs)", 0, 0, "32|64|128"},
@@ -587,6 +695,7 @@ static inline int gemm_lowp_flags(LowpOptions* opt, int* fallback, CliFlag* flag
 static inline void gemm_lowp_options_validate(const LowpOptions* opt, int allow_fallback) {
     const struct { const char* flag; int value; } switches[] = {
         {"--fp8-fast-accum", opt->fast_accum}, {"--fp8-hp-wgrad", opt->hp_wgrad}, {"--fp8-lm-head", opt->lm_head},
+        {"--fp8-producers", opt->producers},
         {"--tcfp-ef", opt->error_feedback},    {"--tcfp-srr", opt->srr},           {"--tcfp-abd", opt->abd}};
     for (const auto& sw : switches)
         if (sw.value != 0 && sw.value != 1) die("%s: expected 0 or 1, got %d", sw.flag, sw.value);
@@ -625,7 +734,7 @@ static inline void gemm_lowp_attach(GemmContext* ctx, const LowpOptions* opt, in
     s->ctx = ctx;
     s->seed = seed;
     fp8_gemm_context_init(&s->fp8, ctx);
-    cudaCheck(cudaMalloc(&s->scalars, 2 * LOWP_TRIPLE * sizeof(float)));
+    lowp_spec_init(&s->spec);
     cudaCheck(cudaMalloc(&s->scratch, FP8_QUANT_SCRATCH_FLOATS * sizeof(float)));
     cudaCheck(cudaMalloc(&s->amax_bits, LOWP_AMAX_SLOTS * sizeof(uint32_t)));
     cudaCheck(cudaMemset(s->amax_bits, 0, LOWP_AMAX_SLOTS * sizeof(uint32_t)));
@@ -636,6 +745,9 @@ static inline void gemm_lowp_attach(GemmContext* ctx, const LowpOptions* opt, in
     s->backend.backward = lowp_backward;
     s->backend.amax_slot = lowp_amax_slot;
     s->backend.keeps_input = lowp_keeps_input;
+    s->backend.defer = lowp_defer;
+    s->backend.keeps_inputs = !opt->hp_wgrad;
+    s->backend.report = lowp_report;
     s->backend.destroy = lowp_destroy;
     ctx->lowp = &s->backend;
 }
@@ -653,8 +765,8 @@ static inline void gemm_lowp_set_model(GemmContext* ctx, const floatX* params, c
 static inline void gemm_lowp_describe(const GemmContext* ctx, char* out, size_t n) {
     if (!ctx->lowp) { snprintf(out, n, "none"); return; }
     const LowpOptions& o = ((const LowpState*)ctx->lowp->state)->opt;
-    snprintf(out, n, "block=%d ef=%d srr=%d abd=%d hp_wgrad=%d warmup=%d delayed=%d fast_accum=%d lm_head=%d", o.block,
-             o.error_feedback, o.srr, o.abd, o.hp_wgrad, o.warmup, o.delayed, o.fast_accum, o.lm_head);
+    snprintf(out, n, "block=%d ef=%d srr=%d abd=%d hp_wgrad=%d warmup=%d delayed=%d fast_accum=%d lm_head=%d producers=%d", o.block,
+             o.error_feedback, o.srr, o.abd, o.hp_wgrad, o.warmup, o.delayed, o.fast_accum, o.lm_head, o.producers);
 }
 
 // ------------------------------------------------------------------------------------------------

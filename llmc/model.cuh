@@ -138,6 +138,8 @@ struct GPT2 {
     KernelProfiler* prof;    // optional per-family timing (NULL: off)
     TensorStats* tstats;     // per-layer tensor statistics (--tensor-stats, llmc/tensor_stats.cuh; NULL: off)
     TcastRuntime* tcast;     // TensorCast build: the cast plan (llmc/tcast_runtime.cuh); NULL: no casts
+    int keep_activations;    // 1: every activation is written in BF16 even where only the FP8 backend reads it
+                             // (tests comparing activations; tensor statistics set it on their steps)
     // Data parallelism (llmc/multi_gpu.cuh); mg == NULL for a single-GPU run.
     MultiGpu* mg;
     int reduce_grads;        // 1 on the last micro-step: backward reduces each finished bucket across ranks
@@ -359,6 +361,8 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
     ActivationTensors& a = m->acts;
     cudaStream_t s = m->stream;
     GemmContext* g = &m->gemm;
+    // (an FP8 backend may otherwise compute the GELU output inside its quantization and never store it)
+    g->keep_activations = m->keep_activations || tensor_stats_acts_active(m->tstats);
 
     prof_mark(m->prof, PROF_ENCODER, s);
     encoder_forward(a.encoded, m->inputs, p.wte, p.wpe, B, T, C, s);
@@ -407,9 +411,10 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         }
         boundary_tensor_cast(m->tcast, GELU_OUT, gpt2_cast_id(l, CAST_ID_GELU), fch_gelu, N, 4 * C, s);
         gpt2_stored(m, MATMUL_OUT, TS_FCH, l, fch, N, 4 * C);
-        gpt2_stored(m, GELU_OUT, TS_FCH_GELU, l, fch_gelu, N, 4 * C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, a.output, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, N, 4 * C, C, NULL);
+        // (after fcproj: an FP8 backend may compute the GELU output inside it, storing it with keep_activations)
+        gpt2_stored(m, GELU_OUT, TS_FCH_GELU, l, fch_gelu, N, 4 * C);
         gpt2_stored(m, MATMUL_OUT, TS_FCPROJ, l, a.output, N, C);
         // the residual add is fused with the next LayerNorm: ln1 of layer l+1, or the final one
         prof_mark(m->prof, PROF_LAYERNORM_FWD, s);

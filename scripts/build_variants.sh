@@ -28,7 +28,7 @@ VARIANTS=(
 #   floatX-generic kernels: bf16, and fp16 / fp32 (device_check.sh runs those with --check-only);
 #   attention also in tcast (its cast instantiations) and in q115, the one harness whose CPU reference simulates the SF16 boundaries (its
 #     kernels are the same in q115_tf: SF16_TRUE_FORWARD changes only the GEMM outputs);
-#   the FP8 layer (gemm_fp8, fp8_quant, fp8_epilogues) in bf16 only: it takes BF16 / fp32 buffers
+#   the FP8 layer (gemm_fp8, fp8_quant, fp8_epilogues, lowp_producers) in bf16 only: it takes BF16 / fp32 buffers
 #     explicitly, whatever floatX is, and the FP8 / TCFP-12 builds do not change it;
 #   tcast: the TensorCast cast kernels, in the TCAST=1 build.
 # A dev/cuda harness missing here is compiled in bf16 (and named in the log); a name here without its
@@ -46,6 +46,7 @@ tensor_stats   bf16 fp16 fp32
 fp8_quant      bf16
 gemm_fp8       bf16
 fp8_epilogues  bf16
+lowp_producers bf16
 tcast          tcast
 "
 
