@@ -18,6 +18,10 @@
  * (with -ge 1 computed in the GEMM epilogue from the fp32 accumulator); level >= 1 recomputes it from
  * the stored BF16 pre-activation, which can differ in the last bit. The level is printed at start-up
  * and recorded in the numeric configuration line of the logs and state files; `-r 0|1|2` overrides.
+ * With an FP8 / TCFP-12 backend that keeps the quantized inputs of its weight gradients (all but
+ * --fp8-hp-wgrad 1), level 2 is chosen: its backward never reads the GELU or LayerNorm outputs (they are
+ * only the GEMMs' inputs), so level 2 saves L - 1 of each of those buffers at no cost (only the BF16
+ * warm-up steps of --fp8-warmup recompute them).
  */
 #ifndef LLMC_RECOMPUTE_PLAN_H
 #define LLMC_RECOMPUTE_PLAN_H
@@ -36,10 +40,14 @@ static inline size_t recompute_reserve_bytes(size_t total_bytes) {
 }
 
 // The recompute level for -r -1. acts_bytes[r]: the activation bytes at level r (non-increasing in r);
-// free_bytes / total_bytes: cudaMemGetInfo before the activations are allocated. Returns 0, 1 or 2.
-static inline int recompute_auto_level(const size_t acts_bytes[RECOMPUTE_LEVELS], size_t free_bytes, size_t total_bytes) {
+// free_bytes / total_bytes: cudaMemGetInfo before the activations are allocated; min_level: the lowest
+// level considered (2 when recomputation costs nothing: an FP8 / TCFP-12 backend that keeps its
+// weight-gradient inputs never recomputes the GELU or LayerNorm outputs, gemm_keeps_inputs). Returns
+// min_level .. 2.
+static inline int recompute_auto_level(const size_t acts_bytes[RECOMPUTE_LEVELS], size_t free_bytes, size_t total_bytes,
+                                       int min_level) {
     const size_t reserve = recompute_reserve_bytes(total_bytes);
-    for (int r = 0; r < RECOMPUTE_LEVELS; r++)
+    for (int r = min_level; r < RECOMPUTE_LEVELS; r++)
         if (acts_bytes[r] <= free_bytes && free_bytes - acts_bytes[r] >= reserve) return r;
     return RECOMPUTE_LEVELS - 1;
 }

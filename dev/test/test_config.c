@@ -193,13 +193,16 @@ static void test_recompute_auto(void) {
     CHECK(recompute_reserve_bytes(8 * GiB) == 4 * GiB, "reserve of 8 GiB is the 4 GiB minimum");
     // d12 B=64 T=1024 on an H100, roughly: 26.6 / 22.1 / 20.9 GiB at levels 0 / 1 / 2, ~77 GiB free
     const size_t d12[3] = {(size_t)(26.6 * GiB), (size_t)(22.1 * GiB), (size_t)(20.9 * GiB)};
-    CHECK(recompute_auto_level(d12, 77 * GiB, total) == 0, "d12 B=64 on 80 GiB: no recompute");
+    CHECK(recompute_auto_level(d12, 77 * GiB, total, 0) == 0, "d12 B=64 on 80 GiB: no recompute");
+    CHECK(recompute_auto_level(d12, 77 * GiB, total, 2) == 2, "FP8 keeping its inputs: level 2 (free)");
+    CHECK(recompute_auto_level(d12, 77 * GiB, total, 1) == 1, "a floor of 1");
     const size_t big[3] = {70 * GiB, 60 * GiB, 50 * GiB};
-    CHECK(recompute_auto_level(big, 77 * GiB, total) == 1, "77 free: 70+12 no, 60+12 yes -> 1");
-    CHECK(recompute_auto_level(big, 72 * GiB, total) == 1, "exactly 60+12 fits -> 1");
-    CHECK(recompute_auto_level(big, 72 * GiB - 1, total) == 2, "one byte less -> 2");
-    CHECK(recompute_auto_level(big, 40 * GiB, total) == 2, "nothing fits -> 2 (the allocation reports it)");
-    CHECK(recompute_auto_level(big, 20 * GiB, total) == 2, "free below the activations -> 2, no underflow");
+    CHECK(recompute_auto_level(big, 77 * GiB, total, 0) == 1, "77 free: 70+12 no, 60+12 yes -> 1");
+    CHECK(recompute_auto_level(big, 72 * GiB, total, 0) == 1, "exactly 60+12 fits -> 1");
+    CHECK(recompute_auto_level(big, 72 * GiB - 1, total, 0) == 2, "one byte less -> 2");
+    CHECK(recompute_auto_level(big, 72 * GiB - 1, total, 1) == 2, "one byte less, floor 1 -> 2");
+    CHECK(recompute_auto_level(big, 40 * GiB, total, 0) == 2, "nothing fits -> 2 (the allocation reports it)");
+    CHECK(recompute_auto_level(big, 20 * GiB, total, 0) == 2, "free below the activations -> 2, no underflow");
 }
 
 int main(void) {
