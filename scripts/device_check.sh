@@ -4,7 +4,7 @@
 #   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg sf16
 #                                            sf16_curves mgpu mgpu_bench mgpu_lowp (NGPU GPUs, default 2) lowp
 #                                            lowp_curves lowp_knobs data tcast tcast_bench tcast_curves tstats
-#                                            sweep mgpu_net speed gaps
+#                                            sweep mgpu_net speed gaps producers kernel_table
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -79,6 +79,7 @@ if has_stage kernels; then
     done
     for v in ${KERNEL_CHECK_VARIANTS:-fp32 fp16}; do
         for bin in build/$v/dev/*; do
+            [ -x "$bin" ] || continue
             name=$(basename "$bin")
             timeout "${KERNEL_TIMEOUT:-240}" "$bin" --check-only > "$OUT/kernel_${name}_$v.log" 2>&1
             rc=$?
@@ -138,6 +139,25 @@ if has_stage resume; then
     rm -rf "$OUT/res_a" "$OUT/res_b"
 fi
 
+if has_stage producers; then
+    # FP8 / TCFP-12 with the GELU / GELU' producers writing the codes (speculative current scaling, default) against
+    # the separate quantization passes (--fp8-producers 0): same recipe, so the printed losses (train and val,
+    # every step) must be identical; the re-quantization count is printed by the producers' run.
+    prod_cases=("fp8|" "fp8|--fp8-delayed 4" "tcfp12|" "tcfp12|--tcfp-ef 1" "tcfp12|--tcfp-abd 1")
+    for pc in "${prod_cases[@]}"; do
+        v=${pc%%|*}; knobs=${pc#*|}; tag="$v${knobs// /}"
+        [ -x "build/$v/train_gpt2cu" ] || continue
+        args=(-e d4 -b 8 -t 256 -x 30 -l 1e-3 -u 5 -v 10 -m 2 -s 0 $knobs)
+        "build/$v/train_gpt2cu" "${args[@]}" --fp8-producers 1 > "$OUT/producers_${tag}_on.log" 2>&1
+        "build/$v/train_gpt2cu" "${args[@]}" --fp8-producers 0 > "$OUT/producers_${tag}_off.log" 2>&1
+        a=$(grep -E '^step +[0-9]+/30|val loss' "$OUT/producers_${tag}_on.log" | awk -F'|' '{print $1 $2 $3}')
+        b=$(grep -E '^step +[0-9]+/30|val loss' "$OUT/producers_${tag}_off.log" | awk -F'|' '{print $1 $2 $3}')
+        spec=$(grep -m1 -o '[0-9]* tensors quantized by their producers.*' "$OUT/producers_${tag}_on.log")
+        if [ -n "$a" ] && [ "$a" = "$b" ]; then row "producers = separate ($v $knobs)" "ok (30 steps identical; ${spec:-no speculative use})"
+        else row "producers = separate ($v $knobs)" "FAIL"; diff <(echo "$a") <(echo "$b") | head -5; fi
+    done
+fi
+
 if has_stage bench; then
     steps=${BENCH_STEPS:-20}
     for cfg in "d12 64" "d24 32"; do
@@ -181,6 +201,21 @@ if has_stage gaps; then
         CUDA_INJECTION64_PATH=$lib KERNEL_GAPS_OUT="$OUT/gaps_$1.json" timeout 300 build/bf16/train_gpt2cu -e "$1" -b "$2" \
             -t 1024 -x "${BENCH_STEPS:-30}" -v 0 -s 0 -l 6e-4 -i "data/gutenberg/gutenberg_train_*.bin" > "$log" 2>&1
         row "gaps $1 B=$2" "$(grep -m1 -o 'idle = [0-9.]*% of the step' "$log") | $(grep 'median step' "$log" | sed 's/median step //;s/ over.*//')"
+    done
+fi
+
+if has_stage kernel_table; then
+    # where the time of a step goes, per kernel (CUPTI, dev/tools/kernel_gaps.cpp KERNEL_GAPS_TOP): each
+    # variant of KT_VARIANTS at d12 B=64 and d24 B=32, default flags; the tables are in the logs
+    lib=$(realpath build/tools/libkernel_gaps.so)
+    for v in ${KT_VARIANTS:-bf16 fp8}; do
+        for cfg in "d12 64" "d24 32"; do
+            set -- $cfg
+            log="$OUT/kernels_${v}_$1.log"
+            CUDA_INJECTION64_PATH=$lib KERNEL_GAPS_TOP=${KT_TOP:-40} timeout 300 "build/$v/train_gpt2cu" -e "$1" -b "$2" -t 1024 \
+                -x "${BENCH_STEPS:-20}" -v 0 -s 0 -l 6e-4 -i "data/gutenberg/gutenberg_train_*.bin" > "$log" 2>&1
+            row "kernels $v $1 B=$2" "$(grep -m1 -o 'all kernels: .*' "$log")"
+        done
     done
 fi
 
@@ -303,8 +338,8 @@ if has_stage mgpu_bench; then
 fi
 
 if has_stage lowp; then
-    # FP8 and TCFP-12 builds: tests against the reference, throughput relative to BF16 (same run) at
-    # d12 B=64 and d24 B=32, and Gutenberg d12 loss curves (FP8, TCFP-12, TCFP-12 with error feedback)
+    # FP8 and TCFP-12 builds: tests against the reference, then step time (median), recompute level,
+    # device memory and the producers' re-quantizations against BF16 (same lease) at d12 B=64 and d24 B=32
     for v in fp8 tcfp12; do
         timeout 300 "build/$v/test_gpt2cu" > "$OUT/test_gpt2cu_$v.log" 2>&1
         rc=$?
@@ -312,13 +347,16 @@ if has_stage lowp; then
     done
     for cfg in "d12 64" "d24 32"; do
         set -- $cfg
-        for run in "bf16" "fp8" "fp8 --fp8-delayed 16" "fp8 --fp8-lm-head 1 --fp8-fast-accum 1" "tcfp12" "tcfp12 --tcfp-abd 1" \
-                   "tcfp12 --tcfp-block 128"; do
+        runs=("bf16" "fp8" "fp8 --fp8-producers 0" "fp8 --fp8-delayed 16" "tcfp12" "tcfp12 --fp8-producers 0" "tcfp12 --tcfp-abd 1"
+              "tcfp12 --tcfp-block 128")
+        [ -n "${LOWP_RUNS:-}" ] && IFS=',' read -r -a runs <<< "$LOWP_RUNS"   # e.g. LOWP_RUNS="bf16,fp8 --fp8-producers 0"
+        for run in "${runs[@]}"; do
             read -r -a r <<< "$run"
             tag=$(echo "$run" | tr -d ' -')
+            log="$OUT/lowp_bench_$1_$tag.log"
             timeout 200 "build/${r[0]}/train_gpt2cu" -e "$1" -b "$2" -t 1024 -x "${BENCH_STEPS:-20}" -v 0 -s 0 -l 6e-4 "${r[@]:1}" \
-                -i "data/gutenberg/gutenberg_train_*.bin" > "$OUT/lowp_bench_$1_$tag.log" 2>&1
-            row "step $1 B=$2 $run" "$(grep -o 'median step.*' "$OUT/lowp_bench_$1_$tag.log" | sed 's/ over.*//')"
+                -i "data/gutenberg/gutenberg_train_*.bin" > "$log" 2>&1
+            row "step $1 B=$2 $run" "$(grep -o 'median step.*' "$log" | sed 's/ over.*//;s/median step //') | r=$(grep -m1 -o 'level [0-9]' "$log" | cut -c7) | $(grep -o 'in use at the end: [0-9]* MiB' "$log" | cut -c20-) | requant $(grep -m1 -o '[0-9]* re-quantized ([0-9.]*%)' "$log" | cut -d' ' -f1,3)"
         done
     done
 fi
