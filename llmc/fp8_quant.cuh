@@ -62,12 +62,13 @@
 constexpr int FP8Q_THREADS = 256;            // every kernel below runs 256-thread blocks
 constexpr int FP8Q_MAX_PARTIALS = 1024;      // max blocks of the first stage of an amax reduction
 constexpr int FP8Q_TILE = 64;                // transposes work on 64 x 64 tiles
-// Minimum resident blocks per SM of the quantize-transpose kernel (__launch_bounds__): 4 caps it at 64
-// registers. Without it nvcc 13.0 gives it 72-82 registers, 3 blocks per SM, and the plain quantization
-// runs at 55% of the copy rate instead of 64% (H200, dev/cuda/lowp_producers.cu; 5 blocks spill registers
-// and gain nothing more).
+// Minimum resident blocks per SM of the quantize-transpose kernel (__launch_bounds__): 5 caps it at 48
+// registers, which it fits without spilling since fp8q_encode_words. The kernel is issue-bound (ncu, H200),
+// so resident warps matter: on an H200 (dev/cuda/lowp_producers.cu) the plain pass ran at 55% of the copy
+// rate with nvcc 13.0's own choice (72-82 registers, 3 blocks), 64% with 4 blocks, and with
+// fp8q_encode_words 71% with 4 blocks and 77% with 5 (6 spills registers).
 #ifndef FP8Q_TRANSPOSE_MIN_BLOCKS
-#define FP8Q_TRANSPOSE_MIN_BLOCKS 4
+#define FP8Q_TRANSPOSE_MIN_BLOCKS 5
 #endif
 // Device scratch (floats) needed by fp8_amax, fp8_amax_scale and per-tensor tcfp12_split.
 constexpr size_t FP8_QUANT_SCRATCH_FLOATS = FP8Q_MAX_PARTIALS;
@@ -276,6 +277,49 @@ __device__ __forceinline__ uint32_t fp8q_pack4(const uint8_t* c) {
 
 __device__ __forceinline__ uint4 fp8q_pack16(const uint8_t* c) {
     return make_uint4(fp8q_pack4(c), fp8q_pack4(c + 4), fp8q_pack4(c + 8), fp8q_pack4(c + 12));
+}
+
+// The codes of V (a multiple of 4) unscaled values v times the QUANT scale s, packed little-endian into V / 4
+// words (value j in byte j % 4 of word j / 4), elements idx0 .. idx0 + V - 1 (SR random bits). nan: whether a
+// v[j] is NaN (the caller knows it from its amax bits). Codes identical to fp8q_scaled + fp8q_encode_n; the
+// E4M3FN / E5M2 RNE path multiplies and converts pairs without a per-value NaN test and re-encodes NaN values
+// (with their sign, as fp8q_scaled keeps it) only when nan is set: fewer instructions per value in the
+// quantize-transpose kernel, which is issue-bound (ncu, H200: SM throughput 65%, DRAM 47%).
+template <FP8Kind KIND, bool SR, int V>
+__device__ __forceinline__ void fp8q_encode_words(uint32_t* w, const float* v, float s, uint64_t seed, uint64_t idx0, bool nan) {
+    static_assert(V % 4 == 0, "fp8q_encode_words: V must be a multiple of 4");
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890)
+    if constexpr (!SR && (KIND == FP8_E4M3FN || KIND == FP8_E5M2)) {
+        constexpr __nv_fp8_interpretation_t interp = KIND == FP8_E4M3FN ? __NV_E4M3 : __NV_E5M2;
+        #pragma unroll
+        for (int q = 0; q < V / 4; q++) {
+            const uint32_t lo = (uint32_t)__nv_cvt_float2_to_fp8x2(
+                make_float2(__fmul_rn(v[4 * q], s), __fmul_rn(v[4 * q + 1], s)), __NV_SATFINITE, interp);
+            const uint32_t hi = (uint32_t)__nv_cvt_float2_to_fp8x2(
+                make_float2(__fmul_rn(v[4 * q + 2], s), __fmul_rn(v[4 * q + 3], s)), __NV_SATFINITE, interp);
+            w[q] = __byte_perm(lo, hi, 0x5410);
+        }
+        if (nan) {
+            const FP8Format f = fp8_format(KIND);
+            #pragma unroll
+            for (int j = 0; j < V; j++)
+                if (fp8q_isnan(v[j])) {
+                    const int sh = 8 * (j & 3);
+                    w[j / 4] = (w[j / 4] & ~(0xFFu << sh)) | ((uint32_t)fp8_encode_rne(f, v[j], 1) << sh);
+                }
+        }
+    } else
+#endif
+    {
+        float sv[V];
+        uint8_t c[V];
+        #pragma unroll
+        for (int j = 0; j < V; j++) sv[j] = fp8q_scaled(v[j], s);
+        fp8q_encode_n<KIND, SR, V>(c, sv, seed, idx0);
+        #pragma unroll
+        for (int q = 0; q < V / 4; q++) w[q] = fp8q_pack4(c + 4 * q);
+    }
+    (void)nan;
 }
 
 // One 16-byte packet of T (16 / sizeof(T) elements) as floats; p 16-byte aligned.
@@ -537,7 +581,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS, FP8Q_TRANSPOSE_MIN_BLOCKS)
             // thread = (column group cg of V columns, row group rg of RPT rows): RPT loads of one packet each
             constexpr int V = Packed128<T>::size, CG = FP8Q_TILE / V, RPT = 16 / V;
             const int cg = threadIdx.x % CG, rg = threadIdx.x / CG, cl = cg * V;
-            uint8_t codes[RPT][V];
+            uint32_t cw[RPT][V / 4];  // the codes of this thread's RPT rows, 4 per word (fp8q_encode_words)
             float csum[V];  // this thread's share of the column sums (col_partials)
             #pragma unroll
             for (int j = 0; j < V; j++) csum[j] = 0.0f;
@@ -549,34 +593,46 @@ __global__ void __launch_bounds__(FP8Q_THREADS, FP8Q_TRANSPOSE_MIN_BLOCKS)
                 const size_t idx = (size_t)r * cols + c;
                 float v[V];
                 src.packet(v, idx);
+                uint32_t mr = 0;
                 #pragma unroll
                 for (int j = 0; j < V; j++) {
-                    m = max(m, abs_bits(v[j]));
+                    mr = max(mr, abs_bits(v[j]));
                     csum[j] += v[j];
-                    v[j] = fp8q_scaled(v[j], sk);
                 }
-                fp8q_encode_n<KIND, SR, V>(codes[k], v, seed, idx);
+                m = max(m, mr);
+                fp8q_encode_words<KIND, SR, V>(cw[k], v, sk, seed, idx, mr > 0x7F800000u);
                 if (out_plain) {
-                    if constexpr (V == 8) *reinterpret_cast<uint2*>(out_plain + idx) = make_uint2(fp8q_pack4(codes[k]), fp8q_pack4(codes[k] + 4));
-                    else if constexpr (V == 4) *reinterpret_cast<uint32_t*>(out_plain + idx) = fp8q_pack4(codes[k]);
+                    if constexpr (V == 8) *reinterpret_cast<uint2*>(out_plain + idx) = make_uint2(cw[k][0], cw[k][1]);
+                    else if constexpr (V == 4) *reinterpret_cast<uint32_t*>(out_plain + idx) = cw[k][0];
                     else {
                         #pragma unroll
-                        for (int j = 0; j < V; j++) out_plain[idx + j] = codes[k][j];
+                        for (int q = 0; q < V / 4; q++) *reinterpret_cast<uint32_t*>(out_plain + idx + 4 * q) = cw[k][q];
                     }
                 }
             }
-            // column cl + j of the source = tile row cl + j; this thread's RPT rows are RPT consecutive bytes there
+            // column cl + j of the source = tile row cl + j; this thread's RPT rows are RPT consecutive bytes
+            // there. Byte permutes gather them: per word q, the columns 4q .. 4q + 3 of the RPT rows.
             #pragma unroll
-            for (int j = 0; j < V; j++) {
-                uint8_t* dst = tile + fp8q_tpos(cl + j, rg * RPT);
+            for (int q = 0; q < V / 4; q++) {
+                uint32_t col[4];  // RPT == 2: two bytes used; RPT == 4: four
                 if constexpr (RPT == 2) {
-                    *reinterpret_cast<uint16_t*>(dst) = (uint16_t)(codes[0][j] | (codes[1][j] << 8));
+                    const uint32_t a = __byte_perm(cw[0][q], cw[1][q], 0x5140), b = __byte_perm(cw[0][q], cw[1][q], 0x7362);
+                    col[0] = a & 0xFFFFu; col[1] = a >> 16; col[2] = b & 0xFFFFu; col[3] = b >> 16;
                 } else if constexpr (RPT == 4) {
-                    *reinterpret_cast<uint32_t*>(dst) = (uint32_t)codes[0][j] | ((uint32_t)codes[1][j] << 8) |
-                                                        ((uint32_t)codes[2][j] << 16) | ((uint32_t)codes[3][j] << 24);
-                } else {
-                    #pragma unroll
-                    for (int k = 0; k < RPT; k++) dst[k] = codes[k][j];
+                    const uint32_t a = __byte_perm(cw[0][q], cw[1][q], 0x5140), b = __byte_perm(cw[2][q], cw[3][q], 0x5140);
+                    const uint32_t c = __byte_perm(cw[0][q], cw[1][q], 0x7362), d = __byte_perm(cw[2][q], cw[3][q], 0x7362);
+                    col[0] = __byte_perm(a, b, 0x5410); col[1] = __byte_perm(a, b, 0x7632);
+                    col[2] = __byte_perm(c, d, 0x5410); col[3] = __byte_perm(c, d, 0x7632);
+                }
+                #pragma unroll
+                for (int jj = 0; jj < 4; jj++) {
+                    uint8_t* dst = tile + fp8q_tpos(cl + 4 * q + jj, rg * RPT);
+                    if constexpr (RPT == 2) *reinterpret_cast<uint16_t*>(dst) = (uint16_t)col[jj];
+                    else if constexpr (RPT == 4) *reinterpret_cast<uint32_t*>(dst) = col[jj];
+                    else {
+                        #pragma unroll
+                        for (int k = 0; k < RPT; k++) dst[k] = (uint8_t)(cw[k][q] >> (8 * jj));
+                    }
                 }
             }
             if (col_partials) {  // the tile's column sums: row groups in order (uniform branch: every thread syncs)
