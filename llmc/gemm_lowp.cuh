@@ -634,23 +634,13 @@ static bool lowp_keeps_input(GemmContext* ctx, const floatX* weight, int N) {
     return L != NULL && L->xt_rows == N && ctx->optimizer_steps >= s->opt.warmup;
 }
 
-// Speculative scaling so far (lowp_producers.cuh): *uses tensors quantized speculatively, *misses of them
-// re-quantized because the amax had left the guessed power-of-two range. Synchronizes the stream; 0 / 0
-// without a backend.
-static inline void gemm_lowp_spec_counts(const GemmContext* ctx, long long* uses, unsigned long long* misses) {
-    *uses = 0;
-    *misses = 0;
-    if (!ctx->lowp) return;
-    const LowpState* s = (const LowpState*)ctx->lowp->state;
-    *uses = s->spec.uses;
-    *misses = lowp_spec_misses_read(&s->spec, ctx->stream);
-}
-
-// GemmLowpBackend::report: how often speculative scaling had to re-quantize (one line; nothing if unused).
+// GemmLowpBackend::report: how many tensors speculative scaling quantized (lowp_producers.cuh) and how many
+// of them it re-quantized because the amax had left the guessed power-of-two range (one line; nothing if
+// unused). Synchronizes the stream.
 static void lowp_report(GemmContext* ctx, FILE* f) {
-    long long uses;
-    unsigned long long misses;
-    gemm_lowp_spec_counts(ctx, &uses, &misses);
+    const LowpState* s = lowp_state(ctx);
+    const long long uses = s->spec.uses;
+    const unsigned long long misses = uses > 0 ? lowp_spec_misses_read(&s->spec, ctx->stream) : 0;
     if (uses > 0)
         fprintf(f, "%s: %lld tensors quantized by their producers with speculative scales, %llu re-quantized (%.2f%%)\n",
                 lowp_state(ctx)->backend.name, uses, misses, 100.0 * (double)misses / (double)uses);
@@ -662,9 +652,9 @@ static void lowp_report(GemmContext* ctx, FILE* f) {
 #define GEMM_LOWP_NUM_FLAGS 7
 #endif
 
-// The FP8 / TCFP-12 command-line knobs, with their defaults (all 0: current scaling, fp32-exact
-// accumulation, FP8 wgrad, LM head in BF16), written into flags; returns the count. *fallback is
-// --fp8-fallback. The TCFP-12 knobs exist only in the TCFP12=1 build.
+// The FP8 / TCFP-12 command-line knobs, with their defaults (current scaling, fp32-exact accumulation,
+// FP8 wgrad, LM head in BF16, GELU / GELU' producers on: all 0 but --fp8-producers 1), written into flags;
+// returns the count. *fallback is --fp8-fallback. The TCFP-12 knobs exist only in the TCFP12=1 build.
 static inline int gemm_lowp_flags(LowpOptions* opt, int* fallback, CliFlag* flags) {
     *opt = LowpOptions{};
     opt->producers = 1;
