@@ -924,16 +924,6 @@ static inline void fp8_scale_speculative_check(uint32_t* bits, float* amax_out, 
 // ------------------------------------------------------------------------------------------------
 // Public launchers: quantization with one scale per tensor
 
-// Quantize the row-major (rows, cols) matrix x with the device QUANT scale *scale:
-//   code(r, c) = fp8_encode_rne(fmt, x[r, c] * s, 1)                                     (stochastic == 0)
-//   code(r, c) = fp8_encode_sr(fmt, x[r, c] * s, fp8_random_bits(seed, r * cols + c), 1) (stochastic != 0)
-// transpose == 0: out is row-major (rows, cols), out[r * cols + c] = code(r, c).
-// transpose != 0: out is row-major (cols, rows), out[c * rows + r] = code(r, c) (the transposed operand
-//   cuBLASLt's TN-only FP8 GEMMs need for dgrad / wgrad), bit-identical to transposing the plain output.
-// T = floatX or float. Overwrites out (rows * cols bytes). Deterministic (SR: a function of seed and
-// element index only). Fast paths: plain: x and out 16-byte aligned; transposed: 64 x 64 shared-memory tiles,
-// 16-byte loads when x is 16-byte aligned and cols % (16 / sizeof(T)) == 0, 16-byte stores when out is
-// 16-byte aligned and rows % 16 == 0. Any rows for the transposed form (rows * cols / 4096 tiles < 2^31).
 // The transposed launch behind fp8q_quantize_launch and fp8_quantize_pair_from: transposed codes into out_t
 // and (out != NULL) plain codes into out from one evaluation of the source; max_blocks > 0 caps the grid
 // (blocks loop over the tiles), 0 gives one block per tile.
@@ -991,6 +981,16 @@ template <class T>
 void fp8_quantize_pair(uint8_t* out, uint8_t* out_t, const T* x, int rows, int cols, FP8Kind kind, const float* scale,
                        uint32_t* amax_accum, int stochastic, uint64_t seed, cudaStream_t stream, float* col_partials = nullptr);
 
+// Quantize the row-major (rows, cols) matrix x with the device QUANT scale *scale:
+//   code(r, c) = fp8_encode_rne(fmt, x[r, c] * s, 1)                                     (stochastic == 0)
+//   code(r, c) = fp8_encode_sr(fmt, x[r, c] * s, fp8_random_bits(seed, r * cols + c), 1) (stochastic != 0)
+// transpose == 0: out is row-major (rows, cols), out[r * cols + c] = code(r, c).
+// transpose != 0: out is row-major (cols, rows), out[c * rows + r] = code(r, c) (the transposed operand
+//   cuBLASLt's TN-only FP8 GEMMs need for dgrad / wgrad), bit-identical to transposing the plain output.
+// T = floatX or float. Overwrites out (rows * cols bytes). Deterministic (SR: a function of seed and
+// element index only). Fast paths: plain: x and out 16-byte aligned; transposed: 64 x 64 shared-memory tiles,
+// 16-byte loads when x is 16-byte aligned and cols % (16 / sizeof(T)) == 0, 16-byte stores when out is
+// 16-byte aligned and rows % 16 == 0. Any rows for the transposed form (rows * cols / 4096 tiles < 2^31).
 template <class T>
 void fp8_quantize(uint8_t* out, const T* x, int rows, int cols, FP8Kind kind, const float* scale, int transpose,
                   int stochastic, uint64_t seed, cudaStream_t stream) {

@@ -551,6 +551,12 @@ __device__ __forceinline__ float gemm_gelu_tanh_grad(float x) {
     return s + 2.0f * x * s * (1.0f - s) * GEMM_GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
 }
 
+// The stored GELU output of one pre-activation value (the GELU_OUT boundary, then rounded to floatX), and
+// the stored GELU' product of one dgrad value g: the one definition of both values, shared by the kernels
+// below and the FP8 producers (llmc/lowp_producers.cuh), whose codes must match these values bit for bit.
+__device__ __forceinline__ floatX gemm_gelu_stored(float pre) { return (floatX)boundary_value<GELU_OUT>(gemm_gelu_tanh(pre)); }
+__device__ __forceinline__ floatX gemm_dgelu_stored(float g, float pre) { return (floatX)(g * gemm_gelu_tanh_grad(pre)); }
+
 // out[i] = gelu_tanh(pre[i]) for n_packets 16-byte packets; out passes the GELU_OUT boundary.
 // BOUND_PRE (SF16): pre is the raw GEMM output; it first passes the MATMUL_OUT boundary and is stored
 // back, so the one kernel is the pre-activation's q115_simulate_kernel and the GELU (one read of pre
@@ -570,7 +576,7 @@ __global__ void __launch_bounds__(256) gemm_gelu_forward_kernel(floatX* __restri
         x128 o;
         #pragma unroll
         for (int k = 0; k < x128::size; k++) {
-            o[k] = (floatX)boundary_value<GELU_OUT>(gemm_gelu_tanh((float)p[k]));
+            o[k] = gemm_gelu_stored((float)p[k]);
             m = max(m, abs_bits((float)o[k]));
         }
         store128(out + i * x128::size, o);
@@ -588,7 +594,7 @@ __global__ void __launch_bounds__(256) gemm_gelu_backward_kernel(floatX* __restr
         x128 o;
         #pragma unroll
         for (int k = 0; k < x128::size; k++) {
-            o[k] = (floatX)((float)g[k] * gemm_gelu_tanh_grad((float)p[k]));
+            o[k] = gemm_dgelu_stored((float)g[k], (float)p[k]);
             m = max(m, abs_bits((float)o[k]));
         }
         store128(d + i * x128::size, o);
@@ -872,6 +878,14 @@ static inline void gemm_gelu_apply(floatX* out, floatX* pre, size_t n, cudaStrea
     cudaCheckLaunch();
 }
 
+// d = d * gelu_tanh'(pre) in place over n values (n % 8 == 0; gemm_gelu_backward_kernel).
+// amax: NULL or a gemm_amax_slot for d.
+static inline void gemm_dgelu_apply(floatX* d, const floatX* pre, size_t n, cudaStream_t stream, unsigned int* amax = NULL) {
+    const size_t packets = n / x128::size;
+    gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, stream>>>(d, pre, packets, amax);
+    cudaCheckLaunch();
+}
+
 // Per-shape choice of the GELU' epilogue (with ctx->fuse_gelu): whether the dinp GEMM of width C (the
 // fc-proj layer's input width, 4 x channels) takes the cuBLASLt DGELU epilogue, or is a plain GEMM
 // followed by gemm_gelu_backward_kernel. Measured with dev/cuda/matmul.cu on an H100 (cuBLASLt 13.0,
@@ -970,10 +984,8 @@ void matmul_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* db
             if (!lowp) gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, NULL);
             // dinp is the fc layer's dout next: the backend may compute the GELU' product in its quantization
             if (pre_gelu && !(lowp && gemm_lowp_defer(ctx, GEMM_DEFER_DGELU, dinp, pre_gelu, N, C))) {
-                const size_t packets = (size_t)N * C / x128::size;
-                unsigned int* amax = gemm_amax_slot(ctx, dinp, (size_t)N * C);  // dinp is the fc layer's dout next
-                gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->stream>>>(dinp, pre_gelu, packets, amax);
-                cudaCheckLaunch();
+                const size_t n = (size_t)N * C;
+                gemm_dgelu_apply(dinp, pre_gelu, n, ctx->stream, gemm_amax_slot(ctx, dinp, n));  // dinp: the fc layer's dout next
             }
         }
     }

@@ -417,9 +417,7 @@ static inline void lowp_materialize(const LowpDeferred& d, cudaStream_t stream) 
     if (d.kind == GEMM_DEFER_GELU) {
         gemm_gelu_apply<false>(d.out, const_cast<floatX*>(d.pre), d.n, stream, NULL);
     } else if (d.kind == GEMM_DEFER_DGELU) {
-        const size_t packets = d.n / x128::size;
-        gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256, 0, stream>>>(d.out, d.pre, packets, NULL);
-        cudaCheckLaunch();
+        gemm_dgelu_apply(d.out, d.pre, d.n, stream, NULL);
     }
 }
 

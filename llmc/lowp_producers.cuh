@@ -26,33 +26,32 @@
 #include "gemm.cuh"
 #include "fp8_quant.cuh"
 
-// Source (fp8_quant.cuh Fp8SrcMatrix) of the GELU output: gelu_tanh(pre) through the GELU_OUT boundary, rounded
-// to floatX, as gemm_gelu_forward_kernel<false>. store != NULL: also writes those values there (when a
+// Source (fp8_quant.cuh Fp8SrcMatrix) of the GELU output: gemm_gelu_stored, the value gemm_gelu_forward_kernel<false>
+// stores. store != NULL: also writes those values there (when a
 // caller reads the BF16 activation: tests, tensor statistics); store must not alias pre.
 struct LowpSrcGelu {
     using Elem = floatX;
     const floatX* pre;
     floatX* store;
-    __device__ __forceinline__ floatX value(floatX p) const { return (floatX)boundary_value<GELU_OUT>(gemm_gelu_tanh((float)p)); }
     __device__ __forceinline__ void packet(float* v, size_t idx) const {
         const x128 p = load128cs(pre + idx);
         x128 o;
         #pragma unroll
         for (int k = 0; k < x128::size; k++) {
-            o[k] = value(p[k]);
+            o[k] = gemm_gelu_stored((float)p[k]);
             v[k] = (float)o[k];
         }
         if (store) store128(store + idx, o);
     }
     __device__ __forceinline__ float at(size_t idx) const {
-        const floatX o = value(pre[idx]);
+        const floatX o = gemm_gelu_stored((float)pre[idx]);
         if (store) store[idx] = o;
         return (float)o;
     }
     bool vec_ok() const { return ((uintptr_t)pre & 15) == 0 && ((uintptr_t)store & 15) == 0; }
 };
 
-// Source of the fc layer's dY: d * gelu_tanh'(pre) rounded to floatX, as gemm_gelu_backward_kernel (d holds
+// Source of the fc layer's dY: gemm_dgelu_stored, the value gemm_gelu_backward_kernel stores (d holds
 // the fcproj dgrad, dY W, and is only read: a speculative fallback evaluates the source again).
 struct LowpSrcDgelu {
     using Elem = floatX;
@@ -62,10 +61,10 @@ struct LowpSrcDgelu {
         const x128 g = load128cs(d + idx);
         const x128 p = load128cs(pre + idx);
         #pragma unroll
-        for (int k = 0; k < x128::size; k++) v[k] = (float)(floatX)((float)g[k] * gemm_gelu_tanh_grad((float)p[k]));
+        for (int k = 0; k < x128::size; k++) v[k] = (float)gemm_dgelu_stored((float)g[k], (float)p[k]);
     }
     __device__ __forceinline__ float at(size_t idx) const {
-        return (float)(floatX)((float)d[idx] * gemm_gelu_tanh_grad((float)pre[idx]));
+        return (float)gemm_dgelu_stored((float)d[idx], (float)pre[idx]);
     }
     bool vec_ok() const { return ((uintptr_t)d & 15) == 0 && ((uintptr_t)pre & 15) == 0; }
 };

@@ -82,9 +82,7 @@ static void reference(bool dgelu, const floatX* pre, const floatX* d, int rows, 
         gemm_gelu_apply<false>(o.store.ptr, const_cast<floatX*>(pre), n, 0, slot.ptr);
     } else {
         cudaCheck(cudaMemcpy(o.store.ptr, d, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
-        const size_t packets = n / x128::size;
-        gemm_gelu_backward_kernel<<<gemm_elementwise_blocks(packets), 256>>>(o.store.ptr, pre, packets, slot.ptr);
-        cudaCheckLaunch();
+        gemm_dgelu_apply(o.store.ptr, pre, n, 0, slot.ptr);
     }
     const FP8Kind kind = dgelu ? FP8_E5M2 : FP8_E4M3FN;
     float* t = o.triple.ptr;
