@@ -63,11 +63,22 @@ struct LowpOptions {
     int hp_wgrad;        // weight gradient in BF16 (the base backend) instead of FP8
     int warmup;          // optimizer steps with plain BF16 GEMMs before the low-precision ones start
     int delayed;         // amax history length for delayed scaling; 0 = current scaling
-    int fast_accum;      // CUBLASLT_MATMUL_DESC_FAST_ACCUM on the FP8 GEMMs
+    int fast_accum;      // CUBLASLT_MATMUL_DESC_FAST_ACCUM: 0 none, 1 every FP8 GEMM, 2 forward GEMMs only (LOWP_FAST_ACCUM_*)
     int lm_head;         // the LM head (weight = wte) too
     int producers;       // GELU / GELU' computed inside the quantization of the next GEMM's operands
                          // (llmc/lowp_producers.cuh; speculative current scaling); 0 = separate passes
 };
+
+// --fp8-fast-accum values. Without fast accumulation cuBLASLt's Hopper FP8 GEMMs promote the tensor
+// cores' partial sums to fp32 at intervals along K; with it they do not (faster, a few bits less).
+// LOWP_FAST_ACCUM_FORWARD is the recipe of Transformer Engine (fprop without the split accumulator,
+// dgrad / wgrad with it) and of torchao's Float8LinearConfig (use_fast_accum for the output GEMM only).
+enum { LOWP_FAST_ACCUM_NONE = 0, LOWP_FAST_ACCUM_ALL = 1, LOWP_FAST_ACCUM_FORWARD = 2 };
+
+// Whether the forward (forward = true) or the dgrad / wgrad GEMMs run with fast accumulation.
+static inline int lowp_fast_accum(const LowpOptions& o, bool forward) {
+    return o.fast_accum == LOWP_FAST_ACCUM_ALL || (forward && o.fast_accum == LOWP_FAST_ACCUM_FORWARD);
+}
 
 // Roles of a layer's tensors (delayed-scaling histories, amax slots).
 enum { LOWP_ROLE_X = 0, LOWP_ROLE_W = 1, LOWP_ROLE_DY = 2 };
@@ -520,19 +531,20 @@ static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const f
     if (xt) L->xt_rows = N;
     bias = lowp_bias(L, bias, ctx->weight_version, st);
     cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
+    const int fast = lowp_fast_accum(s->opt, true);
     bool ok;
     float* lo = L->f + LOWP_TRIPLE;
     if (!lowp_is_tcfp()) {
         ok = fp8_linear_forward(&s->fp8, y, s->a8, LOWP_INV(xsc), L->w_hi, LOWP_INV(L->f), bias, N, C, OC, FP8_SCALE_TENSOR,
-                                s->opt.fast_accum, 0.0f, &cs);
+                                fast, 0.0f, &cs);
     } else if (blocked) {
         float* acc32 = lowp_acc32(s, (size_t)N * OC);
         ok = tcfp12_linear_forward(&s->fp8, y, s->a8, s->xinv, L->w_hi, L->blk_inv_hi, L->w_lo, L->blk_inv_lo, bias, N, C, OC,
-                                   lowp_block_mode(s->opt.block), s->opt.fast_accum, acc32 ? TCFP12_ACC_FP32 : TCFP12_ACC_BF16_LO_FIRST,
+                                   lowp_block_mode(s->opt.block), fast, acc32 ? TCFP12_ACC_FP32 : TCFP12_ACC_BF16_LO_FIRST,
                                    acc32, &cs);
     } else {
         ok = tcfp12_linear_forward(&s->fp8, y, s->a8, LOWP_INV(xsc), L->w_hi, LOWP_INV(L->f), L->w_lo, LOWP_INV(lo), bias, N, C,
-                                   OC, FP8_SCALE_TENSOR, s->opt.fast_accum, TCFP12_ACC_BF16_LO_FIRST, NULL, &cs);
+                                   OC, FP8_SCALE_TENSOR, fast, TCFP12_ACC_BF16_LO_FIRST, NULL, &cs);
     }
     if (!ok) lowp_gemm_failed("forward", cs, &s->fp8);
     return true;
@@ -576,21 +588,22 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, float
         *dbias_done = true;
     }
     cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
+    const int fast = lowp_fast_accum(s->opt, false);
     if (dinp) {
         bool ok;
         if (!lowp_is_tcfp()) {
             ok = fp8_linear_dgrad(&s->fp8, dinp, s->g8, LOWP_INV(gsc), L->wt_hi, LOWP_INV(L->f), N, C, OC, FP8_SCALE_TENSOR,
-                                  s->opt.fast_accum, 0.0f, FP8_E5M2, &cs);
+                                  fast, 0.0f, FP8_E5M2, &cs);
         } else {
             const uint8_t* wt_lo = s->opt.abd ? NULL : L->wt_lo;
             if (blocked) {
                 float* acc32 = lowp_acc32(s, (size_t)N * C);
                 ok = tcfp12_linear_dgrad(&s->fp8, dinp, s->g8, s->ginv, L->wt_hi, L->blk_inv_hi_t, wt_lo, L->blk_inv_lo_t, N, C, OC,
-                                         lowp_block_mode(s->opt.block), s->opt.fast_accum,
+                                         lowp_block_mode(s->opt.block), fast,
                                          acc32 ? TCFP12_ACC_FP32 : TCFP12_ACC_BF16_LO_FIRST, acc32, FP8_E5M2, &cs);
             } else
                 ok = tcfp12_linear_dgrad(&s->fp8, dinp, s->g8, LOWP_INV(gsc), L->wt_hi, LOWP_INV(L->f), wt_lo, LOWP_INV(lo), N, C, OC,
-                                         FP8_SCALE_TENSOR, s->opt.fast_accum, TCFP12_ACC_BF16_LO_FIRST, NULL, FP8_E5M2, &cs);
+                                         FP8_SCALE_TENSOR, fast, TCFP12_ACC_BF16_LO_FIRST, NULL, FP8_E5M2, &cs);
         }
         if (!ok) lowp_gemm_failed("dgrad", cs, &s->fp8);
     }
@@ -601,7 +614,7 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, float
             // dW += dY8ᵀ · X8ᵀ with the transposed X codes and scale the forward kept
             const float* xsc = L->f + 2 * LOWP_TRIPLE;
             if (!fp8_linear_wgrad(&s->fp8, dweight, s->gt8, LOWP_INV(gsc), L->xt, LOWP_INV(xsc), N, C, OC, FP8_SCALE_TENSOR,
-                                  s->opt.fast_accum, 1.0f, FP8_E5M2, &cs))
+                                  fast, 1.0f, FP8_E5M2, &cs))
                 lowp_gemm_failed("wgrad", cs, &s->fp8);
         }
     }
@@ -659,7 +672,7 @@ static inline int gemm_lowp_flags(LowpOptions* opt, int* fallback, CliFlag* flag
     *fallback = 0;
     const CliFlag f[] = {
         {"--fp8-delayed", CLI_INT, &opt->delayed, "FP8 scales from the max amax of the last N uses (delayed scaling); 0 = current", 0, 4096, NULL},
-        {"--fp8-fast-accum", CLI_INT, &opt->fast_accum, "1 = cuBLASLt fast accumulation in the FP8 GEMMs", 0, 1, NULL},
+        {"--fp8-fast-accum", CLI_INT, &opt->fast_accum, "cuBLASLt fast accumulation: 0 none, 1 every FP8 GEMM, 2 forward only (Transformer Engine's, torchao's recipe)", 0, 2, NULL},
         {"--fp8-hp-wgrad", CLI_INT, &opt->hp_wgrad, "1 = weight gradients in BF16 instead of FP8", 0, 1, NULL},
         {"--fp8-warmup", CLI_INT, &opt->warmup, "optimizer steps with BF16 GEMMs before FP8 starts", 0, INT_MAX, NULL},
         {"--fp8-lm-head", CLI_INT, &opt->lm_head, "1 = the LM head in FP8 too", 0, 1, NULL},
@@ -682,16 +695,21 @@ static inline int gemm_lowp_flags(LowpOptions* opt, int* fallback, CliFlag* flag
 // these checks stay for callers that fill LowpOptions themselves.
 static inline void gemm_lowp_options_validate(const LowpOptions* opt, int allow_fallback) {
     const struct { const char* flag; int value; } switches[] = {
-        {"--fp8-fast-accum", opt->fast_accum}, {"--fp8-hp-wgrad", opt->hp_wgrad}, {"--fp8-lm-head", opt->lm_head},
+        {"--fp8-hp-wgrad", opt->hp_wgrad}, {"--fp8-lm-head", opt->lm_head},
         {"--fp8-producers", opt->producers},
         {"--tcfp-ef", opt->error_feedback},    {"--tcfp-srr", opt->srr},           {"--tcfp-abd", opt->abd}};
     for (const auto& sw : switches)
         if (sw.value != 0 && sw.value != 1) die("%s: expected 0 or 1, got %d", sw.flag, sw.value);
+    if (opt->fast_accum < LOWP_FAST_ACCUM_NONE || opt->fast_accum > LOWP_FAST_ACCUM_FORWARD)
+        die("--fp8-fast-accum: expected 0, 1 or 2, got %d", opt->fast_accum);
     if (allow_fallback != 0 && allow_fallback != 1) die("--fp8-fallback: expected 0 or 1, got %d", allow_fallback);
     if (opt->srr && opt->error_feedback) die("--tcfp-srr 1 replaces error feedback: it cannot be combined with --tcfp-ef 1");
     if (opt->block != 0 && opt->block != 32 && opt->block != 64 && opt->block != 128)
         die("--tcfp-block %d: supported are 0 (per tensor), 32, 64 (chunked GEMMs, slow) and 128 (cuBLASLt's Hopper block scaling)",
             opt->block);
+    if (opt->block == 128 && opt->fast_accum != LOWP_FAST_ACCUM_NONE)  // measured: CUBLAS_STATUS_NOT_SUPPORTED
+        die("--fp8-fast-accum %d cannot be combined with --tcfp-block 128: cuBLASLt's block-scaled FP8 GEMMs have no fast "
+            "accumulation", opt->fast_accum);
     if (!lowp_is_tcfp() && (opt->block || opt->error_feedback || opt->srr || opt->abd))
         die("--tcfp-*: TCFP-12 options need the TCFP12=1 build (this is %s)", GEMM_LOWP_MODE_NAME);
     if (opt->block && fp8_block_scaling_unavailable())  // cuBLASLt version guard (gemm_fp8.cuh)

@@ -375,7 +375,7 @@ fi
 if has_stage lowp_knobs; then
     # every FP8 / TCFP-12 knob trains (d6 on Tiny Shakespeare, 30 steps): final loss vs BF16; the one
     # impossible combination must stop with a message
-    for run in "bf16" "fp8" "fp8 --fp8-delayed 16" "fp8 --fp8-hp-wgrad 1" "fp8 --fp8-fast-accum 1" "fp8 --fp8-warmup 10" \
+    for run in "bf16" "fp8" "fp8 --fp8-delayed 16" "fp8 --fp8-hp-wgrad 1" "fp8 --fp8-fast-accum 1" "fp8 --fp8-fast-accum 2" "fp8 --fp8-warmup 10" \
                "fp8 --fp8-lm-head 1" "tcfp12" "tcfp12 --tcfp-ef 1" "tcfp12 --tcfp-srr 1" "tcfp12 --tcfp-abd 1" \
                "tcfp12 --tcfp-block 128 --tcfp-ef 1" "tcfp12 --tcfp-block 64" "tcfp12 --tcfp-block 32 --tcfp-abd 1" \
                "tcfp12 --tcfp-ef 1 --tcfp-srr 1"; do
