@@ -8,15 +8,17 @@
 // (gemm.cuh's gemm_gelu_forward_kernel / gemm_gelu_backward_kernel with an amax slot, fp8_scale_from_amax_bits,
 // fp8_quantize_pair with column sums):
 //   * GELU -> E4M3 and GELU' -> E5M2 (with the bias gradient's column sums): plain and transposed codes,
-//     the scale triple (amax, QUANT, DEQUANT), column sums, and the stored BF16 GELU output (keep_activations);
+//     the scale triple (amax, QUANT, DEQUANT), column sums, and for GELU both paths: the training one (no
+//     BF16 output: the poisoned buffer must stay untouched) and keep_activations' (the stored BF16 output);
 //   * speculative scaling for every kind of guess: none (0: the first use), the right scale, 2x and 1/2
 //     (both re-quantize); the re-quantization count must grow by exactly the wrong guesses;
 //   * delayed scaling's path: a known scale, the amax accumulated into the pending slot;
 //   * shapes: GPT-2-like (4096 x 3072: more tiles than the fallback's grid, so its blocks loop), an edge shape
 //     (100 x 200: partial tiles), and unaligned sources (the element-wise path); outputs poisoned before
 //     every run; inputs with a NaN-free spread over many binades.
-// Timing: separate passes against the producer (right guess, and wrong guess: with the fallback) at the
-// d12 B=64 (65536 x 3072) and d24 B=32 (32768 x 4096) shapes of the MLP activation.
+// Timing: separate passes against the producer as training runs it (no BF16 output; right guess, and wrong
+// guess: with the fallback) at the d12 B=64 (65536 x 3072) and d24 B=32 (32768 x 4096) shapes of the MLP
+// activation.
 // Exit status 1 if any check fails.
 #include <math.h>
 #include <stdio.h>
@@ -95,11 +97,14 @@ static void reference(bool dgelu, const floatX* pre, const floatX* d, int rows, 
     fp8_quantize_pair(o.codes.ptr, o.tcodes.ptr, x, rows, cols, kind, t + T_SCALE, NULL, 0, 0, 0, dgelu ? o.colpart.ptr : NULL);
 }
 
-// The producer with speculative scaling, the guess already in o.triple's scale.
-static void producer_speculative(bool dgelu, LowpSpec* sp, const floatX* pre, const floatX* d, int rows, int cols, Outputs& o) {
+// The producer with speculative scaling, the guess already in o.triple's scale. keep (GELU): also store the
+// BF16 output into o.store, as with GemmContext::keep_activations (tests, tensor statistics); training
+// passes NULL, and the timing does too.
+static void producer_speculative(bool dgelu, LowpSpec* sp, const floatX* pre, const floatX* d, int rows, int cols, Outputs& o,
+                                 bool keep) {
     float* t = o.triple.ptr;
     if (!dgelu) {
-        lowp_quantize_speculative(sp, LowpSrcGelu{pre, o.store.ptr}, rows, cols, FP8_E4M3FN, o.codes.ptr, o.tcodes.ptr, t + T_AMAX,
+        lowp_quantize_speculative(sp, LowpSrcGelu{pre, keep ? o.store.ptr : NULL}, rows, cols, FP8_E4M3FN, o.codes.ptr, o.tcodes.ptr, t + T_AMAX,
                                   t + T_SCALE, t + T_INV, NULL, 0);
     } else {
         lowp_quantize_speculative(sp, LowpSrcDgelu{d, pre}, rows, cols, FP8_E5M2, o.codes.ptr, o.tcodes.ptr, t + T_AMAX, t + T_SCALE,
@@ -138,10 +143,17 @@ static void check_case(Tally& tally, LowpSpec* sp, bool dgelu, int rows, int col
         t[T_SCALE] = guesses[g];
         cudaCheck(cudaMemcpy(got.triple.ptr, t.data(), sizeof(float) * T_FLOATS, cudaMemcpyHostToDevice));
         const unsigned long long m0 = misses_now(*sp);
-        producer_speculative(dgelu, sp, pre.ptr + off, d.ptr + off, rows, cols, got);
+        const bool keep = !dgelu && g % 2 == 0;  // GELU: the training path (no BF16 store) and the stored one
+        producer_speculative(dgelu, sp, pre.ptr + off, d.ptr + off, rows, cols, got, keep);
         const unsigned long long m1 = misses_now(*sp);
-        const bool ok = same_outputs(got, ref, dgelu, !dgelu) && m1 - m0 == (g == 1 ? 0ull : 1ull);
-        snprintf(name, sizeof(name), "%s %dx%d%s %s", what, rows, cols, unaligned ? " unaligned" : "", gname[g]);
+        bool ok = same_outputs(got, ref, dgelu, keep) && m1 - m0 == (g == 1 ? 0ull : 1ull);
+        if (!dgelu && !keep) {  // no store: the poisoned buffer is untouched
+            const std::vector<floatX> st = download_raw(got.store);
+            const unsigned char* bytes = reinterpret_cast<const unsigned char*>(st.data());
+            for (size_t i = 0; i < st.size() * sizeof(floatX); i++) ok = ok && bytes[i] == 0xFF;
+        }
+        snprintf(name, sizeof(name), "%s %dx%d%s %s%s", what, rows, cols, unaligned ? " unaligned" : "", gname[g],
+                 keep ? " (stored)" : "");
         tally.check(name, ok);
     }
     // delayed scaling: a known scale (here 2x the current one), the amax into a pending slot
@@ -193,10 +205,10 @@ static void time_shape(LowpSpec* sp, bool dgelu, int rows, int cols, const char*
     const float right = download_raw(o.triple)[T_SCALE];
     auto run = [&](float guess) {
         cudaCheck(cudaMemcpyAsync(o.triple.ptr + T_SCALE, &guess, sizeof(float), cudaMemcpyHostToDevice, 0));
-        producer_speculative(dgelu, sp, pre.ptr, d.ptr, rows, cols, o);
+        producer_speculative(dgelu, sp, pre.ptr, d.ptr, rows, cols, o, false);
     };
     // (each run starts from the right scale: after a wrong guess the triple holds the right one again)
-    const float t_hit = time_median_ms([&] { producer_speculative(dgelu, sp, pre.ptr, d.ptr, rows, cols, o); });
+    const float t_hit = time_median_ms([&] { producer_speculative(dgelu, sp, pre.ptr, d.ptr, rows, cols, o, false); });
     const float t_miss = time_median_ms([&] { run(2.0f * right); });
     // bytes the producer must move at least: read pre (and d), write two codes
     const double min_bytes = (double)n * (dgelu ? 6 : 4);
