@@ -22,6 +22,7 @@
 // Exit status 1 if any check fails.
 #include <math.h>
 #include <stdio.h>
+#include <algorithm>
 #include <string.h>
 #include <vector>
 #include "dev/cuda/harness.cuh"
@@ -150,7 +151,7 @@ static void check_case(Tally& tally, LowpSpec* sp, bool dgelu, int rows, int col
         if (!dgelu && !keep) {  // no store: the poisoned buffer is untouched
             const std::vector<floatX> st = download_raw(got.store);
             const unsigned char* bytes = reinterpret_cast<const unsigned char*>(st.data());
-            for (size_t i = 0; i < st.size() * sizeof(floatX); i++) ok = ok && bytes[i] == 0xFF;
+            ok = ok && std::all_of(bytes, bytes + st.size() * sizeof(floatX), [](unsigned char c) { return c == 0xFF; });
         }
         snprintf(name, sizeof(name), "%s %dx%d%s %s%s", what, rows, cols, unaligned ? " unaligned" : "", gname[g],
                  keep ? " (stored)" : "");
