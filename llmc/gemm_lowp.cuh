@@ -651,10 +651,10 @@ static bool lowp_keeps_input(GemmContext* ctx, const floatX* weight, int N) {
 static void lowp_report(GemmContext* ctx, FILE* f) {
     const LowpState* s = lowp_state(ctx);
     const long long uses = s->spec.uses;
-    const unsigned long long misses = uses > 0 ? lowp_spec_misses_read(&s->spec, ctx->stream) : 0;
-    if (uses > 0)
-        fprintf(f, "%s: %lld tensors quantized by their producers with speculative scales, %llu re-quantized (%.2f%%)\n",
-                lowp_state(ctx)->backend.name, uses, misses, 100.0 * (double)misses / (double)uses);
+    if (uses <= 0) return;
+    const unsigned long long misses = lowp_spec_misses_read(&s->spec, ctx->stream);
+    fprintf(f, "%s: %lld tensors quantized by their producers with speculative scales, %llu re-quantized (%.2f%%)\n",
+            s->backend.name, uses, misses, 100.0 * (double)misses / (double)uses);
 }
 
 #if GEMM_LOWP_TCFP12
