@@ -9,7 +9,7 @@
 #   make kernel-gaps               CUPTI library measuring the idle gaps between kernels (dev/tools/kernel_gaps.cpp)
 #
 # Build variables (the only place they are mapped to macros is CUDA_MODE_FLAGS below; the macros
-# are interpreted only in llmc/precision.h):
+# are interpreted only in llmc/core/precision.h):
 #   PRECISION=BF16|FP16|FP32   storage type floatX of the CUDA build            [BF16]
 #   ENABLE_Q115=1              SF16: Q1.15 boundary simulation (BF16 storage)
 #   SF16_TRUE_FORWARD=1        with ENABLE_Q115: Q1.31 register simulation, FAST_16BF GEMMs
@@ -37,7 +37,9 @@ ifeq ($(NO_OMP),1)
   HAVE_OPENMP :=
 endif
 OMP_FLAGS := $(if $(HAVE_OPENMP),-fopenmp,)
-CPU_DEPS := $(wildcard llmc/*.h llmc/numerics/*.h) llmc/lowp_diagnose.cuh Makefile
+# every llmc header, whatever folder it is in (llmc/README.md): a change to one rebuilds what may include it
+LLMC_HEADERS := $(shell find llmc -name '*.h' -o -name '*.cuh')
+CPU_DEPS := $(LLMC_HEADERS) Makefile
 
 # ---------------------------------------------------------------------------------------------
 # Toolchain discovery: files on disk (headers and libraries), not package-manager queries.
@@ -149,7 +151,7 @@ NVCC_INCLUDES := -I. $(if $(HAVE_NCCL),-I$(dir $(NCCL_H))) $(if $(HAVE_MPI),-I$(
 NVCC_LDFLAGS := $(call link_so,$(CUBLASLT_SO)) $(if $(CUBLAS_SO),$(call link_so,$(CUBLAS_SO))) \
   $(if $(HAVE_NCCL),$(call link_so,$(NCCL_SO))) $(if $(HAVE_MPI),-L$(dir $(MPI_SO)) -lmpi) \
   $(if $(CUDART_STATIC),,-cudart shared)
-CUDA_DEPS := $(CPU_DEPS) $(wildcard llmc/*.cuh)
+CUDA_DEPS := $(CPU_DEPS)
 
 # ---------------------------------------------------------------------------------------------
 # Python side: data preparation, PyTorch reference, Python tests

@@ -19,7 +19,7 @@ Ends with `N passed, N failed`; exit status 1 if anything failed.
 */
 #define TESTING
 #include "train_gpt2.c"
-#include "llmc/debug_state.h"
+#include "llmc/obs/debug_state.h"
 
 #define TOL_FORWARD 1e-5
 #define TOL_GRAD 1e-5

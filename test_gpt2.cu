@@ -26,11 +26,11 @@ Ends with `N passed, N failed`; exit status 1 if anything failed.
 #include <stdlib.h>
 #include <string.h>
 
-#include "llmc/utils.h"
-#include "llmc/gpt2_config.h"
-#include "llmc/checkpoint.h"
-#include "llmc/debug_state.h"
-#include "llmc/model.cuh"
+#include "llmc/core/utils.h"
+#include "llmc/model/gpt2_config.h"
+#include "llmc/model/checkpoint.h"
+#include "llmc/obs/debug_state.h"
+#include "llmc/model/model.cuh"
 
 #if defined(ENABLE_FP32)
 static const double TOL_LOGITS = 4e-6, TOL_LOSS = 1e-6, TOL_GRAD = 3e-6, TOL_STEP = 1e-6;
@@ -69,7 +69,7 @@ static const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_q115.bin";
 //    tensor is on its MX grid, an uncast BF16 tensor practically never).
 // usage in this build also: test_gpt2cu checkpoint debug_state uncast_debug_state (the third for
 // check_tcast_active; default DEFAULT_UNCAST_STATE).
-#include "llmc/tcast_config.h"
+#include "llmc/modes/tcast/tcast_config.h"
 static const char* TCAST_TEST_CAST = "encoder_out=mxfp8e4";
 static const char* TCAST_TEST_CAST_GEMM = "w=mxfp8e4";
 static const int TCAST_TEST_LM_HEAD = 0;
@@ -106,7 +106,7 @@ static void tcast_test_plan(TcastPlan* plan, const char* cast, const char* cast_
 // FP8 / TCFP-12 builds, two references.
 // 1. The sanity bound: the BF16-weight reference (unquantized GEMMs). Every linear layer's
 // product carries the E4M3 quantization of its input (SNR about 28.5 dB, i.e. 3.8% relative, per
-// GEMM; llmc/gemm_fp8.cuh harness) and the gradients E5M2 (about 24 dB, 6%). The tolerances allow a few
+// GEMM; llmc/kernels/gemm/gemm_fp8.cuh harness) and the gradients E5M2 (about 24 dB, 6%). The tolerances allow a few
 // such errors in sequence; FP8_MIN_LOGIT_ERR checks that the FP8 GEMMs really ran (the BF16 build's
 // logits error is 5.3e-3).
 static const double TOL_LOGITS = 0.15, TOL_LOSS = 1e-2, TOL_GRAD = 0.3, TOL_STEP = 2e-2, FP8_MIN_LOGIT_ERR = 1e-2;

@@ -9,7 +9,7 @@ GPT-2 (Radford et al. 2019) as trained here:
   loss   = mean cross-entropy of softmax over the first V logits       padded columns ignored
 Backward is written out by hand, the optimizer is AdamW (Loshchilov & Hutter 2019) with weight decay
 on the 2-D tensors only, the global gradient norm is clipped at 1.0 and the learning rate follows
-warmup + cosine (llmc/schedulers.h). Every tensor is row-major; weights are (out, in): y = x·Wᵀ + b.
+warmup + cosine (llmc/train/schedulers.h). Every tensor is row-major; weights are (out, in): y = x·Wᵀ + b.
 
 Everything is fp32. Matrix products accumulate in a fixed order, so results do not depend on the
 number of OpenMP threads. test_gpt2.c includes this file with TESTING defined (no main) and checks it
@@ -26,21 +26,21 @@ against the PyTorch reference of dev/reference/.
 #include <omp.h>
 #endif
 
-#include "llmc/utils.h"
-#include "llmc/gpt2_config.h"
-#include "llmc/checkpoint.h"
-#include "llmc/dataloader.h"
-#include "llmc/tokenizer.h"
-#include "llmc/schedulers.h"
-#include "llmc/logger.h"
-#include "llmc/rand.h"
-#include "llmc/gpt2_init.h"
-#include "llmc/cli.h"
-#include "llmc/train_config.h"
-#include "llmc/train_setup.h"
-#include "llmc/hellaswag.h"
-#include "llmc/outlier_detector.h"
-#include "llmc/checkpoint_retention.h"
+#include "llmc/core/utils.h"
+#include "llmc/model/gpt2_config.h"
+#include "llmc/model/checkpoint.h"
+#include "llmc/data/dataloader.h"
+#include "llmc/data/tokenizer.h"
+#include "llmc/train/schedulers.h"
+#include "llmc/obs/logger.h"
+#include "llmc/core/rand.h"
+#include "llmc/model/gpt2_init.h"
+#include "llmc/core/cli.h"
+#include "llmc/train/train_config.h"
+#include "llmc/train/train_setup.h"
+#include "llmc/data/hellaswag.h"
+#include "llmc/train/outlier_detector.h"
+#include "llmc/train/checkpoint_retention.h"
 
 // ----------------------------------------------------------------------------------------------
 // Matrix products. One cache-tiled routine serves the forward product and both backward products.
@@ -492,7 +492,7 @@ void gpt2_alloc(GPT2* m, const GPT2Config* config) {
     m->mean_loss = -1.0f;
 }
 
-// GPT-2 init from scratch (llmc/gpt2_init.h).
+// GPT-2 init from scratch (llmc/model/gpt2_init.h).
 void gpt2_init_random(GPT2* m, const GPT2Config* config, uint64_t seed) {
     gpt2_alloc(m, config);
     gpt2_init_params(m->params_memory, config, seed);
@@ -734,7 +734,7 @@ static void sample_and_print(GPT2* model, const Tokenizer* tok, int have_tok, Rn
     free(seq);
 }
 
-// The forward of the HellaSwag evaluation (llmc/hellaswag.h): per-position losses of a B x T batch.
+// The forward of the HellaSwag evaluation (llmc/data/hellaswag.h): per-position losses of a B x T batch.
 typedef struct { GPT2* model; int B, T; } EvalContext;
 static const float* eval_forward(void* ctx, const int* inputs, const int* targets) {
     EvalContext* e = (EvalContext*)ctx;

@@ -1,17 +1,17 @@
 /*
 train_gpt2.cu - GPT-2 training on an NVIDIA GPU: command line -> config -> model -> training loop.
 
-The model (llmc/model.cuh) computes what the CPU reference train_gpt2.c specifies; the numeric mode
+The model (llmc/model/model.cuh) computes what the CPU reference train_gpt2.c specifies; the numeric mode
 (storage precision, later SF16 boundaries and FP8/TCFP-12 GEMMs) is fixed at compile time by
-llmc/precision.h and printed at start-up and into every log and checkpoint.
+llmc/core/precision.h and printed at start-up and into every log and checkpoint.
 
 Checkpoints (-n N, and at the end with -o): model_<step>.bin (the parameters exactly as trained:
 bf16 version 5 in the BF16 build, fp32 version 3 otherwise) and state_<step>.bin (AdamW moments,
 master weights, data-loader position, loss scale). -y 1 resumes from the newest pair in -o and
 continues bit-exactly: the losses printed are those an uninterrupted run prints.
 
-Several GPUs (llmc/multi_gpu.cuh): `mpirun -np N ./train_gpt2cu ...`, or N processes started any
-other way with -pi tcp|fs (llmc/rendezvous.h). -b is the micro-batch of one GPU; -d counts the
+Several GPUs (llmc/dist/multi_gpu.cuh): `mpirun -np N ./train_gpt2cu ...`, or N processes started any
+other way with -pi tcp|fs (llmc/dist/rendezvous.h). -b is the micro-batch of one GPU; -d counts the
 tokens of one optimizer step over all GPUs. Rank 0 prints, logs, samples and writes model files;
 every rank writes its own state_<step>_rank<r>.bin (its data-loader position, and with -z 1 its
 shard of the optimizer state); resuming needs the same number of ranks and is bit-exact.
@@ -22,29 +22,29 @@ shard of the optimizer state); resuming needs the same number of ranks and is bi
 #include <string.h>
 #include <time.h>
 
-#include "llmc/utils.h"
-#include "llmc/cli.h"
-#include "llmc/train_config.h"
-#include "llmc/train_setup.h"
-#include "llmc/gpt2_config.h"
-#include "llmc/gpt2_init.h"
-#include "llmc/checkpoint.h"
-#include "llmc/train_state.h"
-#include "llmc/dataloader.h"
-#include "llmc/tokenizer.h"
-#include "llmc/schedulers.h"
-#include "llmc/logger.h"
-#include "llmc/rand.h"
-#include "llmc/mfu.h"
-#include "llmc/recompute_plan.h"
-#include "llmc/rendezvous.h"
-#include "llmc/model.cuh"
-#include "llmc/train_checkpoint.cuh"
-#include "llmc/lowp_diagnose.cuh"
-#include "llmc/hellaswag.h"
-#include "llmc/outlier_detector.h"
-#include "llmc/checkpoint_retention.h"
-#include "llmc/gpu_monitor.cuh"
+#include "llmc/core/utils.h"
+#include "llmc/core/cli.h"
+#include "llmc/train/train_config.h"
+#include "llmc/train/train_setup.h"
+#include "llmc/model/gpt2_config.h"
+#include "llmc/model/gpt2_init.h"
+#include "llmc/model/checkpoint.h"
+#include "llmc/train/train_state.h"
+#include "llmc/data/dataloader.h"
+#include "llmc/data/tokenizer.h"
+#include "llmc/train/schedulers.h"
+#include "llmc/obs/logger.h"
+#include "llmc/core/rand.h"
+#include "llmc/train/mfu.h"
+#include "llmc/train/recompute_plan.h"
+#include "llmc/dist/rendezvous.h"
+#include "llmc/model/model.cuh"
+#include "llmc/train/train_checkpoint.cuh"
+#include "llmc/train/lowp_diagnose.cuh"
+#include "llmc/data/hellaswag.h"
+#include "llmc/train/outlier_detector.h"
+#include "llmc/train/checkpoint_retention.h"
+#include "llmc/obs/gpu_monitor.cuh"
 
 // The numeric configuration of this build and run, one line (goes into logs and state files).
 static void numeric_config_string(char* out, size_t n, const GPT2* m, int tf32) {
@@ -136,7 +136,7 @@ static int gpu_train_flags(GpuTrainOptions* o, CliFlag* flags) {
 }
 
 // Dies naming the flag on a value this build cannot honour or a bad combination (no CUDA call; the
-// ranges of single flags are in the flag table, llmc/cli.h).
+// ranges of single flags are in the flag table, llmc/core/cli.h).
 static void gpu_train_validate(const GpuTrainOptions* o, const TrainConfig* tc) {
 #if !defined(ENABLE_BF16)
     if (o->diagnose) die("--diagnose 1: needs BF16 storage (the default build, FP8=1, TCFP12=1 or SF16); this build is %s", PRECISION_MODE_NAME);
@@ -298,7 +298,7 @@ static void trainer_tensor_stats_setup(Trainer* t) {
            2 * t->opt.tensor_stats, t->tstats.csv_path);
 }
 
-// -r -1: the recompute level from the free device memory (llmc/recompute_plan.h), the same on every
+// -r -1: the recompute level from the free device memory (llmc/train/recompute_plan.h), the same on every
 // rank (the highest any rank needs); printed with the numbers it came from. -r 0..2 is kept as given.
 static void trainer_choose_recompute(Trainer* t, const GPT2Config* config) {
     if (t->opt.recompute != RECOMPUTE_AUTO) return;
@@ -396,7 +396,7 @@ static void trainer_validate(Trainer* t, int step) {
     logger_log_val(&t->logger, step, val_loss);
 }
 
-// The forward of the HellaSwag evaluation (llmc/hellaswag.h): per-position losses of a B x T batch.
+// The forward of the HellaSwag evaluation (llmc/data/hellaswag.h): per-position losses of a B x T batch.
 static const float* trainer_eval_forward(void* ctx, const int* inputs, const int* targets) {
     Trainer* t = (Trainer*)ctx;
     gpt2_evaluate(&t->model, inputs, targets, t->tc.B, t->tc.T);  // leaves the losses in losses_host
@@ -573,7 +573,7 @@ int main(int argc, char** argv) {
     static Trainer t;  // zero-initialized
     trainer_parse(&t, argc, argv);
     trainer_setup(&t);
-    if (t.opt.diagnose) lowp_diagnose_run(&t.model, &t.setup.train, t.tc.out_dir, t.pg.rank == 0);  // llmc/lowp_diagnose.cuh: a table, no training
+    if (t.opt.diagnose) lowp_diagnose_run(&t.model, &t.setup.train, t.tc.out_dir, t.pg.rank == 0);  // llmc/train/lowp_diagnose.cuh: a table, no training
     else trainer_loop(&t);
     trainer_teardown(&t);
     return 0;

@@ -28,22 +28,22 @@ trainer's format). Exit status 0, or 1 after one `error: ...` line (missing shar
 failing trainer, a NaN loss, torchao missing for --torch-float8, ...).
 
 What is the same on both sides
-  model    GPT-2 of the descriptor's shape (llmc/gpt2_config.h: L, C, NH, maxT; V = 50257 padded to
+  model    GPT-2 of the descriptor's shape (llmc/model/gpt2_config.h: L, C, NH, maxT; V = 50257 padded to
            Vp = 50304): learned position embeddings, pre-LayerNorm blocks (eps 1e-5), causal
            attention scaled by 1/sqrt(C/NH), tanh GELU, biases on every linear layer, final
            LayerNorm, LM head tied to wte computed over Vp with the softmax and cross-entropy over
            the first V columns only (the padded columns get no probability and no gradient).
-  init     the distribution of llmc/gpt2_init.h: N(0, 0.02) for wte (rows < V; padded rows 0),
+  init     the distribution of llmc/model/gpt2_init.h: N(0, 0.02) for wte (rows < V; padded rows 0),
            wpe, qkv and fc weights; N(0, 0.02 / sqrt(2L)) for the attention and MLP output
            projections; biases 0; LayerNorm gains 1. NOT the values: our trainer draws from its own
-           xorshift stream (llmc/rand.h), PyTorch from torch.manual_seed; the two PyTorch seeds
+           xorshift stream (llmc/core/rand.h), PyTorch from torch.manual_seed; the two PyTorch seeds
            measure how much that moves the loss.
   data     identical batches in identical order: the shards matching the pattern in sorted order,
            consecutive windows of B*T+1 tokens (inputs = the first B*T, targets = the same shifted
            by one), a shard left when the next window no longer fits, wrapping after the last
-           (llmc/dataloader.h, one process); validation = the first --val-batches windows of the
+           (llmc/data/dataloader.h, one process); validation = the first --val-batches windows of the
            validation shards, capped as the trainer caps -m (val tokens / (B*T+1)).
-  schedule llmc/schedulers.h (warmup + cosine/linear/constant/wsd over the run's steps), computed
+  schedule llmc/train/schedulers.h (warmup + cosine/linear/constant/wsd over the run's steps), computed
            here in double precision where the trainer uses float (relative difference ~1e-7).
   optim    AdamW, betas 0.9 / 0.95, eps 1e-8, bias-corrected, decoupled weight decay on the 2-D
            tensors only (wte, wpe and the four weight matrices of each layer); the gradient's global
@@ -55,8 +55,8 @@ What is the same on both sides
            times after --warmup-steps, taken by this script from both sides' step times (the
            trainer's own `median step` line, after exactly 3 warm-up steps, is kept in
            results.json as ours_reported_median_ms).
-  MFU      6*N + 6*L*C*T model FLOPs per token (llmc/mfu.h; N counts wte over Vp and wpe over maxT)
-           over the device's dense BF16 peak from llmc/mfu.h's table (or --peak-tflops), the same
+  MFU      6*N + 6*L*C*T model FLOPs per token (llmc/train/mfu.h; N counts wte over Vp and wpe over maxT)
+           over the device's dense BF16 peak from llmc/train/mfu.h's table (or --peak-tflops), the same
            peak for both sides, FP8 runs included (their MFU is utilization of the BF16 peak).
 
 What is not the same
@@ -107,7 +107,7 @@ if str(SCRIPTS) not in sys.path:  # scripts/ is not a package: import the sweep 
     sys.path.insert(0, str(SCRIPTS))
 import sweep  # noqa: E402  (trainer stdout parsing: parse_stdout, LogStats)
 
-V, VP = 50257, 50304  # llmc/gpt2_config.h
+V, VP = 50257, 50304  # llmc/model/gpt2_config.h
 GPT2_SIZES = {6: (384, 6), 12: (768, 12), 24: (1024, 16), 36: (1280, 20), 48: (1600, 25)}  # L -> (C, NH)
 DEFAULT_BATCH = {"d12": 64, "d24": 32}  # doc/benchmarks.md; any other model: FALLBACK_BATCH
 FALLBACK_BATCH = 8
@@ -137,7 +137,7 @@ def repo_path(path):
 
 @dataclass(frozen=True)
 class Shape:
-    """A GPT-2 shape as llmc/gpt2_config.h defines it."""
+    """A GPT-2 shape as llmc/model/gpt2_config.h defines it."""
     L: int
     C: int
     NH: int
@@ -166,17 +166,17 @@ def parse_descriptor(desc):
 
 
 def num_parameters(s):
-    """Parameter count of a shape (llmc/gpt2_config.h's gpt2_num_parameters)."""
+    """Parameter count of a shape (llmc/model/gpt2_config.h's gpt2_num_parameters)."""
     return (s.Vp + s.maxT) * s.C + s.L * (12 * s.C * s.C + 13 * s.C) + 2 * s.C
 
 
 def flops_per_token(s, T):
-    """Model FLOPs per trained token, 6*N + 6*L*C*T (llmc/mfu.h)."""
+    """Model FLOPs per trained token, 6*N + 6*L*C*T (llmc/train/mfu.h)."""
     return 6.0 * num_parameters(s) + 6.0 * s.L * s.C * T
 
 
 def read_device_peaks(path=MFU_HEADER):
-    """[(name part, dense BF16 TFLOP/s)] from llmc/mfu.h's DEVICE_PEAKS, in its matching order."""
+    """[(name part, dense BF16 TFLOP/s)] from llmc/train/mfu.h's DEVICE_PEAKS, in its matching order."""
     text = Path(path).read_text()
     table = text[text.index("DEVICE_PEAKS[]"):]
     table = table[:table.index("};")]
@@ -192,7 +192,7 @@ def device_peak_tflops(device_name, peaks):
 
 
 def learning_rate(step, peak, warmup, total, final_frac, kind):
-    """Learning rate of the 0-based step, as llmc/schedulers.h's get_learning_rate."""
+    """Learning rate of the 0-based step, as llmc/train/schedulers.h's get_learning_rate."""
     if kind == "constant":
         return peak
     if step < warmup:
@@ -238,7 +238,7 @@ def shard_tokens(path):
 
 
 class ShardStream:
-    """Batches of B x T (inputs, targets) in llmc/dataloader.h's order for one process."""
+    """Batches of B x T (inputs, targets) in llmc/data/dataloader.h's order for one process."""
 
     def __init__(self, pattern, B, T, what):
         """Open every shard matching pattern (sorted); what names the option in errors."""
@@ -272,7 +272,7 @@ class ShardStream:
 
 
 def val_batch_count(stream, requested):
-    """The validation batches the trainer really uses for -m requested (llmc/train_setup.h's cap)."""
+    """The validation batches the trainer really uses for -m requested (llmc/train/train_setup.h's cap)."""
     available = stream.num_tokens // (stream.B * stream.T + 1)
     return min(requested, max(1, available))
 
@@ -342,7 +342,7 @@ class GPT2(nn.Module):
 
 
 def init_weights(model, seed):
-    """Draw fresh weights in place from llmc/gpt2_init.h's distribution, seeded with seed."""
+    """Draw fresh weights in place from llmc/model/gpt2_init.h's distribution, seeded with seed."""
     s = model.shape
     gen = torch.Generator().manual_seed(seed)
     resid_std = 0.02 / math.sqrt(2 * s.L)
@@ -755,7 +755,7 @@ def parse_args(argv):
     ap.add_argument("--torch-float8", choices=FLOAT8_RECIPES, default="none", help="torchao float8 recipe [none]")
     ap.add_argument("--no-compile", action="store_true", help="PyTorch eager (no torch.compile)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="PyTorch device (cpu: tests only) [cuda]")
-    ap.add_argument("--peak-tflops", type=float, help="peak TFLOP/s for MFU [llmc/mfu.h's BF16 figure of the GPU]")
+    ap.add_argument("--peak-tflops", type=float, help="peak TFLOP/s for MFU [llmc/train/mfu.h's BF16 figure of the GPU]")
     ap.add_argument("--out", help="output folder [bench_out/<date>-<time>]")
     return ap.parse_args(argv)
 
@@ -865,7 +865,7 @@ def combine(args, prepared, ours, torch_runs, peak):
 
 
 def device_description(settings):
-    """(device name, peak TFLOP/s from llmc/mfu.h or None) of the PyTorch device."""
+    """(device name, peak TFLOP/s from llmc/train/mfu.h or None) of the PyTorch device."""
     if settings.device != "cuda":
         return "cpu", None
     name = torch.cuda.get_device_name()

@@ -1,4 +1,4 @@
-// adamw.cu - correctness and speed harness for llmc/adamw.cuh (AdamW with an fp32 master copy and
+// adamw.cu - correctness and speed harness for llmc/kernels/adamw.cuh (AdamW with an fp32 master copy and
 // stochastic rounding of the floatX parameters).
 //
 // Build and run (from the repository root):
@@ -27,7 +27,7 @@
 #include <vector>
 #include <algorithm>
 #include "dev/cuda/harness.cuh"
-#include "llmc/adamw.cuh"
+#include "llmc/kernels/adamw.cuh"
 
 #if defined(ENABLE_FP32)
 static const bool kHasMaster = false;  // the FP32 build updates params directly (master_params = NULL)

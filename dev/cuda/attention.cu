@@ -1,4 +1,4 @@
-// attention.cu - correctness and speed harness for llmc/attention.cuh (causal flash attention).
+// attention.cu - correctness and speed harness for llmc/kernels/attention/attention.cuh (causal flash attention).
 //
 // Build and run (from the repository root):
 //   nvcc -O3 -arch=sm_90 -std=c++17 -I. dev/cuda/attention.cu -o /tmp/attention && /tmp/attention
@@ -24,7 +24,7 @@
 // floatX(boundary(p)) of the float64 normalized p (run_probe). The exit status is non-zero if any
 // check fails.
 //
-// TensorCast build (run_tcast_suite; llmc/attention_tcast.cuh, doc/TCAST.md 5.1): after the checks
+// TensorCast build (run_tcast_suite; llmc/kernels/attention/attention_tcast.cuh, doc/TCAST.md 5.1): after the checks
 // above (no cast configured: the BF16 kernels), (1) host self-tests: the reference row cast against
 // tcast_cast_host, the kernels' inline group / element fast paths against tcast_group_scale /
 // tcast_quantize bit for bit (flags included) on adversarial values for ~150 datatypes and every round
@@ -48,7 +48,7 @@
 #include <algorithm>
 #include <type_traits>
 #include <string>
-#include "llmc/attention.cuh"
+#include "llmc/kernels/attention/attention.cuh"
 #include "dev/cuda/harness.cuh"
 
 #if !defined(ATTN_TC_HOST_TEST)
@@ -107,7 +107,7 @@ struct Err {  // norm-relative error accumulator
     double rel() const { return den > 0 ? sqrt(num / den) : sqrt(num); }
 };
 
-// Host mirror of the boundary hooks of the attention kernels (llmc/boundary.cuh): identity in the
+// Host mirror of the boundary hooks of the attention kernels (llmc/kernels/boundary.cuh): identity in the
 // plain builds; under ENABLE_Q115 simulate_q115 (llmc/numerics/q115.h) of the value as an fp32, the
 // function the kernels apply.
 template <BoundarySite S>
@@ -709,7 +709,7 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
 #endif  // !ATTN_TC_HOST_TEST
 
 // ================================================================================================
-// TensorCast attention sites (TCAST=1 build; llmc/attention_tcast.cuh, doc/TCAST.md 5.1). Host part:
+// TensorCast attention sites (TCAST=1 build; llmc/kernels/attention/attention_tcast.cuh, doc/TCAST.md 5.1). Host part:
 // the reference row cast and the self-tests that need no GPU (also built alone with
 // -DATTN_TC_HOST_TEST, which runs only them).
 #if defined(ENABLE_TCAST) || defined(ATTN_TC_HOST_TEST)
@@ -1428,7 +1428,7 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
         {nullptr, "mxint4@16:32"},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
-    // (the cast kernels are instantiated for HS = 64 only: llmc/attention.cuh attn_tc_require_tc)
+    // (the cast kernels are instantiated for HS = 64 only: llmc/kernels/attention/attention.cuh attn_tc_require_tc)
     const Shape shapes[] = {{2, 200, 3, 64}, {1, 1000, 2, 64}, {2, 333, 2, 64}, {3, 64, 1, 64}};
     const int probes[][2] = {{64, 64}, {300, 64}, {100, 64}, {256, 64}};  // (T, HS)
     for (int ci = 0; ci < ncases; ci++) {

@@ -8,7 +8,7 @@ the CUDA harness (dev/cuda/tensor_stats.cu --dump DIR) and compare them with the
 DIR/tensor.bin holds the raw elements (bfloat16, float16 or float32, little-endian, as named in
 DIR/tensor_stats_gpu.json), DIR/tensor_stats_gpu.json the GPU's statistics of them. numpy computes,
 in float64 over the finite values: amax = max |x|, rms = sqrt(mean(x^2)); over all values the counts
-of exact zeros, of 0 < |x| < 2^-126 / 2^-14 / 2^-6, of NaN and of +-Inf (llmc/tensor_stats.cuh).
+of exact zeros, of 0 < |x| < 2^-126 / 2^-14 / 2^-6, of NaN and of +-Inf (llmc/obs/tensor_stats.cuh).
 Tolerances: counts exact, amax exact (the same float32 value), RMS relative 1e-6 (float64 sums in a
 different order agree to ~1e-15; 1e-6 is the bound the issue states), fractions exact up to the
 printed digits (relative 1e-12). If DIR/tensor_stats.csv exists (the harness's trainer-cycle CSV),

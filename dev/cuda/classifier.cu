@@ -1,4 +1,4 @@
-// classifier.cu - correctness and speed harness for llmc/fused_classifier.cuh (softmax cross-entropy
+// classifier.cu - correctness and speed harness for llmc/kernels/fused_classifier.cuh (softmax cross-entropy
 // with the logits gradient written in place).
 //
 // Build and run (from the repository root):
@@ -24,7 +24,7 @@
 #include <vector>
 #include <algorithm>
 #include "dev/cuda/harness.cuh"
-#include "llmc/fused_classifier.cuh"
+#include "llmc/kernels/fused_classifier.cuh"
 
 // ------------------------------------------------------------------------------------------------
 // Tolerances (per element: |gpu - ref| <= rtol |ref| + atol)
@@ -152,7 +152,7 @@ static Result run_case(const Case& c, uint64_t seed, bool timing, Tally& tally) 
     const int rows = c.B * c.T, V = c.V, Vp = c.Vp;
     const size_t total = (size_t)rows * Vp;
 #if defined(ENABLE_FP16)
-    // the FP16 trainer multiplies dloss by its loss scale (65536 at start, llmc/model.cuh): without it
+    // the FP16 trainer multiplies dloss by its loss scale (65536 at start, llmc/model/model.cuh): without it
     // p * dloss ~ 1e-10 is below fp16's subnormals, which is what loss scaling exists to prevent
     const double dloss = 65536.0 / rows;
 #else

@@ -1,4 +1,4 @@
-// encoder.cu - correctness and speed harness for llmc/encoder.cuh (wte + wpe embedding).
+// encoder.cu - correctness and speed harness for llmc/kernels/encoder.cuh (wte + wpe embedding).
 //
 // Build and run (from the repository root):
 //   nvcc -O3 --use_fast_math -std=c++17 -arch=sm_90 -I. -DENABLE_BF16 dev/cuda/encoder.cu -o /tmp/encoder && /tmp/encoder
@@ -25,7 +25,7 @@
 // Exit status 1 if any check fails.
 
 #include <chrono>
-#include "llmc/encoder.cuh"
+#include "llmc/kernels/encoder.cuh"
 #include "dev/cuda/harness.cuh"
 
 static const int V = 50257, Vp = 50304, MAXT = 1024;

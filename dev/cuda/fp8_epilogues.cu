@@ -4,7 +4,7 @@
 //   make cuda-dev && build/bf16/dev/fp8_epilogues          (checks, then the timing table)
 //   build/bf16/dev/fp8_epilogues --check-only               (checks only, small shapes)
 //
-// The FP8 backend (llmc/gemm_lowp.cuh) runs GELU and dGELU as separate kernels and takes the amax of
+// The FP8 backend (llmc/modes/lowp/gemm_lowp.cuh) runs GELU and dGELU as separate kernels and takes the amax of
 // the attention output and its gradient in separate passes (doc/TCFP12.md "Where the time goes"). This
 // harness asks cuBLASLt (cublasLtMatmul, E4M3 x E4M3 forward and E5M2 x E4M3 dgrad, fp32 compute, BF16
 // D) for the epilogues that would remove those passes, and times them on the d24 MLP shape:

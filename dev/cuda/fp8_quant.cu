@@ -1,4 +1,4 @@
-// fp8_quant.cu - correctness and speed harness for llmc/fp8_quant.cuh (FP8 amax, scales, quantization,
+// fp8_quant.cu - correctness and speed harness for llmc/kernels/fp8/fp8_quant.cuh (FP8 amax, scales, quantization,
 // block scaling, TCFP-12 weight split, dequantization).
 //
 // Build and run (from the repository root):
@@ -38,7 +38,7 @@
 #include <vector>
 #include <cuda_fp8.h>
 #include "dev/cuda/harness.cuh"
-#include "llmc/fp8_quant.cuh"
+#include "llmc/kernels/fp8/fp8_quant.cuh"
 
 static const FP8Kind ALL_KINDS[4] = {FP8_E4M3FN, FP8_E5M2, FP8_E4M3FNUZ, FP8_E5M2FNUZ};
 

@@ -1,4 +1,4 @@
-// gelu.cu - correctness and speed harness for llmc/gelu.cuh (tanh-approximation GELU, forward and
+// gelu.cu - correctness and speed harness for llmc/kernels/gelu.cuh (tanh-approximation GELU, forward and
 // in-place backward).
 //
 // Build and run (from the repository root):
@@ -19,7 +19,7 @@
 #include <vector>
 #include <algorithm>
 #include "dev/cuda/harness.cuh"
-#include "llmc/gelu.cuh"
+#include "llmc/kernels/gelu.cuh"
 
 // Tolerance per element: |gpu - ref| <= rtol |ref| + atol.
 // The kernels compute in fp32 (exp2.approx and a fast division: relative error ~1e-6 away from the

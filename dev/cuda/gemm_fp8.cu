@@ -1,4 +1,4 @@
-// gemm_fp8.cu - correctness, cuBLASLt support matrix and speed of llmc/gemm_fp8.cuh (FP8 / TCFP-12 GEMMs).
+// gemm_fp8.cu - correctness, cuBLASLt support matrix and speed of llmc/kernels/gemm/gemm_fp8.cuh (FP8 / TCFP-12 GEMMs).
 //
 // Build and run (from the repository root):
 //   make cuda-dev && build/bf16/dev/gemm_fp8                 (all checks, then the benchmark table)
@@ -55,7 +55,7 @@
 #include <thread>
 #include <vector>
 #include "dev/cuda/harness.cuh"
-#include "llmc/gemm_fp8.cuh"
+#include "llmc/kernels/gemm/gemm_fp8.cuh"
 
 typedef __nv_bfloat16 bf16;
 

@@ -1,4 +1,4 @@
-// global_norm.cu - correctness and speed harness for llmc/global_norm.cuh (deterministic global L2
+// global_norm.cu - correctness and speed harness for llmc/kernels/global_norm.cuh (deterministic global L2
 // norm of the gradients).
 //
 // Build and run (from the repository root):
@@ -21,7 +21,7 @@
 #include <vector>
 #include <algorithm>
 #include "dev/cuda/harness.cuh"
-#include "llmc/global_norm.cuh"
+#include "llmc/kernels/global_norm.cuh"
 
 // The norm is computed in fp32 per thread (fmaf of squares, ~250 terms per thread for 124M values) and
 // per block (tree), then in float64 over the partials: relative error ~1e-7 typical, well below 1e-5.

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
-#include "llmc/cuda_common.cuh"
+#include "llmc/core/cuda_common.cuh"
 
 // ---- random inputs (host), reproducible per seed --------------------------------------------
 

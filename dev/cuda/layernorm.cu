@@ -1,4 +1,4 @@
-// layernorm.cu - correctness and speed harness for llmc/layernorm.cuh (LayerNorm forward, fused
+// layernorm.cu - correctness and speed harness for llmc/kernels/layernorm.cuh (LayerNorm forward, fused
 // residual + LayerNorm forward, LayerNorm backward).
 //
 // Build and run (from the repository root):
@@ -45,7 +45,7 @@
 //   kernel with and without amax (kernel only: the zeroing memset is the caller's, outside the timing).
 // Exit status 1 if any check fails.
 
-#include "llmc/layernorm.cuh"
+#include "llmc/kernels/layernorm.cuh"
 #include "dev/cuda/harness.cuh"
 
 struct Case {

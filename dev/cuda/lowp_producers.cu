@@ -1,4 +1,4 @@
-// lowp_producers.cu - correctness and speed harness for llmc/lowp_producers.cuh: the GELU and GELU'
+// lowp_producers.cu - correctness and speed harness for llmc/kernels/fp8/lowp_producers.cuh: the GELU and GELU'
 // producers that write FP8 codes in their own pass, with speculative current scaling (issue 17).
 //
 // Build and run (from the repository root):
@@ -26,7 +26,7 @@
 #include <string.h>
 #include <vector>
 #include "dev/cuda/harness.cuh"
-#include "llmc/lowp_producers.cuh"
+#include "llmc/kernels/fp8/lowp_producers.cuh"
 
 // The triple layout the backend uses (gemm_lowp.cuh LOWP_AMAX / LOWP_SCALE / LOWP_INV): amax, scale, inverse
 // at float offsets 0, 4, 8.

@@ -1,4 +1,4 @@
-// matmul.cu - correctness and speed harness for llmc/gemm.cuh (matmul_forward / matmul_backward).
+// matmul.cu - correctness and speed harness for llmc/kernels/gemm/gemm.cuh (matmul_forward / matmul_backward).
 //
 // Build and run (from the repository root):
 //   nvcc -O3 --use_fast_math -std=c++17 -arch=sm_90 -I. dev/cuda/matmul.cu -lcublasLt -lcublas -o /tmp/matmul && /tmp/matmul
@@ -28,7 +28,7 @@
 #include <type_traits>
 #include <vector>
 #include "dev/cuda/harness.cuh"
-#include "llmc/gemm.cuh"
+#include "llmc/kernels/gemm/gemm.cuh"
 
 // ------------------------------------------------------------------------------------------------
 // Tolerances (norm-relative error ||gpu - ref|| / ||ref|| over the checked elements)

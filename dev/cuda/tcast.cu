@@ -1,4 +1,4 @@
-// tcast.cu - correctness and speed harness for llmc/tcast_cast.cuh, the GPU virtual cast of a BF16
+// tcast.cu - correctness and speed harness for llmc/kernels/tcast/tcast_cast.cuh, the GPU virtual cast of a BF16
 // tensor to a TensorCast data type (doc/TCAST.md section 4).
 //
 // Build and run (from the repository root, on a GPU machine):
@@ -50,7 +50,7 @@ int main() {
 
 #else
 
-#include "llmc/tcast_cast.cuh"
+#include "llmc/kernels/tcast/tcast_cast.cuh"
 
 // ------------------------------------------------------------------------------------------------
 // Host BF16 helpers

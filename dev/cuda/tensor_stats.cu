@@ -1,4 +1,4 @@
-// tensor_stats.cu - correctness and speed harness for llmc/tensor_stats.cuh (the per-layer tensor
+// tensor_stats.cu - correctness and speed harness for llmc/obs/tensor_stats.cuh (the per-layer tensor
 // statistics of --tensor-stats: amax, RMS, zero / below-normal fractions, NaN / Inf counts).
 //
 // Build and run (from the repository root):
@@ -41,7 +41,7 @@
 #include <algorithm>
 #include <type_traits>
 #include "dev/cuda/harness.cuh"
-#include "llmc/tensor_stats.cuh"
+#include "llmc/obs/tensor_stats.cuh"
 
 static const double kRmsTol = 1e-9;
 

@@ -2,7 +2,7 @@
 """Functional PyTorch GPT-2 reference: writes the initial checkpoint (fp32 and bf16) and the debug
 states (version 3) that the C and CUDA tests compare against. Formats: doc/FORMATS.md.
 
---sf16 q115 / q115_tf simulates the SF16 mode (llmc/boundary.cuh, llmc/numerics/q115.h): a Q1.15
+--sf16 q115 / q115_tf simulates the SF16 mode (llmc/kernels/boundary.cuh, llmc/numerics/q115.h): a Q1.15
 quantize-dequantize at every forward storage boundary, straight-through in backward.
 
 --tcast-states adds the TensorCast state gpt2_ref_debug_state_tcast.bin (header word 14 = 3), computed
@@ -13,7 +13,7 @@ build runs the same plan), with the casts of doc/TCAST.md section 5 done by dev/
     channel dimension; attn_scores / attn_probs along the keys of each query row, future keys entering
     the groups as 0 and masked afterwards, P cast after normalization. Straight-through backward,
     except that with attn_probs cast the softmax backward is the trainer's dS = P^ (dP - rowsum(P^ dP))
-    (llmc/attention.cuh), i.e. the softmax derivative taken at P^;
+    (llmc/kernels/attention/attention.cuh), i.e. the softmax derivative taken at P^;
   * operand casts (5.2) of every linear layer (TcastLinear): y = cast_x(x) cast_w(W)^T + b along Cin,
     dx = cast_dy(dy) cast_w(W) along OC, dW = cast_dy(dy)^T cast_x(x) along N, db = sum of the uncast dy;
     the LM head only with the plan's lm_head flag.
@@ -95,7 +95,7 @@ LINEAR_WEIGHTS = ("qkvw", "attprojw", "fcw", "fcprojw")  # the weights of the la
 # attention sites (the attention kernels cast only in their tensor-core versions, head sizes 64 and 128;
 # this model has 32) and the LM head operands (lm_head 0, the trainer's default).
 TCAST_PLAN = {"cast": "encoder_out=mxfp8e4", "cast_gemm": "w=mxfp8e4", "lm_head": 0}
-# boundary sites and GEMM operands, as llmc/boundary_sites.h and llmc/tcast_config.h name them
+# boundary sites and GEMM operands, as llmc/core/boundary_sites.h and llmc/modes/tcast/tcast_config.h name them
 TCAST_SITES = ("matmul_out", "attn_scores", "attn_probs", "logits", "layernorm_out", "residual_out", "gelu_out",
                "encoder_out")
 TCAST_OPS = ("x", "w", "dy")
@@ -371,7 +371,7 @@ class LMHead(torch.autograd.Function):
 # ---------------------------------------------------------------- TensorCast casts (doc/TCAST.md 5)
 
 class TcastPlan:
-    """A cast plan from the trainer's flag texts (llmc/tcast_config.h): cast = "SITE=DTYPE[,...]" (SITE a
+    """A cast plan from the trainer's flag texts (llmc/modes/tcast/tcast_config.h): cast = "SITE=DTYPE[,...]" (SITE a
     boundary site in any case or `all`; later entries win), cast_gemm = "OP=DTYPE[,...]" (OP x, w, dy),
     lm_head 0|1. site / op: dicts name -> DTYPE text. ValueError naming the flag for what the trainer
     refuses (unknown names, a scale spec with an explicit dY, per-tensor / channel scales or tiles above
@@ -485,7 +485,7 @@ def tcast_keys(t, dtype, bf16_out):
 
 class AttnProbsCast(torch.autograd.Function):
     """P^ = cast(softmax(s)) of masked scores s along the keys, with the attention kernels' backward
-    dS = P^ (dP - rowsum(P^ dP)) (llmc/attention.cuh: the flash-style softmax derivative taken at the
+    dS = P^ (dP - rowsum(P^ dP)) (llmc/kernels/attention/attention.cuh: the flash-style softmax derivative taken at the
     cast P^, which equals straight-through only for an uncast P)."""
 
     @staticmethod

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Independent PyTorch reference of the FP8 and TCFP-12 linear layers (llmc/gemm_lowp.cuh) with the
+"""Independent PyTorch reference of the FP8 and TCFP-12 linear layers (llmc/modes/lowp/gemm_lowp.cuh) with the
 options test_gpt2.cu uses (`LowpOptions opt = {}`: per-tensor current scaling, FP8 wgrad, no warm-up,
 no error feedback / SRR / ABD / block scaling, LM head in BF16), and of the BF16 storage around them.
 
 Written from the formats' specification and the documented recipe (doc/TCFP12.md "What runs where",
-"TCFP-12"; the formulas of llmc/fp8_quant.cuh and llmc/numerics/fp8.h), not from their code:
+"TCFP-12"; the formulas of llmc/kernels/fp8/fp8_quant.cuh and llmc/numerics/fp8.h), not from their code:
 
 * Formats (OCP 8-bit Floating Point Specification, OFP8, rev. 1.0, section 5): E4M3 (bias 7, 3
   mantissa bits, no Inf, max 448, min subnormal 2^-9) and E5M2 (bias 15, 2 mantissa bits, max 57344,
@@ -153,7 +153,7 @@ ATTN_KEY_CHUNK = 32  # keys per step of the trainer's generic attention kernels 
 
 class KernelAttention(torch.autograd.Function):
     """Causal self-attention of a stored (BF16) qkv (B, T, 3C) with NH heads, as the trainer's generic
-    attention kernels compute it (llmc/attention.cuh, head sizes other than 64 and 128, e.g. the test
+    attention kernels compute it (llmc/kernels/attention/attention.cuh, head sizes other than 64 and 128, e.g. the test
     model's 32): returns the unrounded output O (B, T, C) (the caller stores it in BF16).
     Forward (online softmax over chunks of ATTN_KEY_CHUNK keys, m_c the running row max after chunk c):
       O_i = sum_c sum_{j in c} bf16(exp(s_ij - m_c)) exp(m_c - m) v_j / l_i,  l_i = sum_j exp(s_ij - m)

@@ -85,7 +85,7 @@ def assert_one_error_line(code, stderr, needle):
 
 def test_batches_follow_the_trainer_dataloader_order(tmp_path):
     # B*T = 8: shard 0 (24 tokens) holds two windows of 9 (at 0 and 8; at 16 only 8 tokens remain),
-    # shard 1 (16 tokens) one (at 8 only 8 remain), then the stream wraps to shard 0 (llmc/dataloader.h, one process)
+    # shard 1 (16 tokens) one (at 8 only 8 remain), then the stream wraps to shard 0 (llmc/data/dataloader.h, one process)
     s0, s1 = 1000 + np.arange(24), 2000 + np.arange(16)
     write_shard(tmp_path / "x_000.bin", s0)
     write_shard(tmp_path / "x_001.bin", s1)
@@ -140,7 +140,7 @@ def test_descriptors_shapes_and_flops():
     d12, d24 = bench.parse_descriptor("d12"), bench.parse_descriptor("d24")
     assert (d12.L, d12.C, d12.NH, d12.maxT, d12.V, d12.Vp) == (12, 768, 12, 1024, 50257, 50304)
     assert (d24.L, d24.C, d24.NH) == (24, 1024, 16)
-    assert bench.num_parameters(d12) == 124_475_904  # llmc/gpt2_config.h
+    assert bench.num_parameters(d12) == 124_475_904  # llmc/model/gpt2_config.h
     assert bench.flops_per_token(d12, 1024) == 6 * 124_475_904 + 6 * 12 * 768 * 1024
     tiny = bench.parse_descriptor("d2,c64,h4,t64")
     assert (tiny.L, tiny.C, tiny.NH, tiny.maxT) == (2, 64, 4, 64)

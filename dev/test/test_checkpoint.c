@@ -9,9 +9,9 @@
 #include <stdint.h>
 
 #include "dev/test/test_harness.h"
-#include "llmc/checkpoint.h"
+#include "llmc/model/checkpoint.h"
 #include "llmc/numerics/bf16.h"
-#include "llmc/utils.h"
+#include "llmc/core/utils.h"
 
 static uint32_t f2u(float f) {
     uint32_t u;

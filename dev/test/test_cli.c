@@ -1,5 +1,5 @@
 /*
- * test_cli.c - llmc/cli.h: the ranges, special values and choices a flag table declares.
+ * test_cli.c - llmc/core/cli.h: the ranges, special values and choices a flag table declares.
  *   - in range, at both ends and the special values are accepted; one past the ends, NaN, Inf,
  *     text and trailing characters are refused naming the flag;
  *   - string choices; free strings;
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "dev/test/test_harness.h"
-#include "llmc/cli.h"
+#include "llmc/core/cli.h"
 
 static int g_i = 5;
 static float g_f = 0.5f;

@@ -6,9 +6,9 @@
 #include <math.h>
 
 #include "dev/test/test_harness.h"
-#include "llmc/gpt2_config.h"
-#include "llmc/schedulers.h"
-#include "llmc/recompute_plan.h"
+#include "llmc/model/gpt2_config.h"
+#include "llmc/train/schedulers.h"
+#include "llmc/train/recompute_plan.h"
 
 static int close_to(float a, float b) {
     return fabsf(a - b) <= 1e-6f * fmaxf(1.0f, fabsf(b));

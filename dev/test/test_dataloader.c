@@ -5,8 +5,8 @@
 #include <stdint.h>
 
 #include "dev/test/test_harness.h"
-#include "llmc/dataloader.h"
-#include "llmc/utils.h"
+#include "llmc/data/dataloader.h"
+#include "llmc/core/utils.h"
 
 #define V_GPT2 50257
 

@@ -5,8 +5,8 @@
 #include <stdint.h>
 
 #include "dev/test/test_harness.h"
-#include "llmc/debug_state.h"
-#include "llmc/utils.h"
+#include "llmc/obs/debug_state.h"
+#include "llmc/core/utils.h"
 
 static GPT2Config tiny(void) {
     GPT2Config c;

@@ -5,7 +5,7 @@ build/*/train_gpt2cu (CI compiles them before `make test`), the flags are read f
 one gets non-numeric text, NaN and Inf (numeric flags) and the bad values of BAD below (out of range,
 unknown choices, files that are missing or malformed), and must exit with status 1 and an `error:`
 line naming the flag (or the offending file). A flag that `--help` lists and BAD does not is a
-failure: a new flag must declare its range (llmc/cli.h) and get its row here.
+failure: a new flag must declare its range (llmc/core/cli.h) and get its row here.
 
 Nothing trains: every value is rejected while parsing (before the data, the model or the GPU is
 touched), so a CUDA binary runs here without a GPU. A stale CUDA binary (built before its flags got
@@ -36,7 +36,7 @@ GENERIC_CUDA = {"int": ["nan", "1.5"], "float": ["abc", "nan", "inf"]}
 # error must name (default: the flag) and extra args are added before the flag (e.g. -h 1 for -hf).
 # Paths in angle brackets are made by the `files` fixture.
 BAD = {
-    # shared (llmc/train_config.h)
+    # shared (llmc/train/train_config.h)
     "-i": [("/nonexistent/shard_*.bin", [], None), ("<bad_shard>", [], "<bad_shard>")],
     "-j": [("/nonexistent/val_*.bin", [], None), ("<bad_shard>", [], "<bad_shard>")],
     "-o": ["<a_file>", "/nonexistent/dir/out"],
@@ -78,7 +78,7 @@ BAD = {
     "--diagnose": ["2", "-1"],
     "--tensor-stats": ["-1", "1"],  # 1: without -o
     "-lg": ["-2"],
-    # multi-GPU (llmc/multi_gpu.cuh)
+    # multi-GPU (llmc/dist/multi_gpu.cuh)
     "-z": ["2", "-1"],
     "-gw": ["int8", "FP32"],
     "-pi": ["bogus", "MPI"],
@@ -88,7 +88,7 @@ BAD = {
     "-ps": ["nohost", "host:0", "host:65536", ":29500"],
     "-pf": ["/nonexistent/folder", "<a_file>"],
     "-pt": ["0", "-1", "86401"],
-    # FP8 / TCFP-12 (llmc/gemm_lowp.cuh)
+    # FP8 / TCFP-12 (llmc/modes/lowp/gemm_lowp.cuh)
     "--fp8-delayed": ["-1", "4097"],
     "--fp8-fast-accum": ["3", "-1"],
     "--fp8-hp-wgrad": ["2", "-1"],
@@ -100,7 +100,7 @@ BAD = {
     "--tcfp-ef": ["2", "-1"],
     "--tcfp-srr": ["2", "-1"],
     "--tcfp-abd": ["2", "-1"],
-    # TensorCast build (llmc/tcast_config.h)
+    # TensorCast build (llmc/modes/tcast/tcast_config.h)
     "--cast": ["bogus", "nosuchsite=bfloat16"],
     "--cast-gemm": ["q=bfloat16", "x"],
     "--cast-lm-head": ["2", "-1"],
@@ -125,10 +125,10 @@ def parse_help(binary):
 
 
 def newest_source_mtime(*patterns):
-    return max(os.path.getmtime(p) for pat in patterns for p in glob.glob(str(REPO / pat)))
+    return max(os.path.getmtime(p) for pat in patterns for p in glob.glob(str(REPO / pat), recursive=True))
 
 
-CUDA_SOURCES = ("train_gpt2.cu", "llmc/*.h", "llmc/*.cuh")
+CUDA_SOURCES = ("train_gpt2.cu", "llmc/**/*.h", "llmc/**/*.cuh")
 
 
 def reference_declarations(binary):

@@ -1,5 +1,5 @@
 /*
- * test_hellaswag.c - llmc/hellaswag.h: llm.c's eval-file format (magic 20240522, version 1) and the
+ * test_hellaswag.c - llmc/data/hellaswag.h: llm.c's eval-file format (magic 20240522, version 1) and the
  * HellaSwag accuracy rule.
  *   - a file written as llm.c's data_common.write_evalfile writes it reads back field by field;
  *   - batches: 4 rows per example, context then completion, targets shifted by one, the mask on the
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "dev/test/test_harness.h"
-#include "llmc/hellaswag.h"
+#include "llmc/data/hellaswag.h"
 
 // An example: label, context, 4 completions (lengths and tokens from a small generator).
 typedef struct {

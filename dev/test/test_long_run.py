@@ -1,5 +1,5 @@
 """The long-run features of the CPU trainer end to end (the CUDA trainer shares their code:
-llmc/checkpoint_retention.h, llmc/outlier_detector.h, llmc/hellaswag.h):
+llmc/train/checkpoint_retention.h, llmc/train/outlier_detector.h, llmc/data/hellaswag.h):
 
 - -nk / -nm: which checkpoints remain; a deletion interrupted by a crash is finished at the next start;
 - -sl / -sg: a constructed loss / gradient spike after the 128-step window is full skips exactly that

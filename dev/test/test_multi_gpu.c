@@ -1,10 +1,10 @@
 /*
  * test_multi_gpu.c - host tests of the multi-GPU plumbing that needs no GPU:
- *   - llmc/zero.h: slices cover the flat parameter buffer exactly once, buckets are layers then
+ *   - llmc/dist/zero.h: slices cover the flat parameter buffer exactly once, buckets are layers then
  *     globals, shard offsets are compact, and non-divisible shapes are refused with a message;
- *   - llmc/rendezvous.h: rank discovery from flags and launcher variables, method selection, and
+ *   - llmc/dist/rendezvous.h: rank discovery from flags and launcher variables, method selection, and
  *     the tcp and fs broadcasts between real forked processes (3 ranks), plus their errors;
- *   - llmc/train_state.h: sharded (ZeRO-1) state files round-trip, and damaged ones are refused.
+ *   - llmc/train/train_state.h: sharded (ZeRO-1) state files round-trip, and damaged ones are refused.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "dev/test/test_harness.h"
-#include "llmc/gpt2_config.h"
-#include "llmc/rendezvous.h"
-#include "llmc/train_state.h"
-#include "llmc/zero.h"
+#include "llmc/model/gpt2_config.h"
+#include "llmc/dist/rendezvous.h"
+#include "llmc/train/train_state.h"
+#include "llmc/dist/zero.h"
 
 static void test_zero_plan(const char* desc, int nranks) {
     GPT2Config c;

@@ -1,6 +1,6 @@
 /*
- * test_outlier.c - llmc/outlier_detector.h (the -sl / -sg z-scores) and its place in the training
- * state file (llmc/train_state.h version 3; version 2 files still read):
+ * test_outlier.c - llmc/train/outlier_detector.h (the -sl / -sg z-scores) and its place in the training
+ * state file (llmc/train/train_state.h version 3; version 2 files still read):
  *   - NaN (inactive) until the window holds 128 values, then the z-score of the new value against
  *     the 128 previous ones (checked against a direct two-pass computation), 0 with no spread;
  *   - the window slides (the oldest value leaves), non-finite values are not added;
@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "dev/test/test_harness.h"
-#include "llmc/outlier_detector.h"
-#include "llmc/train_state.h"
+#include "llmc/train/outlier_detector.h"
+#include "llmc/train/train_state.h"
 
 // z of x against values[0..n) (population std), computed directly.
 static double direct_z(const double* values, int n, double x) {

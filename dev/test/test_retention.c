@@ -1,5 +1,5 @@
 /*
- * test_retention.c - llmc/checkpoint_retention.h: -nk / -nm retention and resuming only complete
+ * test_retention.c - llmc/train/checkpoint_retention.h: -nk / -nm retention and resuming only complete
  * checkpoints.
  *   - file names: exactly the ones the trainers write are recognized (not .tmp, not other names);
  *   - the plan (pure): keep the N newest complete checkpoints and the multiples of M, delete the rest
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "dev/test/test_harness.h"
-#include "llmc/checkpoint_retention.h"
+#include "llmc/train/checkpoint_retention.h"
 
 static void touch(const char* dir, const char* name) {
     char p[1024];

@@ -1,9 +1,9 @@
-// test_tcast_config.c - the TensorCast build's cast plan (llmc/tcast_config.h): --cast / --cast-gemm /
+// test_tcast_config.c - the TensorCast build's cast plan (llmc/modes/tcast/tcast_config.h): --cast / --cast-gemm /
 // --cast-lm-head parsed into a TcastPlan, and every malformed or impossible plan stopped before the GPU
 // with `error:` naming the flag, the entry and the problem. Host only (the trainer calls the same
 // functions while parsing flags).
 #include "dev/test/test_harness.h"
-#include "llmc/tcast_config.h"
+#include "llmc/modes/tcast/tcast_config.h"
 
 // d12 at B=64, T=1024 (C = 768, Vp = 50304) unless a case says otherwise.
 typedef struct {

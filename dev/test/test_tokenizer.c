@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 #include "dev/test/test_harness.h"
-#include "llmc/tokenizer.h"
-#include "llmc/utils.h"
+#include "llmc/data/tokenizer.h"
+#include "llmc/core/utils.h"
 
 static const char* const TOKENS[] = {"a", "bc", " world", "\xe2\x80", "\n", "\x01", "Hello", "<|endoftext|>"};
 #define NTOK 8

@@ -50,7 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fp8.h"  // HOST_DEVICE, fp8_random_bits
+#include "llmc/numerics/fp8.h"  // HOST_DEVICE, fp8_random_bits
 
 // ----------------------------------------------------------------------------------------------
 // Specifications (sections 1-3)

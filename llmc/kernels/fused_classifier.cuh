@@ -1,0 +1,225 @@
+// fused_classifier.cuh - softmax + cross-entropy loss + its logits gradient, fused, one pass over the
+// row in HBM.
+//
+// Math (same as softmax_crossentropy_forward/backward in train_gpt2.c): for every row n of logits
+// (N = B*T rows, Vp columns, row-major), over the first V columns only (padding ignored):
+//   p_i       = exp(x_i - max_j x_j) / sum_j exp(x_j - max_j x_j)
+//   losses[n] = -log p_target
+//   dlogits_i = (p_i - [i == target]) * dloss   for i < V,   0 for V <= i < Vp.
+//
+// Algorithm: one block per row. (1) The whole row is copied HBM -> shared memory with cp.async
+// (16-byte transfers, all in flight at once); (2) one pass over shared memory keeps a running
+// (max, sum of exponentials) per thread and rescales the sum whenever the max grows ("online
+// normalizer", Milakov & Gimelshein 2018, arXiv:1805.02867), then the per-thread pairs are merged
+// across the block in a fixed order; (3) a second pass over shared memory writes the gradient over
+// the logits with 16-byte stores. HBM traffic is therefore one read and one write of the row. When a
+// row does not fit in shared memory (Vp * sizeof(floatX) above the device's opt-in limit), and when
+// the gradient is not wanted (write_dlogits = false), the kernel reads global memory directly
+// instead (two reads of the row when it also writes the gradient; the second read mostly hits L2).
+//
+// Numerics: exponentials are exp2 of a base-2 argument, arg = fma(x, log2 e, -M log2 e), with
+// M log2 e rounded once and reused everywhere (rescaling, the cross-thread merge, the second pass and
+// the loss), so the rounding of the max cancels out of p and of the loss. The loss is computed as
+// (log2 S - arg_target) * ln 2, not as -log of a rounded probability, so small losses keep their
+// relative accuracy. Everything is fp32; each logit is read through boundary_value<LOGITS>.
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+#include "llmc/core/cuda_common.cuh"
+#include "llmc/core/cuda_utils.cuh"
+#include "llmc/kernels/boundary.cuh"
+
+constexpr int CLASSIFIER_THREADS = 512;  // threads per row-block; 2 blocks per SM when the row is staged (bf16)
+
+#define CLASSIFIER_LOG2E 1.4426950408889634f
+#define CLASSIFIER_LN2 0.6931471805599453f
+
+// ---- cp.async: 16-byte global -> shared copies that bypass the registers (sm_80+) ----------------
+
+__device__ __forceinline__ void classifier_copy16_async(void* smem_dst, const void* gmem_src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned int dst = (unsigned int)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src) : "memory");
+#else
+    *reinterpret_cast<int4*>(smem_dst) = *reinterpret_cast<const int4*>(gmem_src);
+#endif
+}
+
+__device__ __forceinline__ void classifier_copy_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+// ---- online softmax normalizer ---------------------------------------------------------------------
+// State: m = running max of the logits seen (natural units, -inf before the first), mL = m * log2 e
+// rounded once (__fmul_rn: never contracted into an fma, so every thread derives the same mL from the
+// same m), s = sum of exp2(fma(x, log2 e, -mL)) over the logits seen.
+
+// Fold `count` values x[0..count) (count <= n, known at compile time for full vectors) into (m, mL, s).
+template <int n>
+__device__ __forceinline__ void classifier_online_update(float& m, float& mL, float& s, const float (&x)[n], int count) {
+    float vmax = -INFINITY;
+    #pragma unroll
+    for (int k = 0; k < n; k++)
+        if (k < count) vmax = fmaxf(vmax, x[k]);
+    if (vmax > m) {  // the max grew: rescale the sum (exp2(-inf) = 0 covers the first update)
+        const float mL_new = __fmul_rn(vmax, CLASSIFIER_LOG2E);
+        s *= exp2f(__fsub_rn(mL, mL_new));
+        m = vmax;
+        mL = mL_new;
+    }
+    #pragma unroll
+    for (int k = 0; k < n; k++)
+        if (k < count) s += exp2f(fmaf(x[k], CLASSIFIER_LOG2E, -mL));
+}
+
+// Merge (m2, s2) into (m, s). Commutative bit for bit (no contraction), so a butterfly leaves every lane
+// with the same value. The side that holds the max is not multiplied at all (scale exactly 1), so the
+// dominant partial sum picks up no exp2 approximation error on its way through the ~20 merge levels.
+__device__ __forceinline__ float classifier_rescale(float s, float m, float M, float ML) {
+    return m == M ? s : __fmul_rn(s, exp2f(__fsub_rn(__fmul_rn(m, CLASSIFIER_LOG2E), ML)));
+}
+
+__device__ __forceinline__ void classifier_merge(float& m, float& s, float m2, float s2) {
+    const float M = fmaxf(m, m2);
+    if (M == -INFINITY) return;  // both empty
+    const float ML = __fmul_rn(M, CLASSIFIER_LOG2E);
+    s = __fadd_rn(classifier_rescale(s, m, M, ML), classifier_rescale(s2, m2, M, ML));
+    m = M;
+}
+
+// A logit as the softmax reads it: the LM head's MATMUL_OUT boundary, then the LOGITS read boundary.
+// The first is idempotent on logits that matmul_forward already stored quantized, and supplies the
+// boundary when the training step skipped that pass (matmul_forward_logits); it never counts toward
+// --q115-stats, whose forward stores the logits through matmul_forward.
+__device__ __forceinline__ float classifier_logit(float x) {
+    return boundary_value<LOGITS>(boundary_value<MATMUL_OUT, false>(x));
+}
+
+// Read packet i of a row as floats through the boundaries (classifier_logit).
+__device__ __forceinline__ void classifier_load(float (&x)[x128::size], const floatX* row, int i) {
+    const x128 packet = load128(row + (size_t)i * x128::size);
+    #pragma unroll
+    for (int k = 0; k < x128::size; k++) x[k] = classifier_logit((float)packet[k]);
+}
+
+// One block per row. STAGED: the row is copied to dynamic shared memory (Vp * sizeof(floatX) bytes)
+// first and both passes read it there. Requires Vp % x128::size == 0 and 16-byte aligned rows.
+template <bool STAGED>
+__global__ void __launch_bounds__(CLASSIFIER_THREADS, 2)
+fused_classifier_kernel(floatX* logits, float* losses, float dloss, const int* targets, int V, int Vp, bool write_dlogits) {
+    constexpr int X = x128::size;
+    extern __shared__ int4 classifier_smem[];
+    __shared__ float warp_m[32], warp_s[32];
+
+    const int row = blockIdx.x;
+    floatX* grow = logits + (size_t)row * Vp;
+    const int nvec = Vp / X;              // packets per row, padding included
+    const int nfull = V / X;              // packets entirely inside [0, V)
+    const int nvalid = (V + X - 1) / X;   // packets with at least one column < V
+    const int target = targets[row];
+    const bool target_ok = target >= 0 && target < V;
+
+    const floatX* src = grow;
+    if (STAGED) {
+        floatX* srow = reinterpret_cast<floatX*>(classifier_smem);
+        for (int i = threadIdx.x; i < nvalid; i += blockDim.x) classifier_copy16_async(srow + (size_t)i * X, grow + (size_t)i * X);
+        classifier_copy_async_wait_all();
+        __syncthreads();
+        src = srow;
+    }
+
+    // pass 1: online max / sum of exponentials over the valid columns
+    float m = -INFINITY, mL = -INFINITY, s = 0.0f;
+    for (int i = threadIdx.x; i < nfull; i += blockDim.x) {
+        float x[X];
+        classifier_load(x, src, i);
+        classifier_online_update(m, mL, s, x, X);
+    }
+    if (nfull < nvalid && threadIdx.x == nfull % blockDim.x) {  // the packet holding column V - 1
+        float x[X];
+        classifier_load(x, src, nfull);
+        classifier_online_update(m, mL, s, x, V - nfull * X);
+    }
+    // read the target logit now: the __syncthreads below orders this read before any dlogits store
+    float x_target = 0.0f;
+    if (threadIdx.x == 0 && target_ok) x_target = classifier_logit((float)src[target]);
+
+    // merge across the block in a fixed order: butterfly within warps, then warps 0, 1, 2, ... in sequence
+    #pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        const float m2 = __shfl_xor_sync(0xFFFFFFFFu, m, offset), s2 = __shfl_xor_sync(0xFFFFFFFFu, s, offset);
+        classifier_merge(m, s, m2, s2);
+    }
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) { warp_m[warp] = m; warp_s[warp] = s; }
+    __syncthreads();
+    m = warp_m[0];
+    s = warp_s[0];
+    for (int w = 1; w < (int)(blockDim.x / 32); w++) classifier_merge(m, s, warp_m[w], warp_s[w]);
+    mL = __fmul_rn(m, CLASSIFIER_LOG2E);
+    const float log2_sum = log2f(s);
+
+    if (threadIdx.x == 0)
+        losses[row] = target_ok ? (log2_sum - fmaf(x_target, CLASSIFIER_LOG2E, -mL)) * CLASSIFIER_LN2 : NAN;
+    if (!write_dlogits) return;
+
+    // pass 2: dlogits = (p - onehot) * dloss over the valid columns, 0 over the padding
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+        const int col0 = i * X;
+        x128 out;
+        if (i < nvalid) {
+            float x[X];
+            classifier_load(x, src, i);
+            #pragma unroll
+            for (int k = 0; k < X; k++) {
+                const float p = exp2f(fmaf(x[k], CLASSIFIER_LOG2E, -mL) - log2_sum);
+                const float d = (p - (col0 + k == target ? 1.0f : 0.0f)) * dloss;
+                out[k] = (floatX)(col0 + k < V ? d : 0.0f);
+            }
+        } else {
+            out = x128::zeros();
+        }
+        store128(grow + (size_t)col0, out);
+    }
+}
+
+// fused_classifier - softmax cross-entropy over the vocabulary, per row, with its gradient in place.
+//   logits   (B*T, Vp) floatX, row-major; only columns [0, V) are read as logits, the padding columns
+//            [V, Vp) are ignored (any value, NaN included). If write_dlogits, OVERWRITTEN in place with
+//            dlogits = (softmax(logits) - onehot(target)) * dloss for columns < V and exactly 0 for the
+//            padding; otherwise left unchanged.
+//   losses   (B*T) fp32, OVERWRITTEN with -log softmax(logits)[target] (natural log).
+//   dloss    the gradient of the total loss w.r.t. each row's loss (e.g. 1/(B*T), times the loss scale).
+//   targets  (B*T) int32 token ids. Out-of-range targets (< 0 or >= V) do not fault: that row's loss is
+//            NaN (a loud signal in the mean loss) and its dlogits are p * dloss without the one-hot term.
+//            The host validates tokens before they get here (dataloader).
+// Requirements (checked, exit with a message): 1 <= V <= Vp, Vp % 8 == 0, logits 16-byte aligned.
+// Non-finite logits in [0, V) make that row's loss and dlogits NaN.
+// No scratch; grid = B*T blocks of CLASSIFIER_THREADS threads; dynamic shared memory Vp * sizeof(floatX)
+// when write_dlogits and it fits (bf16/fp16: 100.6 KB for Vp = 50304, two blocks per SM).
+// Deterministic: every row is reduced by one block in a fixed order.
+static inline void fused_classifier(floatX* logits, float* losses, float dloss, const int* targets, int B, int T, int V,
+                                    int Vp, bool write_dlogits, cudaStream_t stream) {
+    const int rows = B * T;
+    if (V < 1 || V > Vp || Vp % 8 != 0 || ((uintptr_t)logits & 15) != 0) {
+        fprintf(stderr, "error: fused_classifier: need 1 <= V <= Vp, Vp %% 8 == 0 and 16-byte aligned logits "
+                        "(V = %d, Vp = %d, logits = %p)\n", V, Vp, (void*)logits);
+        exit(EXIT_FAILURE);
+    }
+    if (rows <= 0) return;
+    const size_t smem = (size_t)Vp * sizeof(floatX);
+    int dev = 0, smem_optin = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const size_t static_smem = 2 * 32 * sizeof(float);
+    if (write_dlogits && smem + static_smem <= (size_t)smem_optin) {
+        cudaCheck(cudaFuncSetAttribute(fused_classifier_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        fused_classifier_kernel<true><<<rows, CLASSIFIER_THREADS, smem, stream>>>(logits, losses, dloss, targets, V, Vp, true);
+    } else {
+        fused_classifier_kernel<false><<<rows, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, dloss, targets, V, Vp, write_dlogits);
+    }
+    cudaCheckLaunch();
+}

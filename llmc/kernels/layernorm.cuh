@@ -1,0 +1,511 @@
+// layernorm.cuh - LayerNorm over the channels of each row (Ba et al. 2016), eps 1e-5, biased variance,
+// fp32 statistics; forward, forward fused with the residual add before it, and backward.
+// Formulas: train_gpt2.c layernorm_forward / layernorm_backward / residual_forward.
+//
+//   forward   mean = sum(x)/C, var = sum((x-mean)^2)/C (two passes over registers), rstd = 1/sqrt(var+1e-5)
+//             out = (x - mean) * rstd * weight + bias
+//   backward  xhat = (x - mean) * rstd, dxhat = dout * weight
+//             dinp    += rstd * (dxhat - mean_c(dxhat) - xhat * mean_c(dxhat * xhat))
+//             dweight += sum_rows(dout * xhat),  dbias += sum_rows(dout)
+//
+// All tensors are row-major: N rows of C channels (N = B*T). C must be a multiple of x128::size =
+// 16 / sizeof(floatX) (8 for bf16/fp16, 4 for fp32) because rows are read and written as 16-byte
+// vectors; the launchers check it and the 16-byte alignment of the floatX pointers.
+//
+// Layout of the work: a row is owned by one warp (the fast "warp path") when a lane holds at most 16
+// packets of it in the forward (bf16/fp16 C <= 4096, fp32 C <= 2048) and at most 7 in the backward
+// (bf16/fp16 C <= 1792, fp32 C <= 896); larger rows are owned by a whole block of 256 threads (the
+// "block path": forward up to bf16/fp16 C = 32768, fp32 16384; backward up to 8192 / 4096; larger C
+// is refused with a message). Either way the row stays in registers between the passes, so every
+// element is read from memory once.
+//
+// Optional amax (FP8 current scaling): each launcher takes a last argument `unsigned int* amax_out`
+// (default NULL). When non-NULL, the kernel also max-reduces into *amax_out the bits
+// __float_as_uint(v) & 0x7FFFFFFF (= |v| as an IEEE pattern) of every value v of its main output as
+// stored (forward: `out`; backward: `dinp`), so the FP8 GEMM that reads the tensor gets its amax without
+// another pass over it. For non-negative floats the integer order of the patterns is the value order,
+// and every NaN pattern (> 0x7F800000) beats +Inf, so a NaN anywhere gives a NaN amax. Within a block the
+// patterns are reduced with __reduce_max_sync and shared memory, then one integer atomicMax per block:
+// order-independent, hence deterministic. It ACCUMULATES (max with the old value): the caller sets
+// *amax_out = 0 before the producer runs. The choice is a template parameter (AMAX) picked by the
+// launcher, so with amax_out = NULL the kernels are the same code as without the feature.
+//
+// Determinism: forward is per row. Backward: dinp per row; dweight/dbias go through per-block fp32
+// partial sums written to `scratch` (rows of each block in a fixed order) and a second kernel that adds
+// the block partials in block order and adds the total once into dweight/dbias. The number of blocks
+// depends on N only (layernorm_backward_blocks), so results are bit-identical from run to run and do
+// not depend on the GPU model.
+#pragma once
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "llmc/core/cuda_common.cuh"
+#include "llmc/core/cuda_utils.cuh"
+#include "llmc/kernels/boundary.cuh"
+
+#define LAYERNORM_EPS 1e-5f
+#define LN_THREADS 256  // threads per block of the row kernels
+
+// Sum over the threads that own one row: a warp (TPR = 32) or the whole block (TPR = LN_THREADS).
+template <int TPR>
+__device__ __forceinline__ float ln_row_sum(float v) {
+    if constexpr (TPR == 32) return warp_reduce_sum(v);
+    else return block_reduce_sum(v);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Forward
+
+// The work of one thread of layernorm_forward_kernel: row `row` is owned by TPR threads; thread t holds
+// packets p = t + TPR*k (k < PPT, p < C/x128::size). Threads past the last row return at once.
+// FUSED: x = round(boundary<RESIDUAL_OUT>(inp1 + inp2)) is stored to `residual` and normalized.
+// Returns the max of abs_bits over the out values this thread stored if AMAX, else 0.
+template <int TPR, int PPT, bool FUSED, bool AMAX>
+__device__ __forceinline__ unsigned int
+layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
+                         float* __restrict__ rstd, const floatX* __restrict__ inp1, const floatX* __restrict__ inp2,
+                         const floatX* __restrict__ weight, const floatX* __restrict__ bias, int N, int C) {
+    constexpr int X = x128::size;
+    constexpr int ROWS = LN_THREADS / TPR;
+    const int t = threadIdx.x % TPR;
+    const int row = blockIdx.x * ROWS + threadIdx.x / TPR;
+    if (row >= N) return 0u;  // whole warps (warp path); block path has exactly one row per block
+    const int P = C / X;
+    const size_t base = (size_t)row * C;
+
+    x128 xv[PPT];
+    float sum = 0.0f;
+    #pragma unroll
+    for (int k = 0; k < PPT; k++) {
+        const int p = t + k * TPR;
+        if (p < P) {
+            if constexpr (FUSED) {
+                const x128 a = load128cs(inp1 + base + p * X);
+                const x128 b = load128cs(inp2 + base + p * X);
+                #pragma unroll
+                for (int i = 0; i < X; i++)
+                    xv[k][i] = (floatX)boundary_value<RESIDUAL_OUT>((float)a[i] + (float)b[i]);
+                store128(residual + base + p * X, xv[k]);
+            } else {
+                xv[k] = load128cs(inp1 + base + p * X);
+            }
+            #pragma unroll
+            for (int i = 0; i < X; i++) sum += (float)xv[k][i];
+        }
+    }
+    const float m = ln_row_sum<TPR>(sum) / C;
+    float var = 0.0f;
+    #pragma unroll
+    for (int k = 0; k < PPT; k++) {
+        if (t + k * TPR < P) {
+            #pragma unroll
+            for (int i = 0; i < X; i++) {
+                const float d = (float)xv[k][i] - m;
+                var += d * d;
+            }
+        }
+    }
+    const float s = rsqrtf(ln_row_sum<TPR>(var) / C + LAYERNORM_EPS);
+    unsigned int amax = 0u;
+    #pragma unroll
+    for (int k = 0; k < PPT; k++) {
+        const int p = t + k * TPR;
+        if (p < P) {
+            const x128 w = load128(weight + p * X);
+            const x128 b = load128(bias + p * X);
+            x128 o;
+            #pragma unroll
+            for (int i = 0; i < X; i++) {
+                o[i] = (floatX)boundary_value<LAYERNORM_OUT>(((float)xv[k][i] - m) * s * (float)w[i] + (float)b[i]);
+                if constexpr (AMAX) amax = max(amax, abs_bits((float)o[i]));  // the value as stored
+            }
+            store128(out + base + p * X, o);
+        }
+    }
+    if (t == 0) {
+        if (mean) mean[row] = m;
+        if (rstd) rstd[row] = s;
+    }
+    return amax;
+}
+
+// One row per TPR threads: LN_THREADS / TPR rows per block (warp path 8, block path 1).
+// AMAX: also atomicMax(amax_out, max abs_bits(out)) once per block (block_amax_accumulate); threads
+// past the last row come back from layernorm_forward_thread with 0 and still take part in it.
+template <int TPR, int PPT, bool FUSED, bool AMAX>
+__global__ void __launch_bounds__(LN_THREADS)
+layernorm_forward_kernel(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
+                         float* __restrict__ rstd, const floatX* __restrict__ inp1, const floatX* __restrict__ inp2,
+                         const floatX* __restrict__ weight, const floatX* __restrict__ bias, int N, int C,
+                         unsigned int* __restrict__ amax_out) {
+    const unsigned int amax =
+        layernorm_forward_thread<TPR, PPT, FUSED, AMAX>(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C);
+    if constexpr (AMAX) block_amax_accumulate(amax_out, amax);
+}
+
+static inline void layernorm_check_args(const char* who, int N, int C, const void* const* ptrs, const char* const* names,
+                                        int nptrs) {
+    if (N < 0 || C <= 0 || C % x128::size != 0) {
+        fprintf(stderr, "error: %s: N = %d, C = %d: C must be a positive multiple of %d (16-byte vectors of %d-byte floatX)\n",
+                who, N, C, x128::size, (int)sizeof(floatX));
+        exit(EXIT_FAILURE);
+    }
+    for (int i = 0; i < nptrs; i++)
+        if (((uintptr_t)ptrs[i] & 15u) != 0) {
+            fprintf(stderr, "error: %s: %s = %p is not 16-byte aligned\n", who, names[i], ptrs[i]);
+            exit(EXIT_FAILURE);
+        }
+}
+
+template <bool FUSED, bool AMAX>
+static inline void layernorm_forward_dispatch(const char* who, floatX* residual, floatX* out, float* mean, float* rstd,
+                                              const floatX* inp1, const floatX* inp2, const floatX* weight,
+                                              const floatX* bias, int N, int C, unsigned int* amax_out,
+                                              cudaStream_t stream) {
+    if (N == 0) return;
+    const int P = C / x128::size;
+    const int ppl = ceil_div(P, 32);  // packets per lane on the warp path
+    const int warp_blocks = ceil_div(N, LN_THREADS / 32);
+#define LN_FWD(TPR, PPT, BLOCKS) \
+    layernorm_forward_kernel<TPR, PPT, FUSED, AMAX><<<BLOCKS, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1, \
+                                                                                       inp2, weight, bias, N, C, amax_out)
+    if (ppl <= 1) LN_FWD(32, 1, warp_blocks);
+    else if (ppl <= 2) LN_FWD(32, 2, warp_blocks);
+    else if (ppl <= 3) LN_FWD(32, 3, warp_blocks);
+    else if (ppl <= 4) LN_FWD(32, 4, warp_blocks);
+    else if (ppl <= 5) LN_FWD(32, 5, warp_blocks);
+    else if (ppl <= 6) LN_FWD(32, 6, warp_blocks);
+    else if (ppl <= 7) LN_FWD(32, 7, warp_blocks);
+    else if (ppl <= 8) LN_FWD(32, 8, warp_blocks);
+    else if (ppl <= 10) LN_FWD(32, 10, warp_blocks);
+    else if (ppl <= 12) LN_FWD(32, 12, warp_blocks);
+    else if (ppl <= 16) LN_FWD(32, 16, warp_blocks);
+    else {
+        const int ppt = ceil_div(P, LN_THREADS);  // packets per thread on the block path
+        if (ppt <= 4) LN_FWD(LN_THREADS, 4, N);
+        else if (ppt <= 8) LN_FWD(LN_THREADS, 8, N);
+        else if (ppt <= 16) LN_FWD(LN_THREADS, 16, N);
+        else {
+            fprintf(stderr, "error: %s: C = %d too large (at most %d)\n", who, C, 16 * LN_THREADS * x128::size);
+            exit(EXIT_FAILURE);
+        }
+    }
+#undef LN_FWD
+    cudaCheckLaunch();
+}
+
+// out = LayerNorm(inp) * weight + bias   [formula: train_gpt2.c layernorm_forward]
+//   out        (N,C) floatX, overwritten; each value passes boundary_value<LAYERNORM_OUT> before the store.
+//   mean, rstd (N) fp32, overwritten with the row statistics the backward needs; either may be NULL.
+//   inp        (N,C) floatX; weight, bias (C) floatX.
+//   amax_out   optional (NULL: off) single unsigned int, ACCUMULATED: *amax_out = max(*amax_out, max over
+//              all N*C stored out values v of __float_as_uint((float)v) & 0x7FFFFFFF), i.e. the bits of
+//              max |out| after the rounding to floatX and boundary_value; a NaN in out gives a NaN
+//              pattern (> 0x7F800000). It accumulates: the caller sets *amax_out = 0 before the producer
+//              runs (e.g. cudaMemsetAsync on `stream`); N = 0 leaves it untouched. One integer atomicMax
+//              per thread block: deterministic. NULL runs the same code as before the option existed.
+// Statistics in fp32: two-pass mean/variance over the row held in registers; rstd = rsqrtf(var + 1e-5).
+// Requires C % x128::size == 0, 16-byte aligned floatX pointers (checked); out must not overlap inp.
+// No scratch. Deterministic (per row, fixed reduction tree).
+static inline void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* weight,
+                                     const floatX* bias, int N, int C, cudaStream_t stream,
+                                     unsigned int* amax_out = nullptr) {
+    const void* ptrs[] = {out, inp, weight, bias};
+    const char* names[] = {"out", "inp", "weight", "bias"};
+    layernorm_check_args("layernorm_forward", N, C, ptrs, names, 4);
+    if (amax_out)
+        layernorm_forward_dispatch<false, true>("layernorm_forward", nullptr, out, mean, rstd, inp, nullptr, weight, bias,
+                                                N, C, amax_out, stream);
+    else
+        layernorm_forward_dispatch<false, false>("layernorm_forward", nullptr, out, mean, rstd, inp, nullptr, weight,
+                                                 bias, N, C, nullptr, stream);
+}
+
+// residual = inp1 + inp2; out = LayerNorm(residual) * weight + bias   [train_gpt2.c residual_forward + layernorm_forward]
+//   residual   (N,C) floatX, overwritten with round(boundary_value<RESIDUAL_OUT>(inp1 + inp2)) (sum in fp32).
+//   out        (N,C) floatX, overwritten; through boundary_value<LAYERNORM_OUT>.
+//   mean, rstd (N) fp32, overwritten; either may be NULL.
+//   inp1, inp2 (N,C) floatX; weight, bias (C) floatX.
+//   amax_out   optional (NULL: off), ACCUMULATED max |out| bits exactly as in layernorm_forward (of `out`
+//              only, not of `residual`); the caller sets *amax_out = 0 before the producer runs.
+// The LayerNorm normalizes the stored (rounded) residual, so layernorm_backward(..., inp = residual, ...)
+// sees exactly the tensor the forward normalized. residual and out must not overlap each other or the
+// inputs. Requirements, scratch, determinism: as layernorm_forward.
+static inline void fused_residual_layernorm_forward(floatX* residual, floatX* out, float* mean, float* rstd,
+                                                    const floatX* inp1, const floatX* inp2, const floatX* weight,
+                                                    const floatX* bias, int N, int C, cudaStream_t stream,
+                                                    unsigned int* amax_out = nullptr) {
+    const void* ptrs[] = {residual, out, inp1, inp2, weight, bias};
+    const char* names[] = {"residual", "out", "inp1", "inp2", "weight", "bias"};
+    layernorm_check_args("fused_residual_layernorm_forward", N, C, ptrs, names, 6);
+    if (amax_out)
+        layernorm_forward_dispatch<true, true>("fused_residual_layernorm_forward", residual, out, mean, rstd, inp1, inp2,
+                                               weight, bias, N, C, amax_out, stream);
+    else
+        layernorm_forward_dispatch<true, false>("fused_residual_layernorm_forward", residual, out, mean, rstd, inp1,
+                                                inp2, weight, bias, N, C, nullptr, stream);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Backward
+
+// Rows per block of the backward: 8 * clamp(N / 2048, 1, 32), so that there are about 256 blocks up to
+// N = 65536 rows and 256 rows per block beyond. Depends on N only (determinism across GPUs).
+static inline int layernorm_backward_rows_per_block(int N) {
+    int rpw = N / (8 * 256);
+    rpw = rpw < 1 ? 1 : (rpw > 32 ? 32 : rpw);
+    return 8 * rpw;
+}
+
+// Number of blocks G of the backward = rows of partial sums in scratch.
+static inline int layernorm_backward_blocks(int N) {
+    return N > 0 ? ceil_div(N, layernorm_backward_rows_per_block(N)) : 0;
+}
+
+// Scratch floats of layernorm_backward: 2 * C * G, G = layernorm_backward_blocks(N)
+// <= 2 * C * max(512, ceil(N / 256)). (N = 65536, C = 768: G = 256, 393216 floats = 1.5 MB.)
+static inline size_t layernorm_backward_scratch_floats(int N, int C) {
+    return 2 * (size_t)C * layernorm_backward_blocks(N);
+}
+
+// Block b owns rows [b*rpb, min(N, (b+1)*rpb)); the row groups of TPR threads take rows round-robin.
+// Each thread keeps fp32 sums of dout*xhat and dout for its channels over its rows; the groups of a
+// block are added in group order in shared memory (2*C floats) and written to scratch row b:
+// scratch[b*2C + c] = dweight partial, scratch[b*2C + C + c] = dbias partial.
+// AMAX: each thread also keeps the max abs_bits of the dinp values it stored, and the block commits
+// it with one atomicMax into *amax_out after its rows (block_amax_accumulate).
+template <int TPR, int PPT, bool AMAX>
+__global__ void __launch_bounds__(LN_THREADS, (PPT <= 3 ? 2 : 1))
+layernorm_backward_kernel(floatX* __restrict__ dinp, float* __restrict__ scratch, const floatX* __restrict__ dout,
+                          const floatX* __restrict__ inp, const floatX* __restrict__ weight,
+                          const float* __restrict__ mean, const float* __restrict__ rstd, int N, int C,
+                          int rows_per_block, unsigned int* __restrict__ amax_out) {
+    constexpr int X = x128::size;
+    constexpr int GROUPS = LN_THREADS / TPR;
+    // Load dinp together with dout/inp (more bytes in flight) only where it still fits 2 blocks per SM
+    // (<= 128 registers, see __launch_bounds__); PPT = 3 (bf16 C = 768) spills with it, so it loads dinp
+    // after the row reductions.
+    constexpr bool PREFETCH_DINP = PPT <= 2;
+    extern __shared__ __align__(16) float ln_bwd_smem[];  // 2*C floats when GROUPS > 1
+    const int t = threadIdx.x % TPR, g = threadIdx.x / TPR;
+    const int P = C / X;
+
+    float dw[PPT][X], db[PPT][X];
+    #pragma unroll
+    for (int k = 0; k < PPT; k++)
+        #pragma unroll
+        for (int i = 0; i < X; i++) dw[k][i] = db[k][i] = 0.0f;
+    unsigned int amax = 0u;  // AMAX only
+
+    const int row0 = blockIdx.x * rows_per_block;
+    const int row1 = min(N, row0 + rows_per_block);
+    for (int row = row0 + g; row < row1; row += GROUPS) {  // block path: the same trip count for all threads
+        const size_t base = (size_t)row * C;
+        x128 d[PPT], x[PPT], di[PPT];
+        #pragma unroll
+        for (int k = 0; k < PPT; k++) {
+            const int p = t + k * TPR;
+            if (p < P) {
+                d[k] = load128cs(dout + base + p * X);
+                x[k] = load128cs(inp + base + p * X);
+                if constexpr (PREFETCH_DINP) di[k] = load128(dinp + base + p * X);
+            }
+        }
+        const float m = mean[row], s = rstd[row];
+        float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+        #pragma unroll
+        for (int k = 0; k < PPT; k++) {
+            const int p = t + k * TPR;
+            if (p < P) {
+                const x128 w = load128(weight + p * X);
+                #pragma unroll
+                for (int i = 0; i < X; i++) {
+                    const float dy = (float)d[k][i];
+                    const float xhat = ((float)x[k][i] - m) * s;
+                    const float dxhat = dy * (float)w[i];
+                    sum_dxhat += dxhat;
+                    sum_dxhat_xhat += dxhat * xhat;
+                    dw[k][i] += dy * xhat;
+                    db[k][i] += dy;
+                }
+            }
+        }
+        const float mean_dxhat = ln_row_sum<TPR>(sum_dxhat) / C;
+        const float mean_dxhat_xhat = ln_row_sum<TPR>(sum_dxhat_xhat) / C;
+        #pragma unroll
+        for (int k = 0; k < PPT; k++) {
+            const int p = t + k * TPR;
+            if (p < P) {
+                if constexpr (!PREFETCH_DINP) di[k] = load128(dinp + base + p * X);
+                const x128 w = load128(weight + p * X);
+                #pragma unroll
+                for (int i = 0; i < X; i++) {
+                    const float xhat = ((float)x[k][i] - m) * s;
+                    const float dxhat = (float)d[k][i] * (float)w[i];
+                    di[k][i] = (floatX)((float)di[k][i] + s * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+                    if constexpr (AMAX) amax = max(amax, abs_bits((float)di[k][i]));  // the sum as stored
+                }
+                store128(dinp + base + p * X, di[k]);
+            }
+        }
+    }
+    if constexpr (AMAX) block_amax_accumulate(amax_out, amax);  // all threads get here (no early exit)
+
+    float* dst = scratch + (size_t)blockIdx.x * 2 * C;
+    if constexpr (GROUPS == 1) {
+        #pragma unroll
+        for (int k = 0; k < PPT; k++) {
+            const int p = t + k * TPR;
+            if (p < P) {
+                #pragma unroll
+                for (int q = 0; q < X / f128::size; q++) {
+                    f128 vw, vb;
+                    #pragma unroll
+                    for (int i = 0; i < f128::size; i++) {
+                        vw[i] = dw[k][q * f128::size + i];
+                        vb[i] = db[k][q * f128::size + i];
+                    }
+                    store128(dst + p * X + q * f128::size, vw);
+                    store128(dst + C + p * X + q * f128::size, vb);
+                }
+            }
+        }
+    } else {
+        // Groups add into shared memory one after the other: ((g0 + g1) + g2) + ... fixed order.
+        for (int gg = 0; gg < GROUPS; gg++) {
+            if (g == gg) {
+                #pragma unroll
+                for (int k = 0; k < PPT; k++) {
+                    const int p = t + k * TPR;
+                    if (p < P) {
+                        #pragma unroll
+                        for (int q = 0; q < X / f128::size; q++) {
+                            float* sw = ln_bwd_smem + p * X + q * f128::size;
+                            float* sb = sw + C;
+                            f128 vw, vb;
+                            if (gg == 0) {
+                                vw = f128::zeros();
+                                vb = f128::zeros();
+                            } else {
+                                vw = load128(sw);
+                                vb = load128(sb);
+                            }
+                            #pragma unroll
+                            for (int i = 0; i < f128::size; i++) {
+                                vw[i] += dw[k][q * f128::size + i];
+                                vb[i] += db[k][q * f128::size + i];
+                            }
+                            store128(sw, vw);
+                            store128(sb, vb);
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        for (int i = threadIdx.x * f128::size; i < 2 * C; i += LN_THREADS * f128::size)
+            store128(dst + i, load128(ln_bwd_smem + i));
+    }
+}
+
+// dweight[c] += sum_b scratch[b][c], dbias[c] += sum_b scratch[b][C + c] over the G block partials.
+// Block (32 columns x 8 slices): slice y adds rows y, y+8, y+16, ... in order; the 8 slice sums are then
+// added in slice order. One rounding to floatX per element.
+__global__ void __launch_bounds__(256)
+layernorm_backward_finalize_kernel(floatX* __restrict__ dweight, floatX* __restrict__ dbias,
+                                   const float* __restrict__ scratch, int G, int C) {
+    __shared__ float part[8][33];
+    const int col = blockIdx.x * 32 + threadIdx.x;  // column of the 2*C partial row
+    float acc = 0.0f;
+    if (col < 2 * C) {
+        const float* src = scratch + col;
+        const size_t stride = 2 * (size_t)C;
+        int g = threadIdx.y;
+        for (; g + 24 < G; g += 32) {  // 4 loads in flight, added in order
+            const float a = src[g * stride], b = src[(g + 8) * stride], c = src[(g + 16) * stride],
+                        d = src[(g + 24) * stride];
+            acc += a;
+            acc += b;
+            acc += c;
+            acc += d;
+        }
+        for (; g < G; g += 8) acc += src[g * stride];
+    }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < 2 * C) {
+        float total = part[0][threadIdx.x];
+        #pragma unroll
+        for (int y = 1; y < 8; y++) total += part[y][threadIdx.x];
+        if (col < C) dweight[col] = (floatX)((float)dweight[col] + total);
+        else dbias[col - C] = (floatX)((float)dbias[col - C] + total);
+    }
+}
+
+// Launches layernorm_backward_kernel<TPR, PPT, AMAX> for (N, C) (N > 0, arguments checked) on `stream`.
+template <bool AMAX>
+static inline void layernorm_backward_dispatch(floatX* dinp, float* scratch, const floatX* dout, const floatX* inp,
+                                               const floatX* weight, const float* mean, const float* rstd, int N,
+                                               int C, unsigned int* amax_out, cudaStream_t stream) {
+    const int P = C / x128::size;
+    const int rpb = layernorm_backward_rows_per_block(N);
+    const int G = layernorm_backward_blocks(N);
+    const int ppl = ceil_div(P, 32);
+    const size_t smem = 2 * (size_t)C * sizeof(float);  // warp path only
+#define LN_BWD(TPR, PPT, SMEM) \
+    layernorm_backward_kernel<TPR, PPT, AMAX><<<G, LN_THREADS, SMEM, stream>>>(dinp, scratch, dout, inp, weight, mean, \
+                                                                               rstd, N, C, rpb, amax_out)
+    if (ppl <= 1) LN_BWD(32, 1, smem);
+    else if (ppl <= 2) LN_BWD(32, 2, smem);
+    else if (ppl <= 3) LN_BWD(32, 3, smem);
+    else if (ppl <= 4) LN_BWD(32, 4, smem);
+    else if (ppl <= 5) LN_BWD(32, 5, smem);
+    else if (ppl <= 6) LN_BWD(32, 6, smem);
+    else if (ppl <= 7) LN_BWD(32, 7, smem);  // 8 would spill in bf16: the block path takes over
+    else {
+        const int ppt = ceil_div(P, LN_THREADS);
+        if (ppt <= 2) LN_BWD(LN_THREADS, 2, 0);
+        else if (ppt <= 4) LN_BWD(LN_THREADS, 4, 0);
+        else {
+            fprintf(stderr, "error: layernorm_backward: C = %d too large (at most %d)\n", C, 4 * LN_THREADS * x128::size);
+            exit(EXIT_FAILURE);
+        }
+    }
+#undef LN_BWD
+    cudaCheckLaunch();
+}
+
+// LayerNorm backward   [formula: train_gpt2.c layernorm_backward]
+//   dinp    (N,C) floatX, ACCUMULATED: dinp += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
+//           xhat = (inp - mean) * rstd, dxhat = dout * weight, means over the C channels of the row.
+//   dweight (C) floatX, accumulated: += sum over rows of dout * xhat.
+//   dbias   (C) floatX, accumulated: += sum over rows of dout.
+//   scratch fp32, layernorm_backward_scratch_floats(N, C) floats = 2*C*layernorm_backward_blocks(N)
+//           (<= 2*C*max(512, ceil(N/256))); overwritten, contents meaningless afterwards.
+//   dout    (N,C) floatX; inp (N,C) floatX, the tensor the forward normalized (for the fused forward:
+//           its `residual` output); weight (C) floatX; mean, rstd (N) fp32 from the forward.
+//   amax_out optional (NULL: off) single unsigned int, ACCUMULATED: *amax_out = max(*amax_out, max over
+//           all N*C dinp values v as finally stored (the accumulated sum after its rounding to floatX)
+//           of __float_as_uint((float)v) & 0x7FFFFFFF); a NaN in dinp gives a NaN pattern (> 0x7F800000).
+//           It accumulates: the caller sets *amax_out = 0 before the producer runs; N = 0 leaves it
+//           untouched. One integer atomicMax per block of the first kernel (order-independent).
+//           NULL runs the same code as before the option existed.
+// All sums in fp32; every output element gets one round-to-nearest. Deterministic (fixed row-to-block
+// assignment depending on N only, fixed-order reductions, no float atomics). Two kernels on `stream`.
+// Requires C % x128::size == 0 and 16-byte aligned floatX pointers and scratch (checked); dinp must not
+// overlap dout or inp.
+static inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
+                                      const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
+                                      const float* rstd, int N, int C, cudaStream_t stream,
+                                      unsigned int* amax_out = nullptr) {
+    const void* ptrs[] = {dinp, dout, inp, weight, scratch};
+    const char* names[] = {"dinp", "dout", "inp", "weight", "scratch"};
+    layernorm_check_args("layernorm_backward", N, C, ptrs, names, 5);
+    if (N == 0) return;
+    if (amax_out) layernorm_backward_dispatch<true>(dinp, scratch, dout, inp, weight, mean, rstd, N, C, amax_out, stream);
+    else layernorm_backward_dispatch<false>(dinp, scratch, dout, inp, weight, mean, rstd, N, C, nullptr, stream);
+    const int G = layernorm_backward_blocks(N);
+    layernorm_backward_finalize_kernel<<<ceil_div(2 * C, 32), dim3(32, 8), 0, stream>>>(dweight, dbias, scratch, G, C);
+    cudaCheckLaunch();
+}

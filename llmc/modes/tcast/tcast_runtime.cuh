@@ -1,0 +1,107 @@
+// tcast_runtime.cuh - the TensorCast build's run-time cast state (doc/TCAST.md section 5): the plan
+// in force (llmc/modes/tcast/tcast_config.h), the cast kernels' workspace, the stochastic-rounding seeds and the
+// --cast-stats counters. llmc/kernels/boundary.cuh applies the site casts with it, llmc/modes/tcast/gemm_tcast.cuh the
+// linear-layer operand casts, llmc/kernels/attention/attention.cuh the attention-site casts (configured from it once).
+// Only the TCAST=1 build includes this file.
+#pragma once
+
+#include <stdio.h>
+#include <string.h>
+
+#include "llmc/core/cuda_common.cuh"
+#include "llmc/modes/tcast/tcast_config.h"
+#include "llmc/kernels/tcast/tcast_stats.cuh"
+#include "llmc/kernels/tcast/tcast_cast.cuh"
+
+// What the --cast-stats counters are kept for: the boundary sites, then the GEMM operands.
+#define TCAST_STAT_SLOTS (NUM_BOUNDARY_SITES + TCAST_NUM_OPS)
+
+// Roles in a seed: which cast of a layer (doc/TCAST.md 5.3).
+enum { TCAST_ROLE_SITE = 0, TCAST_ROLE_FWD = 1, TCAST_ROLE_DGRAD = 2, TCAST_ROLE_WGRAD = 3, TCAST_ROLE_ATTN = 4 };
+
+struct TcastRuntime {
+    TcastPlan plan;
+    TcastCastContext cast_ctx;    // scratch of the per-tensor / channel reductions
+    TcastDeviceStats* stats;      // device, TCAST_STAT_SLOTS counters (allocated when plan.stats > 0)
+    int recording;                // 1 while the current step counts --cast-stats
+    unsigned long long seed;      // the run's seed
+    int step;                     // optimizer step of the casts being issued (seeds)
+    const floatX* params;         // parameter base: a weight's offset identifies its layer in seeds
+};
+
+// The seed of one cast: the run's seed mixed with the step, a tensor id (a layer index, or a weight's
+// offset in the parameters), the site or operand and the role. SplitMix64 finalizer (fp8.h).
+static inline unsigned long long tcast_seed(const TcastRuntime* rt, unsigned long long id, int what, int role) {
+    unsigned long long z = rt->seed ^ 0xD1B54A32D192ED03ull;
+    z = fp8_mix64_(z + (unsigned long long)rt->step * 0x9E3779B97F4A7C15ull);
+    z = fp8_mix64_(z + id * 0xBF58476D1CE4E5B9ull);
+    return fp8_mix64_(z + (unsigned long long)(what * 8 + role) * 0x94D049BB133111EBull);
+}
+
+// The stats slot of a site or an operand while recording, else NULL (the kernels' non-counting form).
+static inline TcastDeviceStats* tcast_stats_slot(const TcastRuntime* rt, int slot) {
+    return rt->recording ? rt->stats + slot : NULL;
+}
+
+// Set up for a model whose largest cast tensor is max_rows x max_cols (the workspace of the reductions).
+static inline void tcast_runtime_init(TcastRuntime* rt, const TcastPlan* plan, int max_rows, int max_cols,
+                                      unsigned long long seed, const floatX* params) {
+    memset(rt, 0, sizeof(*rt));
+    rt->plan = *plan;
+    rt->seed = seed;
+    rt->params = params;
+    tcast_cast_context_init(&rt->cast_ctx, max_rows, max_cols);
+    if (plan->stats > 0) cudaCheck(cudaMalloc(&rt->stats, TCAST_STAT_SLOTS * sizeof(TcastDeviceStats)));
+}
+
+static inline void tcast_runtime_free(TcastRuntime* rt) {
+    tcast_cast_context_free(&rt->cast_ctx);
+    if (rt->stats) cudaCheck(cudaFree(rt->stats));
+    rt->stats = NULL;
+}
+
+// Cast the stored (rows, cols) tensor x of `site` in place along its channel dimension (its rows).
+static inline void tcast_site_cast(TcastRuntime* rt, BoundarySite site, unsigned long long id, floatX* x, size_t rows, size_t cols,
+                                   cudaStream_t stream) {
+    tcast_cast(x, x, (int)rows, (int)cols, 1, rt->plan.site[site], tcast_seed(rt, id, (int)site, TCAST_ROLE_SITE),
+               tcast_stats_slot(rt, site), &rt->cast_ctx, stream);
+}
+
+// --cast-stats: zero the counters before a recorded step (stream-ordered).
+static inline void tcast_stats_begin(TcastRuntime* rt, cudaStream_t stream) {
+    cudaCheck(cudaMemsetAsync(rt->stats, 0, TCAST_STAT_SLOTS * sizeof(TcastDeviceStats), stream));
+    rt->recording = 1;
+}
+
+// --cast-stats: after a recorded step, one line per site / operand that cast something: the
+// fractions saturated and flushed and the range of group scale exponents; also to the log file.
+static inline void tcast_stats_end(TcastRuntime* rt, int step, FILE* log, cudaStream_t stream) {
+    rt->recording = 0;
+    TcastDeviceStats* h = (TcastDeviceStats*)malloc_check(TCAST_STAT_SLOTS * sizeof(TcastDeviceStats));
+    cudaCheck(cudaMemcpyAsync(h, rt->stats, TCAST_STAT_SLOTS * sizeof(TcastDeviceStats), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    printf("cast stats at step %d:\n", step);
+    for (int i = 0; i < TCAST_STAT_SLOTS; i++) {
+        const TcastDeviceStats* st = &h[i];
+        if (st->values == 0) continue;
+        const char* name = i < NUM_BOUNDARY_SITES ? BOUNDARY_SITE_NAMES[i] : TCAST_OP_NAMES[i - NUM_BOUNDARY_SITES];
+        const double sat = (double)st->saturated / st->values, flush = (double)st->flushed / st->values;
+        int lo = 1 << 30, hi = -(1 << 30);
+        unsigned long long groups = 0, under = st->hist[TCAST_HIST_UNDER], over = st->hist[TCAST_HIST_OVER];
+        for (int b = 0; b < TCAST_HIST_BINS; b++) {
+            if (!st->hist[b]) continue;
+            groups += st->hist[b];
+            if (b == TCAST_HIST_UNDER || b == TCAST_HIST_OVER) continue;
+            const int e = tcast_hist_exp(b);
+            lo = e < lo ? e : lo;
+            hi = e > hi ? e : hi;
+        }
+        char range[64] = "none";
+        if (lo <= hi) snprintf(range, sizeof(range), "%d..%d", lo, hi);
+        printf("  %-4s %-14s %14llu values  saturated %.4e  flushed %.4e  scale exponents %s (%llu groups, %llu zero, %llu overflow)\n",
+               i < NUM_BOUNDARY_SITES ? "site" : "gemm", name, st->values, sat, flush, range, groups, under, over);
+        if (log) fprintf(log, "s:%d cast:%s sat:%.6e flush:%.6e scale:%s\n", step, name, sat, flush, range);
+    }
+    if (log) fflush(log);
+    free(h);
+}
