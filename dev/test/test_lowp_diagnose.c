@@ -1,14 +1,14 @@
 /*
- * test_lowp_diagnose.c - the host-side helpers of llmc/train/lowp_diagnose.cuh (`train_gpt2cu --diagnose 1`):
- * the SNR in dB from the two sums, its edge cases (zero noise, zero signal, NaN, extreme ratios), the
- * LOW threshold and the table formatting. The header's CUDA part is skipped without nvcc.
+ * test_lowp_diagnose.c - the host-side helpers of `train_gpt2cu --diagnose 1` (llmc/train/lowp_diagnose_snr.h,
+ * used by llmc/train/lowp_diagnose.cuh): the SNR in dB from the two sums, its edge cases (zero noise, zero
+ * signal, NaN, extreme ratios), the LOW threshold and the table formatting.
  *   cc -std=gnu11 -O2 -Wall -Wextra -I. dev/test/test_lowp_diagnose.c -lm -o /tmp/t && /tmp/t
  */
 #include <math.h>
 #include <string.h>
 
 #include "dev/test/test_harness.h"
-#include "llmc/train/lowp_diagnose.cuh"
+#include "llmc/train/lowp_diagnose_snr.h"
 
 static int near(double x, double y) { return fabs(x - y) <= 1e-12 * (fabs(y) > 1.0 ? fabs(y) : 1.0); }
 

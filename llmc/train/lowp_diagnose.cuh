@@ -44,45 +44,22 @@
 // Determinism: all reductions are per-block partial sums in double in a fixed order, then a host sum in
 // block order (no atomics); the GEMMs are cached cuBLASLt algorithms. Two runs print the same table.
 //
-// The top of this file (lowp_snr_db and the formatting helpers) is plain C/C++ and compiles without CUDA
-// (dev/test/test_lowp_diagnose.c tests it); the rest needs nvcc.
+// The SNR arithmetic, the LOW threshold and the SNR text are plain C in llmc/train/lowp_diagnose_snr.h
+// (dev/test/test_lowp_diagnose.c tests them on the host); this file needs nvcc.
+//
+// BF16 storage only (the FP8 GEMMs write BF16 outputs, and the sums read BF16 tensors): in FP16 / FP32
+// builds lowp_diagnose_run is a stub that dies with a message saying so.
 #pragma once
 
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
-#include <stdio.h>
-
-// Rows with any SNR below this (in dB), or a NaN SNR, are flagged LOW.
-#define LOWP_DIAGNOSE_LOW_DB 30.0
-
-// SNR in dB from the two sums: 10 log10(signal / noise), signal = Σ ref², noise = Σ (ref - x)².
-// noise == 0 (x equals ref exactly, including two all-zero tensors): +inf. signal == 0 < noise: -inf.
-// A NaN or negative sum: NaN. Computed as a difference of logarithms (no overflow for extreme ratios).
-static inline double lowp_snr_db(double signal, double noise) {
-    if (isnan(signal) || isnan(noise) || signal < 0.0 || noise < 0.0) return NAN;
-    if (noise == 0.0) return INFINITY;
-    if (signal == 0.0) return -INFINITY;
-    if (isinf(signal) && isinf(noise)) return NAN;
-    return 10.0 * (log10(signal) - log10(noise));
-}
-
-// 1 when an SNR should be flagged: below LOWP_DIAGNOSE_LOW_DB, -inf or NaN.
-static inline int lowp_snr_is_low(double db) { return !(db >= LOWP_DIAGNOSE_LOW_DB); }
-
-// An SNR for the table: "inf", "-inf", "nan" or the value with 2 decimals.
-static inline void lowp_snr_format(char* out, size_t n, double db) {
-    if (isnan(db)) snprintf(out, n, "nan");
-    else if (isinf(db)) snprintf(out, n, db > 0 ? "inf" : "-inf");
-    else snprintf(out, n, "%.2f", db);
-}
-
-#if defined(__CUDACC__)
-
-#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "llmc/core/utils.h"
+#include "llmc/train/lowp_diagnose_snr.h"
 #include "llmc/train/train_config.h"
 #include "llmc/data/dataloader.h"
 #include "llmc/model/model.cuh"
@@ -685,4 +662,3 @@ static inline void lowp_diagnose_run(GPT2* model, DataLoader* train, const char*
 }
 
 #endif  // ENABLE_BF16
-#endif  // __CUDACC__

@@ -26,7 +26,7 @@
 #include "llmc/kernels/gemm/gemm.cuh"
 #include "llmc/kernels/fp8/fp8_quant.cuh"
 
-// Source (fp8_quant.cuh Fp8SrcMatrix) of the GELU output: gemm_gelu_stored, the value gemm_gelu_forward_kernel<false>
+// Source (fp8_quantize.cuh Fp8SrcMatrix) of the GELU output: gemm_gelu_stored, the value gemm_gelu_forward_kernel<false>
 // stores. store != NULL: also writes those values there (when a
 // caller reads the BF16 activation: tests, tensor statistics); store must not alias pre.
 struct LowpSrcGelu {

@@ -1,6 +1,6 @@
 // tcast_stats.cuh - device counters of the TensorCast casts (--cast-stats, doc/TCAST.md 4.5 / 5.4):
 // per site or operand, the values cast, the saturated and flushed ones, and the histogram of group
-// scale exponents (llmc/numerics/tcast.h: TCAST_HIST_BINS bins, tcast_hist_bin). Kernels count only
+// scale exponents (llmc/numerics/tcast_quant.h: TCAST_HIST_BINS bins, tcast_hist_bin). Kernels count only
 // in their statistics instantiation (a template flag), so training kernels carry no counting code.
 #pragma once
 
