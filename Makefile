@@ -8,8 +8,9 @@
 #   make cuda-dev                  compile the dev/cuda kernel harnesses (needs nvcc, no GPU)
 #   make kernel-gaps               CUPTI library measuring the idle gaps between kernels (dev/tools/kernel_gaps.cpp)
 #
-# Build variables (the only place they are mapped to macros is CUDA_MODE_FLAGS below; the macros
-# are interpreted only in llmc/core/precision.h):
+# Build variables (the only place they are mapped to macros is CUDA_MODE_FLAGS below; the macros are
+# read only in llmc/core/mode_rules.h and llmc/core/precision.h, which select the mode module, and in
+# that module, llmc/modes/<mode>/; the combination rules and their messages are in mode_rules.h):
 #   PRECISION=BF16|FP16|FP32   storage type floatX of the CUDA build            [BF16]
 #   ENABLE_Q115=1              SF16: Q1.15 boundary simulation (BF16 storage)
 #   SF16_TRUE_FORWARD=1        with ENABLE_Q115: Q1.31 register simulation, FAST_16BF GEMMs
@@ -97,39 +98,6 @@ GPU_ARCH ?= 90
 ifeq ($(filter $(PRECISION),BF16 FP16 FP32),)
   $(error PRECISION=$(PRECISION): expected BF16, FP16 or FP32)
 endif
-ifeq ($(SF16_TRUE_FORWARD),1)
-  ifneq ($(ENABLE_Q115),1)
-    $(error SF16_TRUE_FORWARD=1 needs ENABLE_Q115=1)
-  endif
-endif
-ifeq ($(ENABLE_Q115),1)
-  ifneq ($(PRECISION),BF16)
-    $(error ENABLE_Q115=1 stores BF16: it cannot be combined with PRECISION=$(PRECISION))
-  endif
-  ifeq ($(USE_CUDNN),1)
-    $(error ENABLE_Q115=1 cannot be combined with USE_CUDNN=1 (cuDNN attention bypasses the SF16 boundaries))
-  endif
-endif
-ifeq ($(FP8)$(TCFP12),11)
-  $(error FP8=1 and TCFP12=1 are two GEMM backends: choose one)
-endif
-ifneq ($(filter 1,$(FP8) $(TCFP12)),)
-  ifneq ($(PRECISION),BF16)
-    $(error FP8=1 / TCFP12=1 need PRECISION=BF16: the FP8 GEMMs write BF16 outputs)
-  endif
-endif
-ifeq ($(TCAST),1)
-  ifneq ($(PRECISION),BF16)
-    $(error TCAST=1 stores BF16: it cannot be combined with PRECISION=$(PRECISION))
-  endif
-  ifeq ($(ENABLE_Q115),1)
-    $(error TCAST=1 and ENABLE_Q115=1 are two storage-boundary simulations: choose one)
-  endif
-  ifneq ($(filter 1,$(FP8) $(TCFP12)),)
-    $(error TCAST=1 cannot be combined with FP8=1 / TCFP12=1: --cast-gemm casts the BF16 GEMMs' operands instead)
-  endif
-endif
-
 CUDA_MODE_FLAGS := -DENABLE_$(PRECISION)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(ENABLE_Q115)),-DENABLE_Q115)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(SF16_TRUE_FORWARD)),-DSF16_TRUE_FORWARD=1)
@@ -137,6 +105,16 @@ CUDA_MODE_FLAGS += $(if $(filter 1,$(FP8)),-DENABLE_FP8)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(TCFP12)),-DENABLE_TCFP12)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(TCAST)),-DENABLE_TCAST)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(USE_CUDNN)),-DENABLE_CUDNN)
+
+# Impossible combinations: llmc/core/mode_rules.h holds the rules and their messages (the compiler reads
+# it through llmc/core/precision.h); make runs it through the C preprocessor with the same flags and stops
+# with the #error text, before anything is built.
+HASH := \#
+MODE_RULES_ERROR := $(shell printf '$(HASH)include "llmc/core/mode_rules.h"\n' | $(CC) -E -x c -I. $(CUDA_MODE_FLAGS) - 2>&1 >/dev/null | \
+  sed -n 's/.*$(HASH)error "\(.*\)".*/\1/p' | head -n 1)
+ifneq ($(MODE_RULES_ERROR),)
+  $(error $(MODE_RULES_ERROR))
+endif
 CUDA_MODE_FLAGS += $(if $(HAVE_NCCL),-DMULTI_GPU) $(if $(HAVE_MPI),-DUSE_MPI)
 
 # Variant folder named after the flags: build/bf16, build/fp32, build/q115_tf, build/tcfp12, ...

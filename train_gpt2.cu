@@ -38,7 +38,9 @@ shard of the optimizer state); resuming needs the same number of ranks and is bi
 #include "llmc/train/mfu.h"
 #include "llmc/train/recompute_plan.h"
 #include "llmc/dist/rendezvous.h"
+#include "llmc/train/multi_gpu_options.h"
 #include "llmc/model/model.cuh"
+#include "llmc/modes/mode.cuh"
 #include "llmc/train/train_checkpoint.cuh"
 #include "llmc/train/lowp_diagnose.cuh"
 #include "llmc/data/hellaswag.h"
@@ -56,23 +58,6 @@ static void numeric_config_string(char* out, size_t n, const GPT2* m, int tf32) 
              PRECISION_MODE_NAME, BOUNDARY_MODE_NAME, gemm_backend_name(&m->gemm), m->master_weights != NULL, m->recompute,
              m->gelu_fusion, tf32 ? " tf32=1" : "", dp);
 }
-
-#if defined(ENABLE_Q115)
-// SF16 saturation statistics on the current train batch: per boundary site, the fraction of values
-// clipped at +-1 and of non-zero values flushed to 0 (printed, and logged as `s:<step> q115:<site>:...`).
-static void print_boundary_stats(GPT2* m, Logger* lg, const DataLoader* loader, int step) {
-    unsigned long long counts[NUM_BOUNDARY_SITES][3];
-    gpt2_boundary_stats(m, loader->inputs, loader->targets, m->B, m->T, counts);
-    printf("q115 stats at step %d (one forward on the current batch):\n", step);
-    for (int i = 0; i < NUM_BOUNDARY_SITES; i++) {
-        if (counts[i][0] == 0) continue;
-        double clip = (double)counts[i][1] / counts[i][0], flush = (double)counts[i][2] / counts[i][0];
-        printf("  %-14s %12llu values  clipped %.4e  flushed %.4e\n", BOUNDARY_SITE_NAMES[i], counts[i][0], clip, flush);
-        if (lg->f) fprintf(lg->f, "s:%d q115:%s clip:%.6e flush:%.6e\n", step, BOUNDARY_SITE_NAMES[i], clip, flush);
-    }
-    if (lg->f) fflush(lg->f);
-}
-#endif
 
 // Sample gen_tokens tokens after <|endoftext|> (temperature 1, seeded by the step so that resumed
 // runs sample the same text) and print them through the tokenizer.
@@ -112,13 +97,13 @@ static const char* TRAIN_DOC =
 
 // Options of the CUDA trainer beyond the shared TrainConfig and the subsystems' own tables.
 struct GpuTrainOptions {
-    int resume, recompute, master_weights, gelu_fusion, tf32, profile, q115_stats, diagnose, tensor_stats, log_gpu;
+    int resume, recompute, master_weights, gelu_fusion, tf32, profile, diagnose, tensor_stats, log_gpu;
 };
 
-#define GPU_TRAIN_NUM_FLAGS 10
+#define GPU_TRAIN_NUM_FLAGS 9
 
 static int gpu_train_flags(GpuTrainOptions* o, CliFlag* flags) {
-    *o = GpuTrainOptions{0, RECOMPUTE_AUTO, 1, 1, 0, 0, 0, 0, 0, 0};
+    *o = GpuTrainOptions{0, RECOMPUTE_AUTO, 1, 1, 0, 0, 0, 0, 0};
     const CliFlag f[GPU_TRAIN_NUM_FLAGS] = {
         {"-y", CLI_INT, &o->resume, "1 = resume from the newest checkpoint in -o", 0, 1, NULL},
         {"-r", CLI_INT, &o->recompute, "recompute in backward: 0 none, 1 GELU, 2 GELU + LayerNorm, -1 = the least that fits in GPU memory", 0, 2, "-1"},
@@ -126,7 +111,6 @@ static int gpu_train_flags(GpuTrainOptions* o, CliFlag* flags) {
         {"-ge", CLI_INT, &o->gelu_fusion, "1 = fuse GELU into the fc GEMM epilogue", 0, 1, NULL},
         {"-f", CLI_INT, &o->tf32, "1 = allow TF32 tensor cores for FP32 GEMMs (FP32 build)", 0, 1, NULL},
         {"-prof", CLI_INT, &o->profile, "1 = print the step time by kernel family at the end", 0, 1, NULL},
-        {"--q115-stats", CLI_INT, &o->q115_stats, "SF16 build: every N steps print per boundary the fraction clipped at +-1 / flushed to 0 (0 = off)", 0, INT_MAX, NULL},
         {"--diagnose", CLI_INT, &o->diagnose, "1 = per linear layer the SNR (dB) of FP8 / TCFP-12 weights and outputs vs BF16 on the first train batch, then exit", 0, 1, NULL},
         {"--tensor-stats", CLI_INT, &o->tensor_stats, "every N steps (and step 1) per-layer stats of activations, weights, grads -> <-o>/tensor_stats.csv (0 = off)", 0, INT_MAX, NULL},
         {"-lg", CLI_INT, &o->log_gpu, "every N steps print and log GPU memory, SM / memory clocks and temperature (0 or -1 = off)", 0, INT_MAX, "-1"},
@@ -138,15 +122,9 @@ static int gpu_train_flags(GpuTrainOptions* o, CliFlag* flags) {
 // Dies naming the flag on a value this build cannot honour or a bad combination (no CUDA call; the
 // ranges of single flags are in the flag table, llmc/core/cli.h).
 static void gpu_train_validate(const GpuTrainOptions* o, const TrainConfig* tc) {
-#if !defined(ENABLE_BF16)
-    if (o->diagnose) die("--diagnose 1: needs BF16 storage (the default build, FP8=1, TCFP12=1 or SF16); this build is %s", PRECISION_MODE_NAME);
-#endif
-#if !defined(ENABLE_Q115)
-    if (o->q115_stats) die("--q115-stats: needs the SF16 build (make ENABLE_Q115=1); this build is %s", PRECISION_MODE_NAME);
-#endif
-#if !defined(ENABLE_FP32)
-    if (o->tf32) die("-f 1: TF32 applies to the FP32 build only (this build is %s)", PRECISION_MODE_NAME);
-#endif
+    if (!kStorageBF16 && o->diagnose)
+        die("--diagnose 1: needs BF16 storage (the default build, FP8=1, TCFP12=1 or SF16); this build is %s", PRECISION_MODE_NAME);
+    if (!kStorageFP32 && o->tf32) die("-f 1: TF32 applies to the FP32 build only (this build is %s)", PRECISION_MODE_NAME);
     if (o->resume && !tc->out_dir) die("-y 1: needs -o, the folder holding the checkpoints to resume from");
     if (o->tensor_stats > 0 && !tc->out_dir) die("--tensor-stats %d: needs -o, the folder tensor_stats.csv is written to", o->tensor_stats);
 }
@@ -156,14 +134,7 @@ struct Trainer {
     TrainConfig tc;
     GpuTrainOptions opt;
     MultiGpuOptions mgo;
-#if GEMM_LOWP
-    LowpOptions lowp;
-    int lowp_fallback;
-#endif
-#if defined(ENABLE_TCAST)
-    TcastOptions tcast;   // --cast, --cast-gemm, --cast-lm-head, --cast-stats
-    TcastPlan tcast_plan;
-#endif
+    Mode mode;            // the build's mode module: its flags, and its hooks (llmc/modes/mode_defaults.cuh)
     ProcessGroup pg;
     MultiGpu mg;
     GPT2 model;
@@ -191,30 +162,19 @@ static void trainer_parse(Trainer* t, int argc, char** argv) {
     tc.B = 4; tc.T = 1024; tc.total_batch_size = -1; tc.warmup = 0; tc.max_steps = -1;
     tc.val_every = 20; tc.val_max_batches = 20; tc.sample_every = 20; tc.gen_tokens = 64;
     tc.seed = 1337; tc.lr = 3e-4f; tc.final_lr_frac = 1.0f; tc.weight_decay = 0.0f; tc.grad_clip = 1.0f;
-    CliFlag flags[TRAIN_CONFIG_NUM_FLAGS + GPU_TRAIN_NUM_FLAGS + MULTI_GPU_NUM_FLAGS + 16];
+    CliFlag flags[TRAIN_CONFIG_NUM_FLAGS + GPU_TRAIN_NUM_FLAGS + MULTI_GPU_NUM_FLAGS + Mode::kMaxFlags];
     int n = train_config_flags(&tc, flags);
     n += gpu_train_flags(&t->opt, flags + n);
     n += multi_gpu_flags(&t->mgo, flags + n);
-#if GEMM_LOWP
-    n += gemm_lowp_flags(&t->lowp, &t->lowp_fallback, flags + n);
-#endif
-#if defined(ENABLE_TCAST)
-    n += tcast_flags(&t->tcast, flags + n);
-#endif
+    n += t->mode.flags(flags + n);
     cli_parse(argc, argv, flags, n, TRAIN_DOC);
     train_config_validate(&tc);
     gpu_train_validate(&t->opt, &tc);
     multi_gpu_options_validate(&t->mgo);
-#if GEMM_LOWP
-    gemm_lowp_options_validate(&t->lowp, t->lowp_fallback);
-#endif
+    t->mode.validate();
     GPT2Config spec;
     train_config_check_files(&tc, &spec, &t->eval);  // every file the flags name, before data and GPU
-#if defined(ENABLE_TCAST)
-    tcast_plan_init(&t->tcast_plan, &t->tcast);      // the datatypes, then whether the model's shapes take them
-    tcast_plan_check_shapes(&t->tcast_plan, spec.channels, spec.padded_vocab_size, tc.B, tc.T);
-    attention_tcast_check(&t->tcast_plan, spec.channels / spec.num_heads);
-#endif
+    t->mode.check_model(spec, tc.B, tc.T);
 }
 
 // Every rank waits until all have arrived (a no-op on one GPU).
@@ -251,11 +211,7 @@ static void trainer_print_config(Trainer* t) {
     print_config_row("train / val tokens", "%zu / %zu", t->setup.train.num_tokens, t->setup.have_val ? t->setup.val.num_tokens : 0);
     print_config_rule();
     printf("numeric config: %s\n", t->numeric);
-#if GEMM_LOWP
-    char lowp_desc[256];
-    gemm_lowp_describe(&m.gemm, lowp_desc, sizeof(lowp_desc));
-    printf("%s options: %s\n", GEMM_LOWP_MODE_NAME, lowp_desc);
-#endif
+    t->mode.print_config(&m);
     printf("memory plan (MiB): params %.0f, grads %.0f, AdamW m+v %.0f, master %.0f, activations %.0f; device %.0f free of %.0f\n",
            n * sizeof(floatX) / mib, n * sizeof(floatX) / mib, 2.0 * n * sizeof(float) / mib,
            m.master_weights ? n * sizeof(float) / mib : 0.0, m.acts_bytes / mib, free_b / mib, total_b / mib);
@@ -340,16 +296,12 @@ static void trainer_setup(Trainer* t) {
     GPT2* m = &t->model;
     gpt2_allocate_parameters(m, &config, t->opt.master_weights);
     gpt2_attach_multi_gpu(m, &t->mg);
-#if GEMM_LOWP
-    gpt2_attach_lowp(m, &t->lowp, t->lowp_fallback);
-#endif
+    t->mode.attach_parameters(m);
     m->seed = (unsigned long long)tc.seed * 0x9E3779B97F4A7C15ull + 1;
     gemm_set_tf32(&m->gemm, t->opt.tf32);
     trainer_choose_recompute(t, &config);
     gpt2_allocate_activations(m, tc.B, tc.T, t->opt.recompute, t->opt.gelu_fusion);
-#if defined(ENABLE_TCAST)
-    gpt2_attach_tcast(m, &t->tcast_plan);
-#endif
+    t->mode.attach_activations(m);
     t->profiler = (KernelProfiler*)malloc_check(sizeof(KernelProfiler));
     prof_init(t->profiler, t->opt.profile);
     m->prof = t->profiler;
@@ -367,15 +319,12 @@ static void trainer_setup(Trainer* t) {
     t->start_step = t->opt.resume ? trainer_find_resume_step(t, &config, &host_params) : 0;
     gpt2_set_parameters(m, host_params);
     free(host_params);
-    if (t->start_step > 0) load_state(tc.out_dir, t->start_step, m, &t->setup.train, &t->outlier);
+    if (t->start_step > 0) load_state(tc.out_dir, t->start_step, m, t->mode, &t->setup.train, &t->outlier);
 
     trainer_tensor_stats_setup(t);
     numeric_config_string(t->numeric, sizeof(t->numeric), m, t->opt.tf32);
-#if defined(ENABLE_TCAST)
     const size_t len = strlen(t->numeric);
-    snprintf(t->numeric + len, sizeof(t->numeric) - len, " cast=%s cast_gemm=%s cast_lm_head=%d", *t->tcast.cast ? t->tcast.cast : "none",
-             *t->tcast.cast_gemm ? t->tcast.cast_gemm : "none", t->tcast.lm_head);
-#endif
+    t->mode.describe(m, t->numeric + len, sizeof(t->numeric) - len);
     t->peak_tflops = device_peak_tflops(t->prop.name, t->opt.tf32 ? "TF32" : PRECISION_MODE_NAME);
     trainer_print_config(t);
 }
@@ -422,10 +371,7 @@ static double trainer_step(Trainer* t, int step) {
     if (step == t->start_step + 3) prof_reset(t->profiler);  // the first 3 steps are warm-up
     gpt2_zero_grad(m);
     tensor_stats_begin_step(m->tstats, step + 1);  // --tensor-stats: whether this step records
-#if defined(ENABLE_TCAST)
-    const bool cast_stats = t->tcast.stats > 0 && ((step + 1) % t->tcast.stats == 0 || step == t->start_step);
-    gpt2_tcast_step(m, step, cast_stats);          // --cast-stats: whether this step counts
-#endif
+    t->mode.step_begin(m, step, t->start_step, true);
     double loss_sum = 0.0;
     for (int micro = 0; micro < tc.grad_accum_steps; micro++) {
         if (!tc.overfit_single_batch || (step == t->start_step && micro == 0)) dataloader_next_batch(&t->setup.train);
@@ -475,19 +421,11 @@ static double trainer_step(Trainer* t, int step) {
     else snprintf(mfu_str, sizeof(mfu_str), "n/a");
     printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s | MFU %s%s\n", step + 1, tc.max_steps,
            loss, u.grad_norm, step_lr, dt * 1e3, tc.total_batch_size / dt, mfu_str, note);
-#if defined(ENABLE_FP16)
-    if (u.skipped) printf("  FP16 loss scale lowered to %g\n", m->loss_scale);
-#endif
+    if (u.skipped) printf("  FP16 loss scale lowered to %g\n", m->loss_scale);  // (only FP16's loss scaling skips updates)
     logger_log_train_note(&t->logger, step + 1, loss, step_lr, u.grad_norm, skip ? log_note : NULL);
-#if defined(ENABLE_TCAST)
-    if (cast_stats && m->tcast && m->tcast->stats) tcast_stats_end(m->tcast, step + 1, t->logger.f, m->stream);
-#endif
+    t->mode.step_end(m, step, t->start_step, &t->logger, &t->setup.train, t->pg.rank);
     if (t->pg.rank == 0) gpu_monitor_step(&t->gpumon, step + 1, &t->logger);  // -lg
     tensor_stats_end_step(m->tstats);  // CSV rows and the summary line on recording steps
-#if defined(ENABLE_Q115)
-    if (t->pg.rank == 0 && t->opt.q115_stats > 0 && ((step + 1) % t->opt.q115_stats == 0 || step == t->start_step))
-        print_boundary_stats(m, &t->logger, &t->setup.train, step + 1);
-#endif
     if (step == t->start_step) {
         char summary[256];
         gemm_compute_summary(&m->gemm, summary, sizeof(summary));
@@ -530,13 +468,13 @@ static void trainer_loop(Trainer* t) {
     int timed_steps = 0;
     for (int step = t->start_step; step <= tc.max_steps; step++) {
         const int last = step == tc.max_steps;
-        gpt2_tcast_step(m, step, false);  // TensorCast: the seeds of this step's casts (evaluation too)
+        t->mode.step_begin(m, step, t->start_step, false);  // (TensorCast: the seeds of this step's casts, evaluation too)
         if (t->setup.have_val && (step % tc.val_every == 0 || last)) trainer_validate(t, step);
         if (tc.hellaswag && ((tc.val_every > 0 && step > 0 && step % tc.val_every == 0) || last)) trainer_hellaswag(t, step);
         if (t->pg.rank == 0 && tc.sample_every > 0 && step > 0 && (step % tc.sample_every == 0 || last))
             sample_and_print(m, &t->setup.tokenizer, t->setup.have_tokenizer, tc.gen_tokens, step, tc.seed);
         if (tc.out_dir && step > t->start_step && ((tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) || (last && tc.checkpoint_every >= 0))) {
-            save_checkpoint(tc.out_dir, step, m, &t->setup.train, t->numeric, &t->outlier);
+            save_checkpoint(tc.out_dir, step, m, t->mode, &t->setup.train, t->numeric, &t->outlier);
             if (tc.checkpoints_keep > 0) {  // -nk / -nm, once every rank has written this checkpoint
                 trainer_barrier(t);
                 ckpt_apply_retention(tc.out_dir, step, tc.checkpoints_keep, tc.major_every, t->pg.rank, t->pg.nranks, 1);

@@ -4,7 +4,7 @@
 #   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg sf16
 #                                            sf16_curves mgpu mgpu_bench mgpu_lowp (NGPU GPUs, default 2) lowp
 #                                            lowp_curves lowp_knobs data tcast tcast_bench tcast_curves tstats
-#                                            sweep mgpu_net speed gaps producers kernel_table
+#                                            sweep mgpu_net speed gaps producers kernel_table same
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -137,6 +137,29 @@ if has_stage resume; then
         fi
     done
     rm -rf "$OUT/res_a" "$OUT/res_b"
+fi
+
+if has_stage same; then
+    # behaviour unchanged against a base build (a refactor's check): BASE_BUILD=<folder holding
+    # <variant>/train_gpt2cu>, e.g. an older checkout's build/. For each run below, d6 on Tiny Shakespeare for
+    # 30 steps with both binaries; the loss and norm of every step line and every val loss line must be
+    # identical, byte for byte (timings are dropped).
+    same_runs=("bf16|" "fp32|" "fp16|" "q115|" "q115_tf|" "fp8|" "tcfp12|" "tcast|--cast-gemm x=mxfp8e4,w=mxfp8e4,dy=mxfp8e5"
+               "tcast|--cast all=mxfp8e4")
+    for r in "${same_runs[@]}"; do
+        v=${r%%|*}; knobs=${r#*|}; tag="$v${knobs//[ =,]/_}"
+        [ -x "build/$v/train_gpt2cu" ] && [ -x "${BASE_BUILD:-/nonexistent}/$v/train_gpt2cu" ] || { row "same $v $knobs" "skipped (no binary)"; continue; }
+        for side in base new; do
+            bin="build/$v/train_gpt2cu"; [ $side = base ] && bin="$BASE_BUILD/$v/train_gpt2cu"
+            # shellcheck disable=SC2086
+            timeout 300 "$bin" -e d6 -b 16 -t 256 -x 30 -l 1e-3 -u 10 -v 10 -m 4 -s 0 $knobs > "$OUT/same_${tag}_$side.log" 2>&1
+        done
+        keep() { grep -E '^step +[0-9]+(/| \| val)' "$1" | awk -F'|' '{print $1 "|" $2 "|" $3}'; }
+        a=$(keep "$OUT/same_${tag}_base.log"); b=$(keep "$OUT/same_${tag}_new.log")
+        n=$(grep -c . <<< "$a")
+        if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$n" -ge 33 ]; then row "same $v $knobs" "ok ($n loss / norm / val lines identical)"
+        else row "same $v $knobs" "FAIL"; diff <(echo "$a") <(echo "$b") | head -5; tail -3 "$OUT/same_${tag}_new.log"; fi
+    done
 fi
 
 if has_stage producers; then

@@ -70,7 +70,7 @@ LOWP_MODES = {"fp8": 1, "tcfp12": 2}  # header word 15: the low-precision GEMM r
 LINEAR_WEIGHTS = ("qkvw", "attprojw", "fcw", "fcprojw")  # the weights of the layers the FP8 / TCFP-12 backends take
 
 # The fixed TensorCast plan of the `_tcast` state (--cast, --cast-gemm, --cast-lm-head of the trainer).
-# MUST MATCH TCAST_TEST_CAST / TCAST_TEST_CAST_GEMM / TCAST_TEST_LM_HEAD in test_gpt2.cu (a test in
+# MUST MATCH TCAST_TEST_CAST / TCAST_TEST_CAST_GEMM / TCAST_TEST_LM_HEAD in llmc/modes/tcast/test.cuh (a test in
 # dev/test/test_reference.py compares them). MXFP8 E4M3 (32-element tiles, E8M0 scales, round to nearest
 # even: deterministic) at the encoder output and on the weight operand of every linear layer (forward
 # along Cin, dgrad along OC). Why only these: a cast turns any difference at its input into a whole step
@@ -90,7 +90,7 @@ LINEAR_WEIGHTS = ("qkvw", "attprojw", "fcw", "fcprojw")  # the weights of the la
 # The weight casts see the same BF16 weights on both sides and the encoder cast the same wte + wpe sums
 # (exact in fp32, hence the second line): the only casts whose input is reproducible, so a test at
 # BF16-level tolerance still tells a cast from none. The other sites
-# and the x / dy operands are tested exactly on the GPU instead (test_gpt2.cu check_tcast_grid: every
+# and the x / dy operands are tested exactly on the GPU instead (test_gpt2cu, ModeTest::check_grid in llmc/modes/tcast/test.cuh: every
 # stored site tensor of a forward under a full plan is a fixed point of its cast). Also left out: the
 # attention sites (the attention kernels cast only in their tensor-core versions, head sizes 64 and 128;
 # this model has 32) and the LM head operands (lm_head 0, the trainer's default).

@@ -13,7 +13,7 @@ quantization, the same BF16 storage), run the way the GPU runs it rather than ex
 It then prints, like test_gpt2cu, the relative L2 errors of its logits, loss, gradients (all, and the
 worst tensor) and step losses against each state, and for the FP8 / TCFP-12 proxies the position of
 their logits and gradients on the line from the other recipe's state (0) to their own (1). What it
-shows (table in test_gpt2.cu's GEMM_LOWP section): how far a GPU that quantizes the same BF16 tensors
+shows (table in llmc/modes/lowp/test.cuh): how far a GPU that quantizes the same BF16 tensors
 but computes them in another order lands from the matching quantized state, and from the other
 recipe's and the unquantized one. About 1-2 minutes per proxy run on a CPU.
 

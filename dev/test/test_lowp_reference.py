@@ -491,10 +491,9 @@ def test_tcfp12_without_w_lo_is_fp8(lowp_run, monkeypatch):
 
 
 def test_test_gpt2cu_names_the_lowp_states():
-    """test_gpt2.cu's GEMM_LOWP part reads the files this script writes and checks the header word 15
+    """test_gpt2cu's FP8 / TCFP-12 checks (llmc/modes/lowp/test.cuh) read the files this script writes and checks the header word 15
     values written here (LOWP_MODES)."""
-    src = open(os.path.join(REPO, "test_gpt2.cu")).read()
-    block = src[src.index("#elif GEMM_LOWP"):]
+    src = block = open(os.path.join(REPO, "llmc", "modes", "lowp", "test.cuh")).read()  # test_gpt2cu's FP8 / TCFP-12 checks
     for mode, (name, word) in LOWP_FILES.items():
         assert f"build/ref/{name}" in block, name
         assert ref.LOWP_MODES[mode] == word

@@ -637,7 +637,7 @@ def test_tcast_site_straight_through():
 
 def test_tcast_plan():
     """Plan texts as the trainer parses them: `all`, later entries win, any case; what it refuses; and the
-    fixed plan is the one test_gpt2.cu builds (the texts compared)."""
+    fixed plan is the one test_gpt2cu builds (llmc/modes/tcast/test.cuh; the texts compared)."""
     p = ref.TcastPlan(**ref.TCAST_PLAN)
     assert p.site == {"encoder_out": "mxfp8e4"} and p.op == {"w": "mxfp8e4"} and p.lm_head == 0
     p = ref.TcastPlan("all=mxfp8e4,LOGITS=bfloat16", "DY=e5m2")
@@ -649,8 +649,7 @@ def test_tcast_plan():
                      (dict(lm_head=1), "--cast-lm-head")]:
         with pytest.raises(ValueError, match=what):
             ref.TcastPlan(**kw)
-    src = open(os.path.join(REPO, "test_gpt2.cu")).read()
-    tcast_block = src[src.index("#elif defined(ENABLE_TCAST)"):]
+    tcast_block = open(os.path.join(REPO, "llmc", "modes", "tcast", "test.cuh")).read()  # test_gpt2cu's TensorCast checks
     text = lambda name: "".join(re.findall(r'"([^"]*)"', re.search(name + r"\s*=\s*([^;]*);", tcast_block).group(1)))
     assert text("TCAST_TEST_CAST") == ref.TCAST_PLAN["cast"]
     assert text("TCAST_TEST_CAST_GEMM") == ref.TCAST_PLAN["cast_gemm"]

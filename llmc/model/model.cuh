@@ -32,12 +32,6 @@
 #include "llmc/obs/profiler.cuh"
 #include "llmc/dist/multi_gpu.cuh"
 #include "llmc/obs/tensor_stats.cuh"
-#if GEMM_LOWP
-#include "llmc/modes/lowp/gemm_lowp.cuh"
-#endif
-#if defined(ENABLE_TCAST)
-#include "llmc/modes/tcast/gemm_tcast.cuh"
-#endif
 
 // The 16 parameter tensors in checkpoint order (doc/FORMATS.md), pointers into one flat buffer.
 struct ParameterTensors {
@@ -137,7 +131,7 @@ struct GPT2 {
     unsigned long long seed; // stochastic rounding seed (each update derives its own from it and the step)
     KernelProfiler* prof;    // optional per-family timing (NULL: off)
     TensorStats* tstats;     // per-layer tensor statistics (--tensor-stats, llmc/obs/tensor_stats.cuh; NULL: off)
-    TcastRuntime* tcast;     // TensorCast build: the cast plan (llmc/modes/tcast/tcast_runtime.cuh); NULL: no casts
+    BoundaryCasts* casts;    // whole-tensor boundary casts a mode attached (TensorCast, llmc/kernels/boundary.cuh); NULL: none
     int keep_activations;    // 1: every activation is written in BF16 even where only the FP8 backend reads it
                              // (tests comparing activations; tensor statistics set it on their steps)
     // Data parallelism (llmc/dist/multi_gpu.cuh); mg == NULL for a single-GPU run.
@@ -166,11 +160,7 @@ static inline void gpt2_allocate_parameters(GPT2* m, const GPT2Config* config, i
     cudaCheck(cudaMalloc(&m->v_memory, n * sizeof(float)));
     cudaCheck(cudaMemset(m->m_memory, 0, n * sizeof(float)));
     cudaCheck(cudaMemset(m->v_memory, 0, n * sizeof(float)));
-#if !defined(ENABLE_FP32)
-    if (use_master_weights) cudaCheck(cudaMalloc(&m->master_weights, n * sizeof(float)));
-#else
-    (void)use_master_weights;
-#endif
+    if (!kStorageFP32 && use_master_weights) cudaCheck(cudaMalloc(&m->master_weights, n * sizeof(float)));
     point_parameter_tensors(&m->params, m->params_memory, m->param_sizes);
     point_parameter_tensors(&m->grads, m->grads_memory, m->param_sizes);
     cudaCheck(cudaStreamCreate(&m->stream));
@@ -341,11 +331,11 @@ static inline void gpt2_residual_layernorm(GPT2* m, floatX* res_out, floatX* ln_
     GemmContext* g = &m->gemm;
     const size_t n = (size_t)N * C;
     fused_residual_layernorm_forward(res_out, ln_out, mean, rstd, res_in, x, w, b, N, C, s, gemm_amax_slot(g, ln_out, n));
-    if (boundary_tensor_active(m->tcast, RESIDUAL_OUT)) {
-        boundary_tensor_cast(m->tcast, RESIDUAL_OUT, gpt2_cast_id(layer, res_id), res_out, N, C, s);
+    if (boundary_tensor_active(m->casts, RESIDUAL_OUT)) {
+        boundary_tensor_cast(m->casts, RESIDUAL_OUT, gpt2_cast_id(layer, res_id), res_out, N, C, s);
         layernorm_forward(ln_out, mean, rstd, res_out, w, b, N, C, s);
     }
-    boundary_tensor_cast(m->tcast, LAYERNORM_OUT, gpt2_cast_id(layer, ln_id), ln_out, N, C, s);
+    boundary_tensor_cast(m->casts, LAYERNORM_OUT, gpt2_cast_id(layer, ln_id), ln_out, N, C, s);
 }
 
 // Forward pass to the logits (in acts.output, (B,T,Vp)) on the batch uploaded last. classifier_reads:
@@ -366,13 +356,13 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
 
     prof_mark(m->prof, PROF_ENCODER, s);
     encoder_forward(a.encoded, m->inputs, p.wte, p.wpe, B, T, C, s);
-    boundary_tensor_cast(m->tcast, ENCODER_OUT, gpt2_cast_id(-1, CAST_ID_ENCODER), a.encoded, N, C, s);
+    boundary_tensor_cast(m->casts, ENCODER_OUT, gpt2_cast_id(-1, CAST_ID_ENCODER), a.encoded, N, C, s);
     gpt2_stored(m, ENCODER_OUT, TS_ENCODED, -1, a.encoded, N, C);
     prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
     // (gemm_amax_slot: the FP8 backend takes the amax of each LayerNorm output, the next GEMM's input,
     // from the LayerNorm kernel instead of an extra pass; NULL in other builds)
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, N, C, s, gemm_amax_slot(g, a.ln1, BTC));
-    boundary_tensor_cast(m->tcast, LAYERNORM_OUT, gpt2_cast_id(0, CAST_ID_LN1), a.ln1, N, C, s);
+    boundary_tensor_cast(m->casts, LAYERNORM_OUT, gpt2_cast_id(0, CAST_ID_LN1), a.ln1, N, C, s);
     for (int l = 0; l < L; l++) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
         floatX* ln1 = a.ln1 + (m->recompute >= 2 ? 0 : l * BTC);
@@ -391,7 +381,7 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         gpt2_stored(m, MATMUL_OUT, TS_QKV, l, qkv, N, 3 * C);
         prof_mark(m->prof, PROF_ATTENTION_FWD, s);
         attention_forward(atty, lse, qkv, B, T, C, NH, s, gemm_amax_slot(g, atty, BTC),
-                          boundary_attention_seed(m->tcast, gpt2_cast_id(l, CAST_ID_ATTN)));  // (amax: the attproj input)
+                          boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)));  // (amax: the attproj input)
         gpt2_stored(m, NUM_BOUNDARY_SITES, TS_ATTY, l, atty, N, C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, a.output, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, N, C, C, NULL);
@@ -409,7 +399,7 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
             prof_mark(m->prof, PROF_GELU, s);
             gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
         }
-        boundary_tensor_cast(m->tcast, GELU_OUT, gpt2_cast_id(l, CAST_ID_GELU), fch_gelu, N, 4 * C, s);
+        boundary_tensor_cast(m->casts, GELU_OUT, gpt2_cast_id(l, CAST_ID_GELU), fch_gelu, N, 4 * C, s);
         gpt2_stored(m, MATMUL_OUT, TS_FCH, l, fch, N, 4 * C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, a.output, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, N, 4 * C, C, NULL);
@@ -434,8 +424,8 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
     else matmul_forward(g, a.output, a.lnf, p.wte, NULL, N, C, Vp, NULL);
     // TensorCast: matmul_forward_logits leaves the MATMUL_OUT boundary to the classifier, which applies
     // only the compile-time boundaries; the run-time casts of the logits are passes here
-    if (classifier_reads) boundary_tensor_cast(g->tcast, MATMUL_OUT, boundary_weight_id(g->tcast, p.wte), a.output, N, Vp, s);
-    boundary_tensor_cast(m->tcast, LOGITS, gpt2_cast_id(-1, CAST_ID_LOGITS), a.output, N, Vp, s);
+    if (classifier_reads) boundary_tensor_cast(g->casts, MATMUL_OUT, boundary_weight_id(g->casts, p.wte), a.output, N, Vp, s);
+    boundary_tensor_cast(m->casts, LOGITS, gpt2_cast_id(-1, CAST_ID_LOGITS), a.output, N, Vp, s);
     gpt2_stored(m, LOGITS, TS_LOGITS, -1, a.output, N, Vp);
 }
 
@@ -458,21 +448,6 @@ static inline float gpt2_evaluate(GPT2* m, const int* inputs, const int* targets
     return gpt2_mean_loss(m, B, T);
 }
 
-#if defined(ENABLE_Q115)
-// SF16 saturation statistics: one forward pass on the batch with the boundary counters enabled.
-// counts[site][0..2] = values seen, clipped at +-1, non-zero values flushed to 0 (llmc/kernels/boundary.cuh).
-static inline void gpt2_boundary_stats(GPT2* m, const int* inputs, const int* targets, int B, int T,
-                                       unsigned long long counts[NUM_BOUNDARY_SITES][3]) {
-    unsigned long long zeros[NUM_BOUNDARY_SITES][3] = {};
-    cudaCheck(cudaMemcpyToSymbolAsync(boundary_counts, zeros, sizeof(zeros), 0, cudaMemcpyHostToDevice, m->stream));
-    boundary_stats_set(1, m->stream);
-    gpt2_evaluate(m, inputs, targets, B, T);
-    boundary_stats_set(0, m->stream);
-    cudaCheck(cudaMemcpyFromSymbolAsync(counts, boundary_counts, sizeof(zeros), 0, cudaMemcpyDeviceToHost, m->stream));
-    cudaCheck(cudaStreamSynchronize(m->stream));
-}
-#endif
-
 // Recompute the LayerNorm output of layer l (ln1 if which == 1, else ln2) into its buffer when
 // recompute >= 2 discarded it and the GEMM backend will read it (the FP8 backend keeps its own quantized
 // copy; the row statistics the LayerNorm backward needs are the forward's either way). Deterministic
@@ -490,11 +465,11 @@ static inline floatX* gpt2_layernorm_input(GPT2* m, int l, int which, int B, int
     if (which == 1) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
         layernorm_forward(a.ln1, a.ln1_mean + l * N, a.ln1_rstd + l * N, residual, p.ln1w + l * C, p.ln1b + l * C, N, C, m->stream);
-        boundary_tensor_cast(m->tcast, LAYERNORM_OUT, gpt2_cast_id(l, CAST_ID_LN1), a.ln1, N, C, m->stream);
+        boundary_tensor_cast(m->casts, LAYERNORM_OUT, gpt2_cast_id(l, CAST_ID_LN1), a.ln1, N, C, m->stream);
         return a.ln1;
     }
     layernorm_forward(a.ln2, a.ln2_mean + l * N, a.ln2_rstd + l * N, a.residual2 + l * BTC, p.ln2w + l * C, p.ln2b + l * C, N, C, m->stream);
-    boundary_tensor_cast(m->tcast, LAYERNORM_OUT, gpt2_cast_id(l, CAST_ID_LN2), a.ln2, N, C, m->stream);
+    boundary_tensor_cast(m->casts, LAYERNORM_OUT, gpt2_cast_id(l, CAST_ID_LN2), a.ln2, N, C, m->stream);
     return a.ln2;
 }
 
@@ -520,11 +495,9 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
     ActivationTensors& a = m->acts;
     cudaStream_t s = m->stream;
     GemmContext* g = &m->gemm;
-#if defined(ENABLE_FP16)
-    float dloss = loss_weight * m->loss_scale / N;
-#else
-    float dloss = loss_weight / N;
-#endif
+    float dloss;
+    if constexpr (kStorageFP16) dloss = loss_weight * m->loss_scale / N;  // dynamic loss scaling
+    else dloss = loss_weight / N;
     // classifier: losses, and dlogits written over the logits
     prof_mark(m->prof, PROF_CLASSIFIER, s);
     fused_classifier(a.output, a.losses, dloss, m->targets, B, T, V, Vp, true, s);
@@ -548,7 +521,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
         if (m->recompute >= 1 && gemm_backward_reads_input(g, p.fcprojw + (size_t)l * 4 * C * C, N)) {
             prof_mark(m->prof, PROF_GELU, s);
             gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
-            boundary_tensor_cast(m->tcast, GELU_OUT, gpt2_cast_id(l, CAST_ID_GELU), fch_gelu, N, 4 * C, s);
+            boundary_tensor_cast(m->casts, GELU_OUT, gpt2_cast_id(l, CAST_ID_GELU), fch_gelu, N, 4 * C, s);
         }
 
         // MLP block: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
@@ -570,7 +543,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
         floatX* dqkv = a.dbt4c;  // (B,T,3C) fits in the (B,T,4C) scratch
         prof_mark(m->prof, PROF_ATTENTION_BWD, s);
         attention_backward(dqkv, m->scratch, a.dbtc, qkv, atty, lse, B, T, C, NH, s, gemm_amax_slot(g, dqkv, 3 * BTC),
-                           boundary_attention_seed(m->tcast, gpt2_cast_id(l, CAST_ID_ATTN)));
+                           boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)));
         floatX* ln1 = gpt2_layernorm_input(m, l, 1, B, T);
         prof_mark(m->prof, PROF_MATMUL_BWD, s);
         matmul_backward(g, a.dbtc, gr.qkvw + (size_t)l * 3 * C * C, gr.qkvb + l * 3 * C, dqkv, ln1,
@@ -653,11 +626,8 @@ static inline float gpt2_grad_norm(GPT2* m) {
     prof_mark(m->prof, PROF_OPTIMIZER, m->stream);
     if (m->mg) multi_gpu_wait(m->mg, m->stream);  // the gradient reductions of the last backward
     float raw = gpt2_grad_norm_raw(m);
-#if defined(ENABLE_FP16)
-    return raw / m->loss_scale;
-#else
-    return raw;
-#endif
+    if constexpr (kStorageFP16) return raw / m->loss_scale;
+    else return raw;
 }
 
 // Phase 2: AdamW step (PyTorch semantics, weight decay on the 2-D tensors only) after clipping the
@@ -669,17 +639,16 @@ static inline UpdateResult gpt2_apply_update(GPT2* m, float grad_norm, float lr,
                                              float weight_decay, float grad_clip, int step) {
     UpdateResult r;
     r.grad_norm = grad_norm;
-#if defined(ENABLE_FP16)
-    if (!isfinite(grad_norm)) {
-        m->loss_scale *= 0.5f;
-        m->good_steps = 0;
-        r.skipped = 1;
-        return r;
-    }
-    float unscale = 1.0f / m->loss_scale;
-#else
     float unscale = 1.0f;
-#endif
+    if constexpr (kStorageFP16) {
+        if (!isfinite(grad_norm)) {
+            m->loss_scale *= 0.5f;
+            m->good_steps = 0;
+            r.skipped = 1;
+            return r;
+        }
+        unscale = 1.0f / m->loss_scale;
+    }
     r.skipped = 0;
     float clip = 1.0f;
     if (grad_clip > 0.0f && grad_clip / (r.grad_norm + 1e-6f) < 1.0f) clip = grad_clip / (r.grad_norm + 1e-6f);
@@ -700,12 +669,12 @@ static inline UpdateResult gpt2_apply_update(GPT2* m, float grad_norm, float lr,
     }
     if (m->mg) multi_gpu_gather_params(m->mg, m->params_memory, m->stream);
     gemm_weights_updated(&m->gemm);
-#if defined(ENABLE_FP16)
-    if (++m->good_steps >= LOSS_SCALE_WINDOW) {
-        m->loss_scale *= 2.0f;
-        m->good_steps = 0;
+    if constexpr (kStorageFP16) {
+        if (++m->good_steps >= LOSS_SCALE_WINDOW) {
+            m->loss_scale *= 2.0f;
+            m->good_steps = 0;
+        }
     }
-#endif
     return r;
 }
 
@@ -715,58 +684,13 @@ static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float bet
     return gpt2_apply_update(m, gpt2_grad_norm(m), lr, beta1, beta2, eps, weight_decay, grad_clip, step);
 }
 
-#if GEMM_LOWP
-// FP8 / TCFP-12 builds: put the low-precision GEMM backend (llmc/modes/lowp/gemm_lowp.cuh) behind every linear
-// layer, after the parameters (and gpt2_attach_multi_gpu) are set up.
-static inline void gpt2_attach_lowp(GPT2* m, const LowpOptions* opt, int allow_fallback) {
-    gemm_lowp_attach(&m->gemm, opt, allow_fallback, m->seed);
-    gemm_lowp_set_model(&m->gemm, m->params_memory, m->state_elems == m->num_parameters ? m->master_weights : NULL, m->params.wte);
-}
-#endif
-
-#if defined(ENABLE_TCAST)
-// TensorCast build: apply the cast plan (llmc/modes/tcast/tcast_config.h, already checked against the shapes) to
-// this model: the boundary-site casts, the operand casts of the linear layers (llmc/modes/tcast/gemm_tcast.cuh)
-// and the attention-site casts. After gpt2_allocate_activations. An empty plan attaches nothing: the
-// build then runs exactly the BF16 code paths.
-static inline void gpt2_attach_tcast(GPT2* m, const TcastPlan* plan) {
-    if (tcast_plan_empty(plan)) return;
-    const GPT2Config* c = &m->config;
-    const int rows = m->B * m->T, widest = c->padded_vocab_size > 4 * c->channels ? c->padded_vocab_size : 4 * c->channels;
-    m->tcast = (TcastRuntime*)malloc_check(sizeof(TcastRuntime));
-    tcast_runtime_init(m->tcast, plan, rows > widest ? rows : widest, widest, m->seed, m->params_memory);
-    m->gemm.tcast = m->tcast;
-    gemm_tcast_attach(&m->gemm, m->tcast, m->params.wte, rows, c->channels, c->padded_vocab_size);
-    attention_tcast_configure(plan->site_on[ATTN_SCORES] ? &plan->site[ATTN_SCORES] : NULL,
-                              plan->site_on[ATTN_PROBS] ? &plan->site[ATTN_PROBS] : NULL);
-}
-#endif
-
-// TensorCast: the step whose casts are issued next (the trainer's step counter: stochastic-rounding
-// seeds, doc/TCAST.md 5.3, so that a resumed run casts what the uninterrupted one did) and whether
-// they count --cast-stats (record). A no-op without a cast plan.
-static inline void gpt2_tcast_step(GPT2* m, int step, bool record) {
-#if defined(ENABLE_TCAST)
-    if (!m->tcast) return;
-    m->tcast->step = step;
-    TcastDeviceStats* st = record ? m->tcast->stats : NULL;
-    if (st) tcast_stats_begin(m->tcast, m->stream);
-    attention_tcast_stats(st ? st + ATTN_SCORES : NULL, st ? st + ATTN_PROBS : NULL);  // the forward's counting kernels
-#else
-    (void)m, (void)step, (void)record;
-#endif
-}
-
 static inline void gpt2_free(GPT2* m) {
     cudaCheck(cudaStreamSynchronize(m->stream));
     gemm_context_free(&m->gemm);
-#if defined(ENABLE_TCAST)
-    if (m->tcast) {
-        tcast_runtime_free(m->tcast);
-        free(m->tcast);
-        m->tcast = NULL;
+    if (m->casts) {
+        m->casts->destroy(m->casts);
+        m->casts = NULL;
     }
-#endif
     encoder_backward_workspace_destroy(&m->encoder_ws);
     cudaFree(m->params_memory);
     cudaFree(m->grads_memory);

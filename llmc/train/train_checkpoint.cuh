@@ -3,7 +3,8 @@
 // A checkpoint of step S in folder dir is model_<S>.bin (rank 0: the parameters exactly as trained,
 // llmc/model/checkpoint.h: bf16 version 5 in the BF16 build, fp32 version 3 otherwise), every rank's
 // state_<S>[_rank<r>].bin (AdamW moments, master weights, data-loader position, loss scale,
-// llmc/train/train_state.h) and, in the FP8 / TCFP-12 builds, lowp_<S>[_rank<r>].bin (the GEMM state).
+// llmc/train/train_state.h) and the mode's side file where it has one (Mode::state_kind: lowp_<S>[_rank<r>].bin,
+// the FP8 / TCFP-12 GEMM state).
 // Every file is written to <name>.tmp and renamed, so a crash never leaves a truncated one; -y 1
 // resumes from the newest complete checkpoint (the model file and every rank's state file, without
 // a pending -nk deletion: llmc/train/checkpoint_retention.h). Formats: doc/FORMATS.md.
@@ -21,9 +22,10 @@
 #include "llmc/train/outlier_detector.h"
 #include "llmc/train/checkpoint_retention.h"
 #include "llmc/model/model.cuh"
+#include "llmc/modes/mode.cuh"
 
 // The state file of `rank`: <kind>_<step>.bin for a single process, <kind>_<step>_rank<r>.bin otherwise
-// (kind "state": optimizer and loader state; "lowp": the FP8 / TCFP-12 GEMM state).
+// (kind "state": optimizer and loader state; a mode's Mode::state_kind: its side file).
 static inline void state_path(char* out, size_t n, const char* dir, int step, int rank, int nranks, const char* kind = "state") {
     if (nranks == 1) snprintf(out, n, "%s/%s_%08d.bin", dir, kind, step);
     else snprintf(out, n, "%s/%s_%08d_rank%d.bin", dir, kind, step, rank);
@@ -40,19 +42,16 @@ static inline void save_model_file(const char* dir, int step, const GPT2* m) {
     for (size_t i = 0; i < n; i++) params[i] = (float)px[i];
     free(px);
     snprintf(path, sizeof(path), "%s/model_%08d.bin", dir, step);
-#if defined(ENABLE_BF16)
-    const int version = CHECKPOINT_VERSION_BF16;  // the bf16 bits exactly
-#else
-    const int version = CHECKPOINT_VERSION_FP32;  // fp16 and fp32 values are exact in fp32
-#endif
+    // BF16: the bf16 bits exactly; fp16 and fp32 values are exact in fp32
+    const int version = kStorageBF16 ? CHECKPOINT_VERSION_BF16 : CHECKPOINT_VERSION_FP32;
     checkpoint_write_model(path, &m->config, params, version);
     free(params);
 }
 
-// Write model_<step>.bin (rank 0) and this rank's state file into dir; outlier: the -sl / -sg windows
-// and skipped updates (NULL: none).
-static inline void save_checkpoint(const char* dir, int step, GPT2* m, const DataLoader* loader, const char* numeric_config,
-                                   const OutlierState* outlier = NULL) {
+// Write model_<step>.bin (rank 0), this rank's state file and the mode's side file into dir; outlier: the
+// -sl / -sg windows and skipped updates (NULL: none).
+static inline void save_checkpoint(const char* dir, int step, GPT2* m, const Mode& mode, const DataLoader* loader,
+                                   const char* numeric_config, const OutlierState* outlier = NULL) {
     char path[4096];
     cudaCheck(cudaStreamSynchronize(m->stream));
     const int rank = m->mg ? m->mg->pg.rank : 0, nranks = m->mg ? m->mg->pg.nranks : 1;
@@ -84,13 +83,11 @@ static inline void save_checkpoint(const char* dir, int step, GPT2* m, const Dat
     train_state_write(path, &s, mh, vh, wh);
     free(mh); free(vh); free(wh);
     printf("wrote %s/model_%08d.bin and %s\n", dir, step, path);
-#if GEMM_LOWP
-    if (m->gemm.lowp) {  // error-feedback buffers, amax histories, current weight codes
-        state_path(path, sizeof(path), dir, step, rank, nranks, "lowp");
-        gemm_lowp_state_write(&m->gemm, path);
+    if (Mode::state_kind && mode.state_active(m)) {  // e.g. FP8 / TCFP-12: error feedback, amax histories, weight codes
+        state_path(path, sizeof(path), dir, step, rank, nranks, Mode::state_kind);
+        mode.state_write(m, path);
         printf("wrote %s\n", path);
     }
-#endif
 }
 
 // Newest complete checkpoint in dir (model_<step>.bin and the state file of every one of nranks ranks,
@@ -100,9 +97,9 @@ static inline int find_latest_checkpoint(const char* dir, int rank, int nranks) 
     return ckpt_find_latest(dir, nranks, 1);
 }
 
-// Restore optimizer state, master weights, loader position and loss scale from state_<step>.bin, and
-// into *outlier (when not NULL) the -sl / -sg windows (empty from a version 2 file).
-static inline void load_state(const char* dir, int step, GPT2* m, DataLoader* loader, OutlierState* outlier = NULL) {
+// Restore optimizer state, master weights, loader position and loss scale from state_<step>.bin, the
+// mode's side file, and into *outlier (when not NULL) the -sl / -sg windows (empty from a version 2 file).
+static inline void load_state(const char* dir, int step, GPT2* m, const Mode& mode, DataLoader* loader, OutlierState* outlier = NULL) {
     char path[4096];
     const int rank = m->mg ? m->mg->pg.rank : 0, nranks = m->mg ? m->mg->pg.nranks : 1;
     const int zero = m->mg ? m->mg->zero_stage : 0;
@@ -133,14 +130,9 @@ static inline void load_state(const char* dir, int step, GPT2* m, DataLoader* lo
     if (outlier) *outlier = s.outlier;
     free(mh); free(vh); free(wh);
     printf("resumed from %s (step %d): %s\n", path, step, s.numeric_config);
-#if GEMM_LOWP
-    if (m->gemm.lowp) {
-        state_path(path, sizeof(path), dir, step, rank, nranks, "lowp");
-        struct stat st;
-        if (stat(path, &st) != 0)
-            die("%s: missing: resuming a %s run needs the low-precision GEMM state written with the checkpoint", path, GEMM_LOWP_MODE_NAME);
-        gemm_lowp_state_read(&m->gemm, path, m->num_parameters);
+    if (Mode::state_kind && mode.state_active(m)) {
+        state_path(path, sizeof(path), dir, step, rank, nranks, Mode::state_kind);
+        mode.state_read(m, path);  // (dies naming the file when it is missing)
         printf("resumed %s\n", path);
     }
-#endif
 }

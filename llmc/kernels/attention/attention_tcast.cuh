@@ -566,23 +566,10 @@ __device__ __forceinline__ void attn_tc_cast_cols(float (&s)[WM][NS][4], bool ac
 static AttnTcastSite attn_tc_host[2];                     // mirror of attn_tc_site
 static TcastDeviceStats* attn_tc_stats_dev[2] = {NULL, NULL};
 
-// Start-up check of a cast plan (llmc/modes/tcast/tcast_config.h) for head size HS: stops with
-// `error: --cast attn_scores=NAME: why` when a site's datatype cannot run in the attention kernels.
-// No CUDA call (the trainer calls it while parsing flags).
-static inline void attention_tcast_check(const TcastPlan* plan, int HS) {
-    const int sites[2] = {ATTN_SCORES, ATTN_PROBS};
-    char why[256];
-    for (int k = 0; k < 2; k++) {
-        if (!plan->site_on[sites[k]]) continue;
-        if (!attention_tcast_supported(HS, &plan->site[sites[k]], why, sizeof(why)))
-            die("--cast %s=%s: %s", BOUNDARY_SITE_NAMES[sites[k]], plan->site[sites[k]].name, why);
-    }
-}
-
 // Set the attention casts for every later attention_forward / attention_backward: scores and probs
 // are the datatypes of the attn_scores / attn_probs sites, NULL = not cast (both NULL: the plain
 // BF16 kernels run). Stops with `error:` for a datatype the kernels cannot take (the head size is
-// checked at the first launch; attention_tcast_check checks everything before the GPU is touched).
+// checked at the first launch; tcast_attention_check (llmc/modes/tcast/mode.cuh) checks everything before the GPU is touched).
 // Synchronous (cudaMemcpyToSymbol): call once at start-up, not between kernels in flight.
 static inline void attention_tcast_configure(const TcastDataType* scores, const TcastDataType* probs) {
     const TcastDataType* dts[2] = {scores, probs};

@@ -65,7 +65,7 @@ static inline const floatX* tcast_gemm_weight(GemmContext* ctx, const floatX* we
     if (w->version[slot] != ctx->weight_version) {
         TcastRuntime* rt = s->rt;
         const int role = dim == 1 ? TCAST_ROLE_FWD : TCAST_ROLE_DGRAD;
-        tcast_cast(w->cast[slot], weight, OC, C, dim, rt->plan.op[TCAST_OP_W], tcast_seed(rt, weight - rt->params, TCAST_OP_W + 16, role),
+        tcast_cast(w->cast[slot], weight, OC, C, dim, rt->plan.op[TCAST_OP_W], tcast_seed(rt, weight - rt->casts.params, TCAST_OP_W + 16, role),
                    tcast_stats_slot(rt, NUM_BOUNDARY_SITES + TCAST_OP_W), &rt->cast_ctx, ctx->stream);
         w->version[slot] = ctx->weight_version;
     }
@@ -78,7 +78,7 @@ static inline const floatX* tcast_gemm_operand(GemmContext* ctx, int op, const f
                                                int dim, const floatX* weight, int role) {
     TcastRuntime* rt = tcast_gemm_state(ctx)->rt;
     if (!rt->plan.op_on[op]) return t;
-    tcast_cast(scratch, t, N, cols, dim, rt->plan.op[op], tcast_seed(rt, weight - rt->params, op + 16, role),
+    tcast_cast(scratch, t, N, cols, dim, rt->plan.op[op], tcast_seed(rt, weight - rt->casts.params, op + 16, role),
                tcast_stats_slot(rt, NUM_BOUNDARY_SITES + op), &rt->cast_ctx, ctx->stream);
     return scratch;
 }

@@ -1,14 +1,16 @@
 // tcast_runtime.cuh - the TensorCast build's run-time cast state (doc/TCAST.md section 5): the plan
-// in force (llmc/modes/tcast/tcast_config.h), the cast kernels' workspace, the stochastic-rounding seeds and the
-// --cast-stats counters. llmc/kernels/boundary.cuh applies the site casts with it, llmc/modes/tcast/gemm_tcast.cuh the
-// linear-layer operand casts, llmc/kernels/attention/attention.cuh the attention-site casts (configured from it once).
-// Only the TCAST=1 build includes this file.
+// in force (llmc/modes/tcast/tcast_config.h), the cast kernels' workspace, the stochastic-rounding seeds
+// and the --cast-stats counters. It is the model's BoundaryCasts (llmc/kernels/boundary.cuh), through which
+// the model and the GEMM front cast the stored site tensors; llmc/modes/tcast/gemm_tcast.cuh casts the
+// linear-layer operands with it, and the attention kernels take their seeds from it.
 #pragma once
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "llmc/core/cuda_common.cuh"
+#include "llmc/kernels/boundary.cuh"
 #include "llmc/modes/tcast/tcast_config.h"
 #include "llmc/kernels/tcast/tcast_stats.cuh"
 #include "llmc/kernels/tcast/tcast_cast.cuh"
@@ -20,13 +22,13 @@
 enum { TCAST_ROLE_SITE = 0, TCAST_ROLE_FWD = 1, TCAST_ROLE_DGRAD = 2, TCAST_ROLE_WGRAD = 3, TCAST_ROLE_ATTN = 4 };
 
 struct TcastRuntime {
+    BoundaryCasts casts;          // first member: the model's BoundaryCasts pointer is this runtime
     TcastPlan plan;
     TcastCastContext cast_ctx;    // scratch of the per-tensor / channel reductions
     TcastDeviceStats* stats;      // device, TCAST_STAT_SLOTS counters (allocated when plan.stats > 0)
     int recording;                // 1 while the current step counts --cast-stats
     unsigned long long seed;      // the run's seed
     int step;                     // optimizer step of the casts being issued (seeds)
-    const floatX* params;         // parameter base: a weight's offset identifies its layer in seeds
 };
 
 // The seed of one cast: the run's seed mixed with the step, a tensor id (a layer index, or a weight's
@@ -43,28 +45,44 @@ static inline TcastDeviceStats* tcast_stats_slot(const TcastRuntime* rt, int slo
     return rt->recording ? rt->stats + slot : NULL;
 }
 
-// Set up for a model whose largest cast tensor is max_rows x max_cols (the workspace of the reductions).
-static inline void tcast_runtime_init(TcastRuntime* rt, const TcastPlan* plan, int max_rows, int max_cols,
-                                      unsigned long long seed, const floatX* params) {
-    memset(rt, 0, sizeof(*rt));
-    rt->plan = *plan;
-    rt->seed = seed;
-    rt->params = params;
-    tcast_cast_context_init(&rt->cast_ctx, max_rows, max_cols);
-    if (plan->stats > 0) cudaCheck(cudaMalloc(&rt->stats, TCAST_STAT_SLOTS * sizeof(TcastDeviceStats)));
-}
-
-static inline void tcast_runtime_free(TcastRuntime* rt) {
-    tcast_cast_context_free(&rt->cast_ctx);
-    if (rt->stats) cudaCheck(cudaFree(rt->stats));
-    rt->stats = NULL;
-}
-
 // Cast the stored (rows, cols) tensor x of `site` in place along its channel dimension (its rows).
 static inline void tcast_site_cast(TcastRuntime* rt, BoundarySite site, unsigned long long id, floatX* x, size_t rows, size_t cols,
                                    cudaStream_t stream) {
     tcast_cast(x, x, (int)rows, (int)cols, 1, rt->plan.site[site], tcast_seed(rt, id, (int)site, TCAST_ROLE_SITE),
                tcast_stats_slot(rt, site), &rt->cast_ctx, stream);
+}
+
+// The BoundaryCasts functions of a TcastRuntime (bc is its first member).
+static void tcast_boundary_cast(BoundaryCasts* bc, BoundarySite site, unsigned long long id, floatX* x, size_t rows, size_t cols,
+                                cudaStream_t stream) {
+    tcast_site_cast((TcastRuntime*)bc, site, id, x, rows, cols, stream);
+}
+static unsigned long long tcast_boundary_attention_seed(const BoundaryCasts* bc, unsigned long long id) {
+    return tcast_seed((const TcastRuntime*)bc, id, (int)ATTN_SCORES, TCAST_ROLE_ATTN);
+}
+static void tcast_boundary_destroy(BoundaryCasts* bc) {
+    TcastRuntime* rt = (TcastRuntime*)bc;
+    tcast_cast_context_free(&rt->cast_ctx);
+    if (rt->stats) cudaCheck(cudaFree(rt->stats));
+    free(rt);
+}
+
+// A runtime (heap; its casts.destroy frees it) for a model whose largest cast tensor is max_rows x max_cols
+// (the workspace of the reductions), the run's seed and the parameter base (weight ids in seeds).
+static inline TcastRuntime* tcast_runtime_create(const TcastPlan* plan, int max_rows, int max_cols, unsigned long long seed,
+                                                 const floatX* params) {
+    TcastRuntime* rt = (TcastRuntime*)malloc_check(sizeof(TcastRuntime));
+    memset(rt, 0, sizeof(*rt));
+    rt->plan = *plan;
+    rt->seed = seed;
+    for (int i = 0; i < NUM_BOUNDARY_SITES; i++) rt->casts.site_on[i] = plan->site_on[i];
+    rt->casts.params = params;
+    rt->casts.cast = tcast_boundary_cast;
+    rt->casts.attention_seed = tcast_boundary_attention_seed;
+    rt->casts.destroy = tcast_boundary_destroy;
+    tcast_cast_context_init(&rt->cast_ctx, max_rows, max_cols);
+    if (plan->stats > 0) cudaCheck(cudaMalloc(&rt->stats, TCAST_STAT_SLOTS * sizeof(TcastDeviceStats)));
+    return rt;
 }
 
 // --cast-stats: zero the counters before a recorded step (stream-ordered).

@@ -1,0 +1,13 @@
+// boundary_identity.cuh - the per-value boundary hook of the modes that leave stored values alone (plain,
+// FP8 / TCFP-12, TensorCast, whose casts act on whole tensors): ModeBoundary for their traits.cuh.
+#pragma once
+
+#include "llmc/core/boundary_sites.h"
+
+// The per-value boundary hook (llmc/kernels/boundary.cuh): the identity.
+struct ModeBoundary {
+    static constexpr bool kIdentity = true;
+    template <BoundarySite Site, bool Count>
+    __device__ __forceinline__ static float value(float v) { return v; }
+    static bool stats_active() { return false; }
+};

@@ -1,0 +1,74 @@
+// mode.cuh (FP8 / TCFP-12 module, FP8=1 or TCFP12=1; doc/TCFP12.md) - the trainer's hooks
+// (llmc/modes/mode_defaults.cuh): the --fp8-* knobs (and in the TCFP12=1 build the --tcfp-* ones), the
+// low-precision GEMM backend put behind every linear layer (llmc/modes/lowp/gemm_lowp.cuh) once the
+// parameters exist, its knobs printed at start-up, and its state (error feedback, amax histories, current
+// weight codes) in lowp_<step>[_rank<r>].bin beside every state file (llmc/modes/lowp/lowp_state.cuh).
+#pragma once
+
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "llmc/modes/mode_defaults.cuh"
+#include "llmc/modes/lowp/gemm_lowp.cuh"
+#include "llmc/modes/lowp/lowp_state.cuh"
+
+// The knobs' defaults: per-tensor current scaling, fp32-exact accumulation, FP8 wgrad, LM head in BF16,
+// no warm-up, the GELU / GELU' producers on (all 0 but producers).
+static inline LowpOptions lowp_default_options() {
+    LowpOptions o = {};
+    o.producers = 1;
+    return o;
+}
+
+// Put the backend with options opt behind the model's linear layers (after gpt2_allocate_parameters and
+// gpt2_attach_multi_gpu): the TCFP-12 split reads the fp32 master weights when the run keeps them whole.
+// allow_fallback: on a GPU without FP8 tensor cores run BF16 GEMMs instead of dying.
+static inline void lowp_attach_model(GPT2* m, const LowpOptions* opt, int allow_fallback) {
+    gemm_lowp_attach(&m->gemm, opt, allow_fallback, m->seed);
+    gemm_lowp_set_model(&m->gemm, m->params_memory, m->state_elems == m->num_parameters ? m->master_weights : NULL, m->params.wte);
+}
+
+struct Mode : ModeDefaults {
+    LowpOptions opt = lowp_default_options();
+    int fallback = 0;  // --fp8-fallback
+
+    // The FP8 knobs, then (TCFP12=1 build only) the TCFP-12 ones.
+    int flags(CliFlag* out) {
+        const CliFlag f[] = {
+            {"--fp8-delayed", CLI_INT, &opt.delayed, "FP8 scales from the max amax of the last N uses (delayed scaling); 0 = current", 0, 4096, NULL},
+            {"--fp8-fast-accum", CLI_INT, &opt.fast_accum, "cuBLASLt fast accumulation: 0 none, 1 every FP8 GEMM, 2 forward only (Transformer Engine's, torchao's recipe)", 0, 2, NULL},
+            {"--fp8-hp-wgrad", CLI_INT, &opt.hp_wgrad, "1 = weight gradients in BF16 instead of FP8", 0, 1, NULL},
+            {"--fp8-warmup", CLI_INT, &opt.warmup, "optimizer steps with BF16 GEMMs before FP8 starts", 0, INT_MAX, NULL},
+            {"--fp8-lm-head", CLI_INT, &opt.lm_head, "1 = the LM head in FP8 too", 0, 1, NULL},
+            {"--fp8-producers", CLI_INT, &opt.producers, "1 = GELU / GELU' quantized in their own pass (speculative current scaling); 0 = separate passes", 0, 1, NULL},
+            {"--fp8-fallback", CLI_INT, &fallback, "1 = on a GPU without FP8 tensor cores run BF16 GEMMs instead of failing", 0, 1, NULL},
+            {"--tcfp-block", CLI_INT, &opt.block, "TCFP-12 scales: 0 per tensor; 32, 64, 128 = bxb weight tiles, 1xb activation blocks (32, 64: slow chunked GEMMs)", 0, 0, "32|64|128"},
+            {"--tcfp-ef", CLI_INT, &opt.error_feedback, "1 = error feedback of the weight split across steps", 0, 1, NULL},
+            {"--tcfp-srr", CLI_INT, &opt.srr, "1 = stochastic rounding of the residual W_lo (instead of error feedback)", 0, 1, NULL},
+            {"--tcfp-abd", CLI_INT, &opt.abd, "1 = asymmetric backward: dgrad with W_hi only", 0, 1, NULL},
+        };
+        constexpr int kFP8Flags = 7, kAll = (int)(sizeof(f) / sizeof(f[0]));
+        static_assert(kAll <= kMaxFlags, "kMaxFlags");
+        const int n = kLowpTCFP12 ? kAll : kFP8Flags;
+        for (int i = 0; i < n; i++) out[i] = f[i];
+        return n;
+    }
+    void validate() const { gemm_lowp_options_validate(&opt, fallback); }
+    void attach_parameters(GPT2* m) { lowp_attach_model(m, &opt, fallback); }
+    void print_config(const GPT2* m) const {
+        char desc[256];
+        gemm_lowp_describe(&m->gemm, desc, sizeof(desc));
+        printf("%s options: %s\n", GEMM_LOWP_MODE_NAME, desc);
+    }
+
+    static constexpr const char* state_kind = "lowp";
+    bool state_active(const GPT2* m) const { return m->gemm.lowp != NULL; }
+    void state_write(GPT2* m, const char* path) const { gemm_lowp_state_write(&m->gemm, path); }
+    void state_read(GPT2* m, const char* path) const {
+        struct stat st;
+        if (stat(path, &st) != 0)
+            die("%s: missing: resuming a %s run needs the low-precision GEMM state written with the checkpoint", path, GEMM_LOWP_MODE_NAME);
+        gemm_lowp_state_read(&m->gemm, path, m->num_parameters);
+    }
+};
