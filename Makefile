@@ -173,12 +173,12 @@ $(BUILD)/cpu/%: %.c train_gpt2.c $(CPU_DEPS)
 train_gpt2 test_gpt2: %: $(BUILD)/cpu/%
 	cp $< $@
 
-# Host unit tests: one binary per dev/test/test_*.c
+# Host unit tests: one binary per dev/test/test_*.c (-pthread: test_watchdog runs the watchdog on a thread)
 HOST_TEST_SRCS := $(wildcard dev/test/test_*.c)
 HOST_TEST_BINS := $(patsubst dev/test/%.c,$(BUILD)/tests/%,$(HOST_TEST_SRCS))
 $(BUILD)/tests/%: dev/test/%.c dev/test/test_harness.h $(CPU_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_CPU) -I. $< -lm -o $@
+	$(CC) $(CFLAGS_CPU) -pthread -I. $< -lm -o $@
 
 # Host-side TensorCast cast tool (llmc/numerics/tcast.h on float32 files), which the Python reference
 # tests (dev/test/test_tcast_reference.py) drive to compare the C casts with dev/reference/tcast_ref.py.
