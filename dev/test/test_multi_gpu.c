@@ -3,14 +3,19 @@
  *   - llmc/dist/zero.h: slices cover the flat parameter buffer exactly once, buckets are layers then
  *     globals, shard offsets are compact, and non-divisible shapes are refused with a message;
  *   - llmc/dist/rendezvous.h: rank discovery from flags and launcher variables, method selection, and
- *     the tcp and fs broadcasts between real forked processes (3 ranks), plus their errors;
+ *     the tcp and fs broadcasts between real forked processes (3 ranks), plus their errors; a rank
+ *     that never connects, a client that vanishes, a rank 0 that hangs or closes: each ends within -pt;
  *   - llmc/train/train_state.h: sharded (ZeRO-1) state files round-trip, and damaged ones are refused.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dev/test/test_harness.h"
@@ -145,6 +150,98 @@ static void die_fs_timeout(void* ctx) {
     rendezvous_broadcast(&g, blob, sizeof(blob));
 }
 
+// ---- rendezvous with a rank that died or never came: every wait ends within -pt, naming the rank
+
+static int test_port(int k) { return 20000 + (int)((getpid() * 7 + k * 131) % 20000); }
+
+// A listening socket on 127.0.0.1:port (the kernel completes connections to it without accept).
+static int listen_on(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr*)&a, sizeof(a)) != 0 || listen(fd, 4) != 0) return -1;
+    return fd;
+}
+
+static void rank_broadcast(int rank, int nranks, int port, int timeout_s) {
+    char server[64];
+    snprintf(server, sizeof(server), "127.0.0.1:%d", port);
+    ProcessGroup g;
+    rendezvous_init(&g, RDV_TCP, nranks, rank, -1, server, NULL, timeout_s);
+    char blob[16] = "the nccl id";
+    rendezvous_broadcast(&g, blob, sizeof(blob));
+}
+
+static void die_tcp_nobody_connects(void* ctx) {  // rank 0 alone: the accept used to wait forever
+    (void)ctx;
+    rank_broadcast(0, 2, test_port(1), 1);
+}
+
+static void die_tcp_one_missing(void* ctx) {  // ranks 0 and 1 of 3 meet, rank 2 never comes
+    (void)ctx;
+    const int port = test_port(2);
+    if (fork() == 0) {
+        usleep(100000);
+        rank_broadcast(1, 3, port, 5);
+        _exit(0);
+    }
+    rank_broadcast(0, 3, port, 2);
+}
+
+static void die_tcp_client_vanishes(void* ctx) {  // something connects to rank 0 and closes without a word
+    (void)ctx;
+    const int port = test_port(3);
+    if (fork() == 0) {
+        usleep(100000);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof(a));
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t)port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd, (struct sockaddr*)&a, sizeof(a)) == 0) close(fd);
+        _exit(0);
+    }
+    rank_broadcast(0, 2, port, 2);
+}
+
+static void die_tcp_server_silent(void* ctx) {  // rank 0 accepted (backlog) but never answers: hung or stopped
+    (void)ctx;
+    const int port = test_port(4);
+    if (listen_on(port) < 0) return;
+    rank_broadcast(1, 2, port, 1);
+}
+
+static void die_tcp_server_closes(void* ctx) {  // rank 0 accepts, then dies before sending the id
+    (void)ctx;
+    const int port = test_port(5);
+    int fd = listen_on(port);
+    if (fd < 0) return;
+    if (fork() == 0) {
+        int c = accept(fd, NULL, NULL);
+        close(c);
+        _exit(0);
+    }
+    close(fd);
+    rank_broadcast(1, 2, port, 5);
+}
+
+static void test_lost_ranks(void) {
+    time_t t0 = time(NULL);
+    EXPECT_DIES(die_tcp_nobody_connects, NULL, "-pi tcp: rank 0: rank 1 did not connect", "within 1 s");
+    EXPECT_DIES(die_tcp_one_missing, NULL, "-pi tcp: rank 0: rank 2 did not connect", "within 2 s", "a rank died");
+    EXPECT_DIES(die_tcp_client_vanishes, NULL, "-pi tcp: rank 0: rank 1 did not connect", "within 2 s");
+    EXPECT_DIES(die_tcp_server_silent, NULL, "-pi tcp: rank 1", "accepted but sent no id within 1 s");
+    EXPECT_DIES(die_tcp_server_closes, NULL, "-pi tcp: rank 1", "sent no id before closing the connection");
+    const long took = (long)(time(NULL) - t0);
+    CHECK(took <= 12, "the five lost-rank cases took %ld s (timeouts 1, 2, 2, 1 s and an immediate close)", took);
+}
+
 // Fork nranks processes that each run the broadcast; every child checks it received rank 0's blob
 // and exits 0 on success. Returns the number of children that failed.
 static int run_group(RendezvousMethod method, int nranks, const char* server, const char* folder) {
@@ -253,6 +350,7 @@ int main(void) {
     test_zero_refuses();
     test_discovery();
     test_broadcasts();
+    test_lost_ranks();
     test_state_shards();
     test_state_damage();
     rmdir(tmp_path("rdv"));

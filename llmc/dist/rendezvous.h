@@ -8,7 +8,7 @@
  *   mpi  the processes were started by mpirun and the trainer was built with MPI (USE_MPI): rank and
  *        size from MPI_COMM_WORLD, local rank from MPI_COMM_TYPE_SHARED, the id by MPI_Bcast.
  *   tcp  rank 0 listens on -ps HOST:PORT (default 127.0.0.1:29500) and sends the id to each rank
- *        that connects; the others connect, retrying until -pt seconds have passed.
+ *        that connects and names itself; the others connect, retrying until -pt seconds have passed.
  *   fs   rank 0 writes the id into the shared folder -pf DIR (temp file, then rename), the others
  *        poll for it, then leave an acknowledgement file; rank 0 removes the id file once every rank
  *        has acknowledged, so no stale id survives a successful start. A reader accepts only an id
@@ -22,7 +22,9 @@
  * binary, and a single-GPU build or run never needs MPI.
  *
  * Errors (bad flags, a port that cannot be bound, a timeout, a short read) end the process with a
- * message that names the method, the rank and the cause.
+ * message that names the method, the rank and the cause. No wait is unbounded: a rank that dies
+ * before or during the rendezvous ends the others within -pt seconds (rank 0 names the ranks that
+ * never connected or acknowledged); after it, the NCCL watchdog (-pw, llmc/dist/watchdog.h) takes over.
  */
 #ifndef LLMC_RENDEZVOUS_H
 #define LLMC_RENDEZVOUS_H
@@ -32,12 +34,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -199,12 +203,28 @@ static inline void rdv_sleep_ms_(int ms) {
     nanosleep(&ts, NULL);
 }
 
-// tcp: rank 0 serves blob to nranks-1 connections; every other rank receives it.
+// Bound every send / recv (and connect) on fd to `seconds` (at least 1 s), so that a peer that
+// stops answering cannot block the rendezvous beyond -pt.
+static inline void rdv_set_timeouts_(int fd, double seconds) {
+    if (seconds < 1.0) seconds = 1.0;
+    struct timeval tv;
+    tv.tv_sec = (time_t)seconds;
+    tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+// tcp: rank 0 serves blob to nranks-1 connections; every other rank receives it. A client first
+// sends {magic, its rank}, so that rank 0 can name the ranks that never came; rank 0 waits for them
+// at most -pt seconds in all (poll on the listening socket: a rank that died before connecting no
+// longer blocks it in accept), and each client gives up after -pt seconds too, also when rank 0
+// accepted but then died or stopped answering.
 static inline void rdv_tcp_broadcast_(const ProcessGroup* g, void* blob, size_t n) {
     char host[256];
     int port;
     rdv_parse_server_(g->server, host, sizeof(host), &port);
     const uint32_t magic = 0x4C4C4D43u;  // guards against talking to an unrelated server on the port
+    const double t0 = rdv_now_();
     if (g->rank == 0) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (fd < 0) die("-pi tcp: rank 0: socket: %s", strerror(errno));
@@ -217,13 +237,52 @@ static inline void rdv_tcp_broadcast_(const ProcessGroup* g, void* blob, size_t 
         addr.sin_addr.s_addr = htonl(INADDR_ANY);
         if (bind(fd, (struct sockaddr*)&addr, sizeof(addr)) != 0) die("-pi tcp: rank 0: cannot bind port %d: %s", port, strerror(errno));
         if (listen(fd, g->nranks) != 0) die("-pi tcp: rank 0: listen: %s", strerror(errno));
-        for (int served = 1; served < g->nranks; served++) {
+        unsigned char* seen = (unsigned char*)calloc_check((size_t)g->nranks, 1);
+        for (int served = 1; served < g->nranks;) {
+            const double left = g->timeout_s - (rdv_now_() - t0);
+            if (left <= 0) {
+                char missing[160] = "";
+                int shown = 0, count = 0;
+                for (int r = 1; r < g->nranks; r++) {
+                    if (seen[r]) continue;
+                    count++;
+                    if (shown < 8) {
+                        size_t len = strlen(missing);
+                        snprintf(missing + len, sizeof(missing) - len, "%s%d", shown ? ", " : "", r);
+                        shown++;
+                    }
+                }
+                die("-pi tcp: rank 0: rank%s %s%s did not connect to port %d within %d s (-pt; a rank died, was not started, "
+                    "or cannot reach this host)", count > 1 ? "s" : "", missing, count > shown ? ", ..." : "", port, g->timeout_s);
+            }
+            struct pollfd pfd;
+            pfd.fd = fd;
+            pfd.events = POLLIN;
+            pfd.revents = 0;
+            const int k = poll(&pfd, 1, (int)(left * 1000.0) + 1);
+            if (k < 0 && errno != EINTR) die("-pi tcp: rank 0: poll: %s", strerror(errno));
+            if (k <= 0) continue;
             int c = accept(fd, NULL, NULL);
-            if (c < 0) { if (errno == EINTR) { served--; continue; } die("-pi tcp: rank 0: accept: %s", strerror(errno)); }
-            if (rdv_send_all_(c, &magic, sizeof(magic)) != 0 || rdv_send_all_(c, blob, n) != 0)
-                die("-pi tcp: rank 0: sending the id failed: %s", strerror(errno));
+            if (c < 0) {
+                if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
+                die("-pi tcp: rank 0: accept: %s", strerror(errno));
+            }
+            rdv_set_timeouts_(c, 5.0);  // a client sends its hello right after connecting
+            uint32_t hello[2] = {0, 0};  // {magic, rank}; anything else (a port scanner, a dead client) is dropped
+            if (rdv_recv_all_(c, hello, sizeof(hello)) != 0 || hello[0] != magic || hello[1] == 0 || hello[1] >= (uint32_t)g->nranks ||
+                seen[hello[1]]) {
+                close(c);
+                continue;
+            }
+            if (rdv_send_all_(c, &magic, sizeof(magic)) != 0 || rdv_send_all_(c, blob, n) != 0) {  // it died meanwhile
+                close(c);
+                continue;
+            }
             close(c);
+            seen[hello[1]] = 1;
+            served++;
         }
+        free(seen);
         close(fd);
         return;
     }
@@ -235,20 +294,33 @@ static inline void rdv_tcp_broadcast_(const ProcessGroup* g, void* blob, size_t 
     snprintf(port_s, sizeof(port_s), "%d", port);
     int rc = getaddrinfo(host, port_s, &hints, &res);
     if (rc != 0) die("-ps %s: cannot resolve %s: %s", g->server, host, gai_strerror(rc));
-    const double t0 = rdv_now_();
     for (;;) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (fd < 0) die("-pi tcp: rank %d: socket: %s", g->rank, strerror(errno));
+        const double left = g->timeout_s - (rdv_now_() - t0);
+        rdv_set_timeouts_(fd, left < 5.0 ? left : 5.0);  // a connect to a silent host returns within 5 s
         if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+            rdv_set_timeouts_(fd, left);
+            const uint32_t hello[2] = {magic, (uint32_t)g->rank};
             uint32_t m = 0;
-            if (rdv_recv_all_(fd, &m, sizeof(m)) != 0 || m != magic || rdv_recv_all_(fd, blob, n) != 0)
+            errno = 0;  // (a closed connection sets none)
+            if (rdv_send_all_(fd, hello, sizeof(hello)) != 0 || rdv_recv_all_(fd, &m, sizeof(m)) != 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    die("-pi tcp: rank %d: %s accepted but sent no id within %d s (-pt; rank 0 hangs, or another program is on that "
+                        "port)", g->rank, g->server, g->timeout_s);
+                die("-pi tcp: rank %d: %s accepted but sent no id before closing the connection (rank 0 died, or another program "
+                    "is on that port)", g->rank, g->server);
+            }
+            if (m != magic || rdv_recv_all_(fd, blob, n) != 0)
                 die("-pi tcp: rank %d: %s did not send a valid id (another program on that port?)", g->rank, g->server);
             close(fd);
             freeaddrinfo(res);
             return;
         }
         close(fd);
-        if (rdv_now_() - t0 > g->timeout_s) die("-pi tcp: rank %d: no rank 0 at %s after %d s", g->rank, g->server, g->timeout_s);
+        if (rdv_now_() - t0 > g->timeout_s)
+            die("-pi tcp: rank %d: no rank 0 at %s after %d s (-pt; rank 0 died, was not started, or cannot be reached)", g->rank,
+                g->server, g->timeout_s);
         rdv_sleep_ms_(100);
     }
 }
@@ -269,7 +341,9 @@ static inline void rdv_fs_broadcast_(const ProcessGroup* g, void* blob, size_t n
         for (int r = 1; r < g->nranks; r++) {
             snprintf(ack, sizeof(ack), "%s/llmc_rendezvous_ack_%d", g->folder, r);
             while (stat(ack, &st) != 0) {
-                if (rdv_now_() - t0 > g->timeout_s) die("-pi fs: rank 0: rank %d did not acknowledge %s within %d s", r, path, g->timeout_s);
+                if (rdv_now_() - t0 > g->timeout_s)
+                    die("-pi fs: rank 0: rank %d did not acknowledge %s within %d s (-pt; a rank died, was not started, or does not "
+                        "see this folder)", r, path, g->timeout_s);
                 rdv_sleep_ms_(50);
             }
             remove(ack);
@@ -284,7 +358,9 @@ static inline void rdv_fs_broadcast_(const ProcessGroup* g, void* blob, size_t n
             if (f) fclose(f);
             if (got == n) break;
         }
-        if (rdv_now_() - t0 > g->timeout_s) die("-pi fs: rank %d: no id file %s from rank 0 within %d s", g->rank, path, g->timeout_s);
+        if (rdv_now_() - t0 > g->timeout_s)
+            die("-pi fs: rank %d: no id file %s from rank 0 within %d s (-pt; rank 0 died, was not started, or does not see "
+                "this folder)", g->rank, path, g->timeout_s);
         rdv_sleep_ms_(50);
     }
     snprintf(ack, sizeof(ack), "%s/llmc_rendezvous_ack_%d", g->folder, g->rank);
