@@ -177,7 +177,17 @@ static void trainer_parse(Trainer* t, int argc, char** argv) {
     t->mode.check_model(spec, tc.B, tc.T);
 }
 
-// Every rank waits until all have arrived (a no-op on one GPU).
+// The NCCL watchdog's hook (llmc/dist/multi_gpu.cuh; it may run on the watchdog thread): the newest
+// complete checkpoint in -o that -y 1 would resume from, as its model file, or "none".
+static void trainer_last_checkpoint(void* ctx, char* out, size_t n) {
+    const Trainer* t = (const Trainer*)ctx;
+    const int step = t->tc.out_dir ? ckpt_find_latest(t->tc.out_dir, t->pg.nranks, 1) : -1;
+    if (step < 0) snprintf(out, n, "none");
+    else snprintf(out, n, "%s/model_%08d.bin", t->tc.out_dir, step);
+}
+
+// Every rank waits until all have arrived (a no-op on one GPU; a rank that never arrives ends the
+// run through the NCCL watchdog, -pw).
 static void trainer_barrier(Trainer* t) {
     float x = 0.0f;
     multi_gpu_allreduce_host(&t->mg, &x, 1, 0, t->model.stream);
@@ -289,7 +299,8 @@ static void trainer_setup(Trainer* t) {
         gpt2_init_params(host_params, &config, (uint64_t)tc.seed);
     }
     if (tc.T > config.max_seq_len) die("-t: T=%d exceeds the model's maxT=%d", tc.T, config.max_seq_len);
-    multi_gpu_init(&t->mg, &t->pg, &config, t->mgo.zero_stage, t->mgo.wire_fp32);
+    const MultiGpuWatch watch = {t->mgo.watchdog_s, trainer_last_checkpoint, t};  // -pw: the NCCL watchdog
+    multi_gpu_init(&t->mg, &t->pg, &config, t->mgo.zero_stage, t->mgo.wire_fp32, &watch);
     int device = 0;
     cudaCheck(cudaGetDevice(&device));
     cudaCheck(cudaGetDeviceProperties(&t->prop, device));

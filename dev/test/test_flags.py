@@ -88,6 +88,7 @@ BAD = {
     "-ps": ["nohost", "host:0", "host:65536", ":29500"],
     "-pf": ["/nonexistent/folder", "<a_file>"],
     "-pt": ["0", "-1", "86401"],
+    "-pw": ["-1", "86401"],
     # FP8 / TCFP-12 (llmc/modes/lowp/gemm_lowp.cuh)
     "--fp8-delayed": ["-1", "4097"],
     "--fp8-fast-accum": ["3", "-1"],

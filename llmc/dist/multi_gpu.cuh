@@ -20,22 +20,49 @@
 // fp32 buffer first; AdamW then reads the fp32 sums). reduced_precision_training.md in the seeds
 // discusses the trade-off; doc/benchmarks.md has the measured cost.
 //
+// A lost rank never hangs the run (llmc/dist/watchdog.h has the logic and its reasons). The
+// communicator is non-blocking (ncclConfig_t blocking = 0): no NCCL call waits on the other ranks, so
+// nothing can keep the process from calling ncclCommAbort; a call that answers ncclInProgress
+// (creation, the connection set-up of a first collective, finalization) is waited out by polling
+// ncclCommGetAsyncError. Every collective is announced to the watchdog and followed by a CUDA event
+// recorded on its stream (cudaEventRecord: no synchronization, the hot path stays as it was); a
+// watchdog thread polls the oldest outstanding event and ncclCommGetAsyncError every 0.1 s. After -pw
+// seconds with a collective outstanding and none completing (or at once on an NCCL error) it parks
+// the training thread (a signal whose handler never returns: whatever it was waiting for, it must not
+// go on with the partial sums an aborted collective leaves, e.g. into a checkpoint), prints
+//   error: rank R: no progress from the other ranks for N s (a rank died or the network failed); last complete checkpoint: <file>
+// calls ncclCommAbort (on a helper thread, given at most 10 s: it has hung in some NCCL versions) and
+// _exit(1)s. Thread rather than polling in the host waits: every wait of the trainer (stream syncs in
+// the model, the modes, the checkpoint copies) is covered without touching it. Needs NCCL >= 2.14
+// (ncclCommInitRankConfig, ncclCommFinalize, ncclInProgress; CI builds with 2.21).
+//
 // Builds without NCCL (NO_MULTI_GPU=1, or nccl.h missing) compile this file to a single-process
 // stub: multi_gpu_init dies if more than one process is asked for.
 #pragma once
 
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/core/cuda_utils.cuh"
 #include "llmc/core/precision.h"
 #include "llmc/dist/rendezvous.h"
+#include "llmc/dist/watchdog.h"
 #include "llmc/dist/zero.h"
 
 #ifdef MULTI_GPU
 #include <nccl.h>
-// Abort with file:line and NCCL's message when an NCCL call fails.
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "llmc/dist/multi_gpu.cuh needs NCCL >= 2.14 (non-blocking communicators); build with NO_MULTI_GPU=1 for one GPU"
+#endif
+// Abort with file:line and NCCL's message when an NCCL call that involves no communicator fails
+// (the communicator's calls go through mgNccl, below).
 #define ncclCheck(call)                                                                                     \
     do {                                                                                                    \
         ncclResult_t r_ = (call);                                                                           \
@@ -45,6 +72,14 @@
         }                                                                                                   \
     } while (0)
 #endif
+
+// What the watchdog needs from the trainer (llmc/dist knows no flags and no files).
+typedef void (*MultiGpuCheckpointFn)(void* ctx, char* out, size_t n);
+struct MultiGpuWatch {
+    int timeout_s;                          // -pw: seconds without progress of the other ranks before the run ends (0: never)
+    MultiGpuCheckpointFn last_checkpoint;   // writes the newest complete checkpoint's file (or "none") into out; NULL: "none"
+    void* ctx;
+};
 
 struct MultiGpu {
     ProcessGroup pg;
@@ -58,14 +93,213 @@ struct MultiGpu {
 #ifdef MULTI_GPU
     ncclComm_t comm;
 #endif
+    int comm_ready;      // 1 while comm is a valid handle (created, not destroyed): the watchdog may query / abort it
+    int device;          // this process's GPU (the watchdog thread's CUDA calls need it current)
+    MultiGpuWatch watch;
+    Watchdog wd;         // llmc/dist/watchdog.h (enabled only for several ranks and -pw > 0)
+    cudaEvent_t wd_events[WATCHDOG_SLOTS];  // the completion marker of the op in each watchdog slot
+    pthread_t wd_thread, trainer_thread;
+    int wd_running, wd_stop, wd_aborted;
 };
 
 // Whether this run spans several processes.
 static inline bool multi_gpu_active(const MultiGpu* mg) { return mg != NULL && mg->pg.nranks > 1; }
 
+#ifdef MULTI_GPU
+// ---- the watchdog's hooks (llmc/dist/watchdog.h) and the training thread's NCCL calls
+
+// Monotonic clock, seconds.
+static double mg_wd_now_(void*) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Sleep for s seconds (resumed after a signal).
+static void mg_wd_sleep_(void*, double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+// 1 when the op in slot is complete: the event recorded behind it has completed. Any answer of
+// cudaEventQuery but success counts as not complete: "not ready", or an error that the training
+// thread's own next CUDA call reports (cudaCheck).
+static int mg_wd_poll_(void* ctx, int slot) {
+    MultiGpu* mg = (MultiGpu*)ctx;
+    return cudaEventQuery(mg->wd_events[slot]) == cudaSuccess;
+}
+
+// NCCL's description of the last error, or "" (it may be empty, or belong to another thread).
+static const char* mg_nccl_last_error_(MultiGpu* mg) {
+    const char* last = __atomic_load_n(&mg->comm_ready, __ATOMIC_ACQUIRE) ? ncclGetLastError(mg->comm) : NULL;
+    return last ? last : "";
+}
+
+// 1 when the communicator reports an asynchronous error (a peer's connection closed, a network
+// error); its text into msg. ncclInProgress (creation, connection set-up) is no error.
+static int mg_wd_async_error_(void* ctx, char* msg, size_t n) {
+    MultiGpu* mg = (MultiGpu*)ctx;
+    if (!__atomic_load_n(&mg->comm_ready, __ATOMIC_ACQUIRE)) return 0;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(mg->comm, &state);
+    if (r != ncclSuccess) state = r;
+    if (state == ncclSuccess || state == ncclInProgress) return 0;
+    const char* last = mg_nccl_last_error_(mg);
+    snprintf(msg, n, "%s%s%s%s", ncclGetErrorString(state), *last ? " (" : "", last, *last ? ")" : "");
+    return 1;
+}
+
+// The trainer's hook: the newest complete checkpoint (default "none").
+static void mg_wd_last_checkpoint_(void* ctx, char* out, size_t n) {
+    MultiGpu* mg = (MultiGpu*)ctx;
+    if (mg->watch.last_checkpoint) mg->watch.last_checkpoint(mg->watch.ctx, out, n);
+}
+
+static volatile sig_atomic_t mg_parked_ = 0;
+// The signal that parks the training thread (a real-time one: MPI and CUDA use none of them).
+static int mg_park_signal_() { return SIGRTMIN + 3; }
+// Its handler: never returns (the watchdog is ending the process), so whatever the training thread
+// was waiting for, it never goes on with the data of an aborted collective.
+static void mg_park_handler_(int) {
+    mg_parked_ = 1;
+    for (;;) pause();
+}
+
+// Park the training thread and wait (at most 2 s) until it is parked.
+static void mg_wd_halt_(void* ctx) {
+    MultiGpu* mg = (MultiGpu*)ctx;
+    if (pthread_equal(pthread_self(), mg->trainer_thread)) return;
+    if (pthread_kill(mg->trainer_thread, mg_park_signal_()) != 0) return;
+    for (int i = 0; i < 2000 && !mg_parked_; i++) mg_wd_sleep_(NULL, 1e-3);
+}
+
+// Write a line to stderr with write(2) (the parked training thread may hold stdio's locks).
+static void mg_wd_report_(void*, const char* line) {
+    const char* parts[2] = {line, "\n"};
+    for (int k = 0; k < 2; k++)
+        for (size_t off = 0, len = strlen(parts[k]); off < len;) {
+            const ssize_t w = write(2, parts[k] + off, len - off);
+            if (w <= 0 && errno != EINTR) return;
+            if (w > 0) off += (size_t)w;
+        }
+}
+
+// ncclCommAbort on a helper thread: it stops the NCCL kernels and proxy threads and closes the
+// connections (the other ranks then see an error at once instead of their own timeout).
+static void* mg_abort_main_(void* p) {
+    MultiGpu* mg = (MultiGpu*)p;
+    if (cudaSetDevice(mg->device) == cudaSuccess) {
+        const ncclResult_t r = ncclCommAbort(mg->comm);
+        if (r != ncclSuccess) {
+            char note[256];
+            snprintf(note, sizeof(note), "note: rank %d: ncclCommAbort: %s", mg->pg.rank, ncclGetErrorString(r));
+            mg_wd_report_(NULL, note);
+        }
+    }
+    __atomic_store_n(&mg->wd_aborted, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+// Abort the communicator, waiting at most 10 s for ncclCommAbort (it has hung in some NCCL versions;
+// the process ends right after either way).
+static void mg_wd_abort_(void* ctx) {
+    MultiGpu* mg = (MultiGpu*)ctx;
+    if (!__atomic_load_n(&mg->comm_ready, __ATOMIC_ACQUIRE)) return;
+    pthread_t t;
+    if (pthread_create(&t, NULL, mg_abort_main_, mg) != 0) return;
+    pthread_detach(t);
+    for (int i = 0; i < 10000 && !__atomic_load_n(&mg->wd_aborted, __ATOMIC_ACQUIRE); i++) mg_wd_sleep_(NULL, 1e-3);
+    if (!__atomic_load_n(&mg->wd_aborted, __ATOMIC_ACQUIRE)) {
+        char note[128];
+        snprintf(note, sizeof(note), "note: rank %d: ncclCommAbort did not return within 10 s; exiting without it", mg->pg.rank);
+        mg_wd_report_(NULL, note);
+    }
+}
+
+// The watchdog thread: the training thread's GPU, then watchdog_run; a firing ends the process.
+static void* mg_watchdog_main_(void* p) {
+    MultiGpu* mg = (MultiGpu*)p;
+    const cudaError_t e = cudaSetDevice(mg->device);
+    if (e != cudaSuccess) {
+        char line[256];
+        snprintf(line, sizeof(line), "error: rank %d: the NCCL watchdog cannot use GPU %d: %s", mg->pg.rank, mg->device,
+                 cudaGetErrorString(e));
+        mg_wd_report_(NULL, line);
+        _exit(EXIT_FAILURE);
+    }
+    if (watchdog_run(&mg->wd, &mg->wd_stop)) _exit(EXIT_FAILURE);  // not exit(): the training thread is parked
+    return NULL;
+}
+
+// Set up the watchdog (before the communicator exists): hooks, one event per slot, and for -pw > 0
+// the park handler and the thread. -pw 0 (or watch NULL): nothing is tracked, no thread; an NCCL
+// error is still reported with the same line.
+static inline void mg_watchdog_start_(MultiGpu* mg, const MultiGpuWatch* watch) {
+    mg->watch = watch ? *watch : MultiGpuWatch{0, NULL, NULL};
+    mg->trainer_thread = pthread_self();
+    const WatchdogHooks hooks = {mg_wd_now_, mg_wd_sleep_, mg_wd_poll_, mg_wd_async_error_, mg_wd_last_checkpoint_,
+                                 mg_wd_halt_, mg_wd_report_, mg_wd_abort_, mg};
+    watchdog_init(&mg->wd, mg->pg.rank, mg->watch.timeout_s, &hooks);
+    for (int i = 0; i < WATCHDOG_SLOTS; i++) cudaCheck(cudaEventCreateWithFlags(&mg->wd_events[i], cudaEventDisableTiming));
+    if (!watchdog_enabled(&mg->wd)) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = mg_park_handler_;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(mg_park_signal_(), &sa, NULL) != 0) die("rank %d: NCCL watchdog: sigaction: %s", mg->pg.rank, strerror(errno));
+    const int rc = pthread_create(&mg->wd_thread, NULL, mg_watchdog_main_, mg);
+    if (rc != 0) die("rank %d: cannot start the NCCL watchdog thread: %s", mg->pg.rank, strerror(rc));
+    mg->wd_running = 1;
+}
+
+// Stop the watchdog thread (end of the run, before the communicator is destroyed).
+static inline void mg_watchdog_stop_(MultiGpu* mg) {
+    if (!mg->wd_running) return;
+    __atomic_store_n(&mg->wd_stop, 1, __ATOMIC_RELEASE);
+    const int rc = pthread_join(mg->wd_thread, NULL);
+    if (rc != 0) die("rank %d: cannot join the NCCL watchdog thread: %s", mg->pg.rank, strerror(rc));
+    mg->wd_running = 0;
+}
+
+// The training thread's NCCL calls on the communicator: r is the call's result. ncclInProgress (the
+// non-blocking communicator creating, connecting or finalizing) is waited out by polling
+// ncclCommGetAsyncError (the watchdog counts that time: the op was begun); any error is reported
+// with the watchdog's line (naming the call and NCCL's message), the communicator aborted and the
+// process ended with status 1.
+#define mgNccl(mg, call) mg_nccl_check_((mg), (call), #call, __FILE__, __LINE__)
+static inline void mg_nccl_check_(MultiGpu* mg, ncclResult_t r, const char* what, const char* file, int line) {
+    while (r == ncclInProgress) {
+        mg_wd_sleep_(NULL, 5e-5);
+        ncclResult_t state = ncclInProgress;
+        const ncclResult_t q = ncclCommGetAsyncError(mg->comm, &state);
+        r = q != ncclSuccess ? q : state;
+    }
+    if (r == ncclSuccess) return;
+    char msg[512];
+    const char* last = mg_nccl_last_error_(mg);
+    snprintf(msg, sizeof(msg), "%s at %s:%d: %s%s%s%s", what, file, line, ncclGetErrorString(r), *last ? " (" : "", last,
+             *last ? ")" : "");
+    fflush(stdout);
+    if (!watchdog_fail(&mg->wd, msg))
+        for (;;) pause();  // the watchdog thread fired first and is ending the process
+    _exit(EXIT_FAILURE);
+}
+
+// After an op's NCCL calls returned: record its completion marker on stream (no synchronization)
+// and hand it to the watchdog. slot -1 (watchdog off): nothing.
+static inline void mg_op_recorded_(MultiGpu* mg, int slot, cudaStream_t stream) {
+    if (slot < 0) return;
+    cudaCheck(cudaEventRecord(mg->wd_events[slot], stream));
+    watchdog_recorded(&mg->wd, slot);
+}
+#endif
+
 // Pick this process's GPU (local rank modulo the visible devices) and, for several processes, join
-// the NCCL communicator. Must run before any other CUDA allocation. Dies with a message on failure.
-static inline void multi_gpu_init(MultiGpu* mg, const ProcessGroup* pg, const GPT2Config* config, int zero_stage, int wire_fp32) {
+// the NCCL communicator (non-blocking) with its watchdog (watch: -pw and how to name the newest
+// checkpoint). Must run before any other CUDA allocation, on the training thread. Dies with a message
+// on failure; a creation the other ranks never complete ends the process through the watchdog.
+static inline void multi_gpu_init(MultiGpu* mg, const ProcessGroup* pg, const GPT2Config* config, int zero_stage, int wire_fp32,
+                                  const MultiGpuWatch* watch) {
     memset(mg, 0, sizeof(*mg));
     mg->pg = *pg;
     mg->zero_stage = zero_stage;
@@ -85,13 +319,22 @@ static inline void multi_gpu_init(MultiGpu* mg, const ProcessGroup* pg, const GP
     cudaCheck(cudaStreamCreateWithFlags(&mg->stream, cudaStreamNonBlocking));
     cudaCheck(cudaEventCreateWithFlags(&mg->event, cudaEventDisableTiming));
     cudaCheck(cudaMalloc(&mg->scalars, 64 * sizeof(float)));
+    cudaCheck(cudaGetDevice(&mg->device));
     if (pg->nranks == 1) return;
 #ifdef MULTI_GPU
     ncclUniqueId id;
     if (pg->rank == 0) ncclCheck(ncclGetUniqueId(&id));
     rendezvous_broadcast(pg, &id, sizeof(id));
-    ncclCheck(ncclCommInitRank(&mg->comm, pg->nranks, id, pg->rank));
+    mg_watchdog_start_(mg, watch);  // before the communicator: its creation waits on the other ranks too
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;  // no call waits on the other ranks: ncclCommAbort stays possible at any time
+    const int slot = watchdog_begin(&mg->wd);
+    const ncclResult_t r = ncclCommInitRankConfig(&mg->comm, pg->nranks, id, pg->rank, &cfg);
+    if (r == ncclSuccess || r == ncclInProgress) __atomic_store_n(&mg->comm_ready, 1, __ATOMIC_RELEASE);
+    mg_nccl_check_(mg, r, "ncclCommInitRankConfig", __FILE__, __LINE__);
+    watchdog_done(&mg->wd, slot);
 #else
+    (void)watch;
     die("%d processes: this binary was built without NCCL (make info; NO_MULTI_GPU=1 or nccl.h missing)", pg->nranks);
 #endif
 }
@@ -101,10 +344,21 @@ static inline void multi_gpu_alloc_wire(MultiGpu* mg, size_t num_parameters) {
     if (mg->wire_fp32 && multi_gpu_active(mg)) cudaCheck(cudaMalloc(&mg->grads_f32, num_parameters * sizeof(float)));
 }
 
+// End of the run: wait for the reductions, finalize the communicator (it may wait on the other ranks:
+// watched), stop the watchdog, destroy the communicator, free the buffers.
 static inline void multi_gpu_free(MultiGpu* mg) {
-    cudaCheck(cudaStreamSynchronize(mg->stream));
+    cudaCheck(cudaStreamSynchronize(mg->stream));  // (a reduction that never completes: the watchdog ends the process)
 #ifdef MULTI_GPU
-    if (mg->pg.nranks > 1) ncclCheck(ncclCommDestroy(mg->comm));
+    if (mg->pg.nranks > 1) {
+        const int slot = watchdog_begin(&mg->wd);
+        mgNccl(mg, ncclCommFinalize(mg->comm));
+        watchdog_done(&mg->wd, slot);
+        mg_watchdog_stop_(mg);
+        __atomic_store_n(&mg->comm_ready, 0, __ATOMIC_RELEASE);
+        ncclCheck(ncclCommDestroy(mg->comm));  // local once finalized
+        for (int i = 0; i < WATCHDOG_SLOTS; i++) cudaCheck(cudaEventDestroy(mg->wd_events[i]));
+        watchdog_destroy(&mg->wd);
+    }
 #endif
     cudaFree(mg->grads_f32);
     cudaFree(mg->scalars);
@@ -139,20 +393,22 @@ static inline void multi_gpu_reduce_bucket(MultiGpu* mg, int b, floatX* grads, c
         }
     }
     const int N = mg->pg.nranks, r = mg->pg.rank;
-    ncclCheck(ncclGroupStart());
+    const int slot = watchdog_begin(&mg->wd);
+    mgNccl(mg, ncclGroupStart());
     for (int i = first; i < first + count; i++) {
         const ZeroSlice* s = &p->slices[i];
         void* base = mg->wire_fp32 ? (void*)(mg->grads_f32 + s->offset) : (void*)(grads + s->offset);
         const ncclDataType_t type = mg->wire_fp32 ? ncclFloat : multi_gpu_nccl_type_floatX();
         const size_t esize = mg->wire_fp32 ? sizeof(float) : sizeof(floatX);
         if (mg->zero_stage == 0) {
-            ncclCheck(ncclAllReduce(base, base, s->count, type, ncclSum, mg->comm, mg->stream));
+            mgNccl(mg, ncclAllReduce(base, base, s->count, type, ncclSum, mg->comm, mg->stream));
         } else {
             const size_t part = s->count / N;
-            ncclCheck(ncclReduceScatter(base, (char*)base + (size_t)r * part * esize, part, type, ncclSum, mg->comm, mg->stream));
+            mgNccl(mg, ncclReduceScatter(base, (char*)base + (size_t)r * part * esize, part, type, ncclSum, mg->comm, mg->stream));
         }
     }
-    ncclCheck(ncclGroupEnd());
+    mgNccl(mg, ncclGroupEnd());
+    mg_op_recorded_(mg, slot, mg->stream);
 #else
     (void)b; (void)grads; (void)compute;
 #endif
@@ -172,28 +428,33 @@ static inline void multi_gpu_gather_params(MultiGpu* mg, floatX* params, cudaStr
 #ifdef MULTI_GPU
     const ZeroPlan* p = mg->plan;
     const int N = mg->pg.nranks, r = mg->pg.rank;
-    ncclCheck(ncclGroupStart());
+    const int slot = watchdog_begin(&mg->wd);
+    mgNccl(mg, ncclGroupStart());
     for (int i = 0; i < p->num_slices; i++) {
         const ZeroSlice* s = &p->slices[i];
         const size_t part = s->count / N;
-        ncclCheck(ncclAllGather(params + s->offset + (size_t)r * part, params + s->offset, part, multi_gpu_nccl_type_floatX(),
-                                mg->comm, compute));
+        mgNccl(mg, ncclAllGather(params + s->offset + (size_t)r * part, params + s->offset, part, multi_gpu_nccl_type_floatX(),
+                                 mg->comm, compute));
     }
-    ncclCheck(ncclGroupEnd());
+    mgNccl(mg, ncclGroupEnd());
+    mg_op_recorded_(mg, slot, compute);
 #else
     (void)params; (void)compute;
 #endif
 }
 
 // Sum (op 0) or max (op 1) of n <= 64 host floats over all ranks, in place (synchronizes `stream`).
+// Also the trainer's barrier; a rank that never arrives ends the process through the watchdog.
 static inline void multi_gpu_allreduce_host(MultiGpu* mg, float* values, int n, int op, cudaStream_t stream) {
     if (!multi_gpu_active(mg)) return;
     if (n > 64) die("multi_gpu_allreduce_host: %d values > 64", n);
 #ifdef MULTI_GPU
     cudaCheck(cudaMemcpyAsync(mg->scalars, values, n * sizeof(float), cudaMemcpyHostToDevice, stream));
-    ncclCheck(ncclAllReduce(mg->scalars, mg->scalars, n, ncclFloat, op == 0 ? ncclSum : ncclMax, mg->comm, stream));
+    const int slot = watchdog_begin(&mg->wd);
+    mgNccl(mg, ncclAllReduce(mg->scalars, mg->scalars, n, ncclFloat, op == 0 ? ncclSum : ncclMax, mg->comm, stream));
+    mg_op_recorded_(mg, slot, stream);
     cudaCheck(cudaMemcpyAsync(values, mg->scalars, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
+    cudaCheck(cudaStreamSynchronize(stream));  // (a peer that never joins: the watchdog ends the process)
 #else
     (void)values; (void)op; (void)stream;
 #endif

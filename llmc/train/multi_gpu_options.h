@@ -1,5 +1,5 @@
 // multi_gpu_options.h - the multi-GPU command-line options of the CUDA trainer (rendezvous, ZeRO stage,
-// gradient wire precision): their flag table, their checks, and the rendezvous they name
+// gradient wire precision, the NCCL watchdog's timeout): their flag table, their checks, and the rendezvous they name
 // (llmc/dist/rendezvous.h; the data-parallel machinery itself is llmc/dist/multi_gpu.cuh, which knows no CLI).
 #pragma once
 
@@ -20,14 +20,20 @@ struct MultiGpuOptions {
     const char* server;       // -ps: HOST:PORT of rank 0 (tcp)
     const char* folder;       // -pf: shared folder (fs)
     int timeout_s;            // -pt
+    int watchdog_s;           // -pw: seconds without progress of the other ranks before the run ends (0: never)
     int wire_fp32;            // derived by multi_gpu_options_validate
 };
 
-#define MULTI_GPU_NUM_FLAGS 9
+#define MULTI_GPU_NUM_FLAGS 10
+
+// -pw's default: long enough for what one rank may do while the others wait for it (the first step's
+// cuBLASLt autotuning and any PTX compilation, rank 0 alone writing the model file or sampling),
+// short enough that a dead rank frees the other GPUs of a job within minutes.
+#define MULTI_GPU_WATCHDOG_DEFAULT_S 300
 
 // Defaults, then the flag table (targets are o's fields) written into flags; returns the count.
 static inline int multi_gpu_flags(MultiGpuOptions* o, CliFlag* flags) {
-    *o = MultiGpuOptions{0, "", "auto", -1, -1, -1, "127.0.0.1:29500", "", 120, 0};
+    *o = MultiGpuOptions{0, "", "auto", -1, -1, -1, "127.0.0.1:29500", "", 120, MULTI_GPU_WATCHDOG_DEFAULT_S, 0};
     static char wire_choices[16];  // fp32 or this build's storage type, lower case
     snprintf(wire_choices, sizeof(wire_choices), "fp32|%s", PRECISION_MODE_NAME);
     for (char* c = wire_choices; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
@@ -41,6 +47,7 @@ static inline int multi_gpu_flags(MultiGpuOptions* o, CliFlag* flags) {
         {"-ps", CLI_STRING, &o->server, "tcp rendezvous: HOST:PORT of rank 0", 0, 0, NULL},
         {"-pf", CLI_STRING, &o->folder, "fs rendezvous: an existing folder all processes share", 0, 0, NULL},
         {"-pt", CLI_INT, &o->timeout_s, "rendezvous timeout in seconds", 1, 86400, NULL},
+        {"-pw", CLI_INT, &o->watchdog_s, "NCCL watchdog: end the run after this many seconds without progress of the other ranks (0 = never)", 0, 86400, NULL},
     };
     for (int i = 0; i < MULTI_GPU_NUM_FLAGS; i++) flags[i] = f[i];
     return MULTI_GPU_NUM_FLAGS;
