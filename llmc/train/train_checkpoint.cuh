@@ -7,7 +7,9 @@
 // the FP8 / TCFP-12 GEMM state).
 // Every file is written to <name>.tmp and renamed, so a crash never leaves a truncated one; -y 1
 // resumes from the newest complete checkpoint (the model file and every rank's state file, without
-// a pending -nk deletion: llmc/train/checkpoint_retention.h). Formats: doc/FORMATS.md.
+// a pending -nk deletion: llmc/train/checkpoint_retention.h). Each rank writes its state file last
+// (after its side file), so a rank that dies mid-checkpoint leaves a set -y 1 does not take.
+// Formats: doc/FORMATS.md.
 #pragma once
 
 #include <dirent.h>
@@ -79,15 +81,19 @@ static inline void save_checkpoint(const char* dir, int step, GPT2* m, const Mod
     cudaCheck(cudaMemcpy(mh, m->m_memory, ns * sizeof(float), cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(vh, m->v_memory, ns * sizeof(float), cudaMemcpyDeviceToHost));
     if (wh) cudaCheck(cudaMemcpy(wh, m->master_weights, ns * sizeof(float), cudaMemcpyDeviceToHost));
+    // The state file is this rank's last file: a checkpoint is complete (-y 1 resumes it) when the model
+    // file and every rank's state file exist, so the mode's side file goes first, and a rank that dies
+    // (or is stopped by the NCCL watchdog) between the two leaves a set -y 1 skips, never one it takes.
+    char side[4096] = "";
+    if (Mode::state_kind && mode.state_active(m)) {  // e.g. FP8 / TCFP-12: error feedback, amax histories, weight codes
+        state_path(side, sizeof(side), dir, step, rank, nranks, Mode::state_kind);
+        mode.state_write(m, side);
+    }
     state_path(path, sizeof(path), dir, step, rank, nranks);
     train_state_write(path, &s, mh, vh, wh);
     free(mh); free(vh); free(wh);
     printf("wrote %s/model_%08d.bin and %s\n", dir, step, path);
-    if (Mode::state_kind && mode.state_active(m)) {  // e.g. FP8 / TCFP-12: error feedback, amax histories, weight codes
-        state_path(path, sizeof(path), dir, step, rank, nranks, Mode::state_kind);
-        mode.state_write(m, path);
-        printf("wrote %s\n", path);
-    }
+    if (*side) printf("wrote %s\n", side);
 }
 
 // Newest complete checkpoint in dir (model_<step>.bin and the state file of every one of nranks ranks,
