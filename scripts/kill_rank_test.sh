@@ -51,9 +51,11 @@ WATCHDOG_RE='^error: rank [0-9]+: .*\(a rank died or the network failed\); last 
 RDV_RE='^error: -pi (tcp|fs): rank [0-9]+: '
 MPIRUN_RE='(noticed that process rank [0-9]+|process rank [0-9]+ .*exited on signal)'
 
+# Seconds since the epoch, with nanoseconds.
 now() { date +%s.%N; }
+# A random number in [$1, $2] (3 decimals), and a random integer in [$1, $2].
 rand_float() { awk -v a="$1" -v b="$2" -v r="$RANDOM" 'BEGIN { printf "%.3f", a + (b - a) * r / 32767 }'; }
-rand_int() { echo $(($1 + RANDOM % ($2 - $1 + 1))); }   # in [a, b]
+rand_int() { echo $(($1 + RANDOM % ($2 - $1 + 1))); }
 
 # Every descendant of a process (children first found with pgrep -P: no matching by name).
 descendants() { local c; for c in $(pgrep -P "$1" 2>/dev/null); do echo "$c"; descendants "$c"; done; }

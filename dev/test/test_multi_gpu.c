@@ -152,6 +152,7 @@ static void die_fs_timeout(void* ctx) {
 
 // ---- rendezvous with a rank that died or never came: every wait ends within -pt, naming the rank
 
+// A port for lost-rank case k (different per test process and case).
 static int test_port(int k) { return 20000 + (int)((getpid() * 7 + k * 131) % 20000); }
 
 // A listening socket on 127.0.0.1:port (the kernel completes connections to it without accept).
@@ -168,6 +169,7 @@ static int listen_on(int port) {
     return fd;
 }
 
+// One rank of an nranks TCP rendezvous on 127.0.0.1:port with -pt timeout_s.
 static void rank_broadcast(int rank, int nranks, int port, int timeout_s) {
     char server[64];
     snprintf(server, sizeof(server), "127.0.0.1:%d", port);
@@ -231,6 +233,7 @@ static void die_tcp_server_closes(void* ctx) {  // rank 0 accepts, then dies bef
     rank_broadcast(1, 2, port, 5);
 }
 
+// Each case dies with the message naming the rank, all within their timeouts.
 static void test_lost_ranks(void) {
     time_t t0 = time(NULL);
     EXPECT_DIES(die_tcp_nobody_connects, NULL, "-pi tcp: rank 0: rank 1 did not connect", "within 1 s");

@@ -35,11 +35,14 @@ typedef struct {
     char line[1024];
 } Fake;
 
+// The hooks (llmc/dist/watchdog.h's WatchdogHooks) over the fake world: the clock,
 static double fake_now(void* ctx) {
     Fake* f = (Fake*)ctx;
     return __atomic_load_n(&f->now_ns, __ATOMIC_ACQUIRE) * 1e-9;
 }
+// moving it on (tests and sleeps),
 static void fake_advance(Fake* f, double s) { __atomic_add_fetch(&f->now_ns, (uint64_t)(s * 1e9 + 0.5), __ATOMIC_ACQ_REL); }
+// a sleep (the ring-full test also completes the oldest op: the GPU moved on meanwhile),
 static void fake_sleep(void* ctx, double s) {
     Fake* f = (Fake*)ctx;
     __atomic_add_fetch(&f->sleeps, 1, __ATOMIC_ACQ_REL);
@@ -50,21 +53,25 @@ static void fake_sleep(void* ctx, double s) {
     }
     fake_advance(f, s);
 }
+// the event query,
 static int fake_poll(void* ctx, int slot) {
     Fake* f = (Fake*)ctx;
     f->polls++;
     return __atomic_load_n(&f->complete[slot], __ATOMIC_ACQUIRE);
 }
+// NCCL's asynchronous error,
 static int fake_async_error(void* ctx, char* msg, size_t n) {
     Fake* f = (Fake*)ctx;
     if (!f->async_error) return 0;
     snprintf(msg, n, "%s", f->async_error);
     return 1;
 }
+// the trainer's newest complete checkpoint,
 static void fake_last_checkpoint(void* ctx, char* out, size_t n) {
     (void)ctx;
     snprintf(out, n, "log/model_00000020.bin");
 }
+// and halt / report / abort, counted (report keeps the line).
 static void fake_halt(void* ctx) { ((Fake*)ctx)->halts++; }
 static void fake_report(void* ctx, const char* line) {
     Fake* f = (Fake*)ctx;
@@ -73,6 +80,7 @@ static void fake_report(void* ctx, const char* line) {
 }
 static void fake_abort(void* ctx) { ((Fake*)ctx)->aborts++; }
 
+// A watchdog for rank with timeout_s over a fresh fake world.
 static void setup(Watchdog* w, Fake* f, int rank, int timeout_s) {
     memset(f, 0, sizeof(*f));
     f->w = w;
@@ -103,6 +111,7 @@ static const char* EXPECTED_TIMEOUT =
     "error: rank 1: no progress from the other ranks for 10 s (a rank died or the network failed); "
     "last complete checkpoint: log/model_00000020.bin";
 
+// A collective that never completes: nothing before 10 s, one firing at 10 s, exactly the line.
 static void test_fires_once(void) {
     static Watchdog w;
     Fake f;
@@ -120,6 +129,7 @@ static void test_fires_once(void) {
     watchdog_destroy(&w);
 }
 
+// A completion at 8 s moves the firing to 18 s.
 static void test_progress_resets(void) {
     static Watchdog w;
     Fake f;
@@ -136,6 +146,7 @@ static void test_progress_resets(void) {
     watchdog_destroy(&w);
 }
 
+// 13000 collectives that complete never fire; an idle gap does not count against the next op.
 static void test_completed_never_fires(void) {
     static Watchdog w;
     Fake f;
@@ -157,6 +168,7 @@ static void test_completed_never_fires(void) {
     watchdog_destroy(&w);
 }
 
+// timeout 0: nothing tracked, never fires (not even on an NCCL error), no loop.
 static void test_disabled_never_fires(void) {
     static Watchdog w;
     Fake f;
@@ -173,6 +185,7 @@ static void test_disabled_never_fires(void) {
     watchdog_destroy(&w);
 }
 
+// An op without a marker (the communicator's creation) counts until done.
 static void test_host_op(void) {
     // the communicator's creation: outstanding while inside the call (no marker), done on the host
     static Watchdog w;
@@ -189,6 +202,7 @@ static void test_host_op(void) {
     watchdog_destroy(&w);
 }
 
+// An NCCL asynchronous error fires at the next tick, with NCCL's text in the line.
 static void test_async_error(void) {
     static Watchdog w;
     Fake f;
@@ -203,6 +217,7 @@ static void test_async_error(void) {
     watchdog_destroy(&w);
 }
 
+// watchdog_fail: the training thread's own NCCL error.
 static void test_fail(void) {
     // the training thread's own NCCL error: reported once, no halt (it is the caller), abort
     static Watchdog w;
@@ -217,6 +232,7 @@ static void test_fail(void) {
     watchdog_destroy(&w);
 }
 
+// WATCHDOG_SLOTS outstanding ops: the next begin retires a completed one, else waits for the GPU.
 static void test_ring_full(void) {
     static Watchdog w;
     Fake f;
@@ -238,12 +254,13 @@ static void test_ring_full(void) {
 }
 
 // The threaded test: watchdog_run on its own thread with the fake clock (its sleeps advance it).
+// Thread bodies: watchdog_run until it fires (run_thread) or until stop_flag (run_until_stopped).
 static void* run_thread(void* p) {
     static int stop_never = 0;
     Watchdog* w = (Watchdog*)p;
     return (void*)(intptr_t)watchdog_run(w, &stop_never);
 }
-static int stop_flag;
+static int stop_flag;  // run_until_stopped's stop
 static void* run_until_stopped(void* p) { return (void*)(intptr_t)watchdog_run((Watchdog*)p, &stop_flag); }
 
 static void test_threaded(void) {
@@ -281,6 +298,7 @@ static void test_threaded(void) {
     watchdog_destroy(&w);
 }
 
+// The tick interval: 0.1 s, timeout / 20 below 2 s.
 static void test_interval(void) {
     CHECK(watchdog_interval(300) == 0.1 && watchdog_interval(1) == 0.05, "interval %g / %g", watchdog_interval(300), watchdog_interval(1));
 }

@@ -179,8 +179,9 @@ static void mg_wd_report_(void*, const char* line) {
     for (int k = 0; k < 2; k++)
         for (size_t off = 0, len = strlen(parts[k]); off < len;) {
             const ssize_t w = write(2, parts[k] + off, len - off);
-            if (w <= 0 && errno != EINTR) return;
-            if (w > 0) off += (size_t)w;
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) return;  // stderr is gone: nothing else to tell
+            off += (size_t)w;
         }
 }
 
@@ -368,6 +369,7 @@ static inline void multi_gpu_free(MultiGpu* mg) {
 }
 
 #ifdef MULTI_GPU
+// NCCL's type for this build's storage type floatX.
 static inline ncclDataType_t multi_gpu_nccl_type_floatX() {
     return kStorageFP32 ? ncclFloat : kStorageFP16 ? ncclHalf : ncclBfloat16;
 }

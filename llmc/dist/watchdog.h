@@ -90,8 +90,10 @@ static inline void watchdog_init(Watchdog* w, int rank, int timeout_s, const Wat
     w->last_progress = w->hooks.now(w->hooks.ctx);
 }
 
+// Release w's mutex (after the watchdog thread, if any, has stopped).
 static inline void watchdog_destroy(Watchdog* w) { pthread_mutex_destroy(&w->lock); }
 
+// 1 when w tracks ops and can fire (timeout_s > 0).
 static inline int watchdog_enabled(const Watchdog* w) { return w->timeout_s > 0; }
 
 // Retire the completed ops at the tail, in order (lock held); progress when any. Returns how many.
