@@ -6,8 +6,8 @@
 #      installed with apt-get when we are root or have passwordless sudo; otherwise one message
 #      names the command to run, and the exit status is 1.
 #   2. the venv .venv: sees the system's packages (Debian's torch and numpy) and adds tiktoken,
-#      pytest, ml_dtypes and matplotlib from PyPI. .venv/.complete is written last, so a venv
-#      left half made (an interrupted run) is made again, never used.
+#      pytest, ml_dtypes, matplotlib, tqdm and pyarrow from PyPI. .venv/.complete is written last,
+#      so a venv left half made (an interrupted run) is made again, never used.
 # usage: scripts/setup_env.sh [--torch]      Quiet and quick when everything is there already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,9 +22,11 @@ esac
 VENV=${VENV:-.venv}
 # the venv is made from the system Python, where apt puts its packages, not a pyenv/conda one on PATH
 PY_BASE=${PY_BASE:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)}
-PIP_REQS=('tiktoken>=0.6' 'pytest>=7' numpy 'ml_dtypes>=0.5,<0.6' 'matplotlib>=3.7')
+# tqdm and pyarrow: dev/data/fineweb.py (progress bar, parquet); pyarrow 26 needs NumPy 2, and the venv
+# keeps the system's numpy (1.24 on Debian 12)
+PIP_REQS=('tiktoken>=0.6' 'pytest>=7' numpy 'ml_dtypes>=0.5,<0.6' 'matplotlib>=3.7' 'tqdm>=4.60' 'pyarrow>=15,<26')
 # a venv is good when these import and the system's torch, if any, can use its numpy
-VENV_CHECK='import numpy, tiktoken, pytest, ml_dtypes, matplotlib, importlib.util
+VENV_CHECK='import numpy, tiktoken, pytest, ml_dtypes, matplotlib, tqdm, pyarrow.parquet, importlib.util
 if importlib.util.find_spec("torch"):
     import torch; torch.from_numpy(numpy.zeros(1))'
 TORCH_PIP="$VENV/bin/python -m pip install torch --index-url https://download.pytorch.org/whl/cpu"
