@@ -49,6 +49,7 @@
 #include <type_traits>
 #include <string>
 #include "llmc/kernels/attention/attention.cuh"
+#include "llmc/numerics/q115.h"  // simulate_q115: the SF16 reference hooks
 #include "dev/cuda/harness.cuh"
 
 #if !defined(ATTN_TC_HOST_TEST)

@@ -1,10 +1,11 @@
 // attention_tcast.cuh - the TensorCast attention sites (doc/TCAST.md 5.1) for llmc/kernels/attention/attention.cuh:
 // the run-time configuration (which datatype casts the scores, which the probabilities), the scalar
-// pieces every attention kernel shares (group scale, element quantization, random bits), and the
-// group casts in the two fragment layouts of the tensor-core kernels (query-major rows: forward and
-// dQ; key-major columns: dK/dV). Included by attention.cuh in every build; only the TCAST=1 build
-// has the host API (attention_tcast_configure & co.) and ever launches a kernel that uses it, so in
-// the other builds everything here is dead code.
+// pieces every attention kernel shares (group scale, element quantization, random bits) and the host
+// API (attention_tcast_configure & co.); the group casts in the two fragment layouts of the
+// tensor-core kernels are in attention_tcast_cast.cuh. Included in every build, and the host API
+// exists in every build, but only a build whose mode sets kModeAttentionCasts (TCAST=1) instantiates
+// the kernels that use any of it (attention.cuh, attn_forward_tc_dispatch): elsewhere
+// attention_tcast_active() is constant false and everything here is dead code.
 //
 // Semantics (identical in every kernel, so that the backward recomputes the forward's s^ and P^ bit
 // for bit). For query i of head (b, h) and key j: the value v_ij (the scaled score q.k/sqrt(HS) as
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "llmc/core/cuda_common.cuh"
+#include "llmc/core/utils.h"
 #include "llmc/kernels/boundary.cuh"
 #include "llmc/numerics/tcast.h"
 #include "llmc/kernels/tcast/tcast_stats.cuh"
@@ -207,362 +209,8 @@ static inline int attention_tcast_supported(int HS, const TcastDataType* dt, cha
 }
 
 // ------------------------------------------------------------------------------------------------
-// Device side
+// Host API (every build; called only where the mode sets kModeAttentionCasts: llmc/modes/tcast/mode.cuh)
 
-// The general element cast (tcast_quantize), out of line: zeros aside it is the rare path of the
-// MX formats and the only one of the float-scaled ones, and inlining it at every element of the
-// unrolled tiles would multiply the kernels' code size.
-struct AttnQR {
-    float v;
-    unsigned flags;
-};
-__device__ __noinline__ AttnQR attn_tc_quant_slow(int site, AttnGroupQ q, float x, uint32_t u) {
-    AttnQR r;
-    r.v = tcast_quantize(&attn_tc_site[site].dt, &q.g, x, u, &r.flags);
-    return r;
-}
-__device__ __noinline__ AttnGroupQ attn_tc_group_slow(int site, uint32_t amax, int32_t lo, int32_t hi) {
-    return attn_tc_group_general(&attn_tc_site[site], amax, lo, hi);
-}
-
-template <int SITE>
-__device__ __noinline__ AttnGroupQ attn_tc_group(uint32_t amax, int32_t lo, int32_t hi) {
-    AttnGroupQ q;
-    if (attn_tc_group_fast(&attn_tc_site[SITE], amax, &q)) return q;
-    return attn_tc_group_slow(SITE, amax, lo, hi);
-}
-
-// The group of an unscaled site (every element alone).
-template <int SITE>
-__device__ __forceinline__ AttnGroupQ attn_tc_group_unscaled() {
-    AttnGroupQ q;
-    q.g.mode = TCAST_GROUP_UNSCALED;
-    q.g.s = 0;
-    q.g.scale = 0.0f;
-    q.g.zero = 0.0f;
-    q.g.izero = 0;
-    q.g.hist = -1;
-    q.fast = attn_tc_maxb(&attn_tc_site[SITE], 0, &q.maxb);
-    return q;
-}
-
-// One element's cast: its random bits (when the site rounds stochastically; index = the element's flat
-// (b, h, query, key) position) and the quantization, fast path first. Out of line on purpose: the cast
-// loops over the kernels' fully unrolled fragments would otherwise inline hundreds of copies of it per
-// kernel, which took cicc and ptxas past 20 minutes per translation unit; a call per element is the
-// price (measured in doc/benchmarks.md, TensorCast).
-template <int SITE, bool FLAGS>
-__device__ __noinline__ AttnQR attn_tc_quant(AttnGroupQ q, float x, bool sto, uint64_t state, uint64_t index) {
-    const AttnTcastSite& S = attn_tc_site[SITE];
-    const uint32_t u = sto ? attn_tc_rbits(state, index) : 0u;
-    AttnQR r;
-    r.flags = 0;
-    if (q.fast && attn_tc_quant_fast(&S.dt.number, S.dt.round, q.g.s, q.maxb, x, u, &r.v, FLAGS ? &r.flags : nullptr)) return r;
-    return attn_tc_quant_slow(SITE, q, x, u);
-}
-
-// Group accumulation on bit patterns: amax (NaN / Inf included: >= Inf marks a special group) and,
-// for uint data, the ordered keys of min(x, 0) and max(x, 0) (tcast_key_).
-__device__ __forceinline__ void attn_tc_acc(uint32_t& am, int32_t& lo, int32_t& hi, float x, bool mm) {
-    const uint32_t b = __float_as_uint(x);
-    am = max(am, b & 0x7FFFFFFFu);
-    if (mm) {
-        const int32_t k = tcast_key_(b);
-        lo = min(lo, k);
-        hi = max(hi, k);
-    }
-}
-__device__ __forceinline__ void attn_tc_shfl_merge(uint32_t& am, int32_t& lo, int32_t& hi, int mask, bool mm) {
-    am = max(am, __shfl_xor_sync(0xffffffffu, am, mask));
-    if (mm) {
-        lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, mask));
-        hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, mask));
-    }
-}
-
-// --cast-stats: one group's scale, warp-aggregated (every lane calls; `valid` lanes count bin).
-__device__ __forceinline__ void attn_tc_stats_group(TcastDeviceStats* st, bool valid, int bin) {
-    valid = valid && bin >= 0 && bin < TCAST_HIST_BINS;
-    const unsigned peers = __match_any_sync(0xffffffffu, valid ? bin : -1);
-    if (valid && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&st->hist[bin], (unsigned)__popc(peers));
-}
-
-// ---- query-major tiles (forward, dQ) --------------------------------------------------------------
-// s holds C fragments of a (16*WM) x (8*NS) tile: element r of n-tile n of 16-row tile mi is row
-// row0 + 16 mi + 8 (r/2) and key col0 + 8 n + (r%2) (row0 = first row + g, col0 = first key + 2 tq).
-// A row's keys lie in the 4 lanes of a quad: the 8 keys of n-tile n are (lane tq, element e) ->
-// key 8n + 2tq + e. Groups of X keys: X = 2 is a thread's pair; 4 adds the lane xor 1; 8 (one
-// n-tile) the xor 2; 16 / 32 / 64 merge 2 / 4 / 8 n-tiles inside the thread first (a butterfly over
-// n, so that every n-tile of a group ends with the group's value). The key tile (8*NS keys) must be
-// a multiple of 64, so that no group crosses it. stage: this warp's (16*WM) x ldst floats of shared
-// memory (sparsity only).
-// In place: s = cast(s) for site SITE, with masked entries already 0. CNT: count --cast-stats into st
-// (valid entries: row < T and key <= row; one histogram entry per group holding such a key).
-template <int SITE, bool CNT, int WM, int NS>
-__device__ __forceinline__ void attn_tc_cast_rows(float (&s)[WM][NS][4], float* stage, int ldst, int row0, int col0, int T,
-                                                  uint64_t state, uint64_t rbase, TcastDeviceStats* st, int lane) {
-    const AttnTcastSite& S = attn_tc_site[SITE];
-    const int g = lane >> 2, tq = lane & 3;
-    const bool cnt = CNT && st != nullptr;  // (uniform)
-    // 1. M:N sparsity through shared memory (a group's N values are read back by every member)
-    if (S.sparse_n > 0) {
-        const int N = S.sparse_n, M = S.sparse_m;
-        #pragma unroll
-        for (int mi = 0; mi < WM; mi++)
-            #pragma unroll
-            for (int n = 0; n < NS; n++)
-                #pragma unroll
-                for (int r = 0; r < 4; r++) stage[(mi * 16 + g + 8 * (r >> 1)) * ldst + n * 8 + 2 * tq + (r & 1)] = s[mi][n][r];
-        __syncwarp();
-        #pragma unroll
-        for (int mi = 0; mi < WM; mi++)
-            #pragma unroll
-            for (int n = 0; n < NS; n++)
-                #pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    const int kl = n * 8 + 2 * tq + (r & 1), t = kl & (N - 1);
-                    const float* grp = stage + (mi * 16 + g + 8 * (r >> 1)) * ldst + (kl - t);
-                    const uint32_t ki = tcast_sparse_key(s[mi][n][r]);
-                    int rank = 0;
-                    for (int j = 0; j < N; j++) rank += tcast_sparse_beats(tcast_sparse_key(grp[j]), j, ki, t);
-                    if (rank >= M) s[mi][n][r] = 0.0f;
-                }
-        __syncwarp();
-    }
-    const bool sto = S.stochastic;
-    // 2. the cast
-    if (S.tile <= 1) {
-        const AttnGroupQ q = attn_tc_group_unscaled<SITE>();
-        #pragma unroll
-        for (int mi = 0; mi < WM; mi++)
-            #pragma unroll
-            for (int n = 0; n < NS; n++)
-                #pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    const int row = row0 + mi * 16 + 8 * (r >> 1), key = col0 + n * 8 + (r & 1);
-                    const AttnQR qr = attn_tc_quant<SITE, CNT>(q, s[mi][n][r], sto, state, (rbase + (uint64_t)row) * (uint64_t)T + (uint64_t)key);
-                    const unsigned fl = qr.flags;
-                    s[mi][n][r] = qr.v;
-                    if constexpr (CNT) if (cnt) tcast_stats_count(st, row < T && key <= row, fl);
-                }
-        return;
-    }
-    const int X = S.tile;
-    const bool mm = S.minmax;
-    const int npg = (X >= 8 ? (X >> 3) : 1) - 1;  // n-tiles per group, minus one: group starts have (n & npg) == 0
-    #pragma unroll
-    for (int mi = 0; mi < WM; mi++)
-        #pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            const int row = row0 + mi * 16 + 8 * hh;
-            uint32_t am[NS];
-            int32_t lo[NS], hi[NS];
-            #pragma unroll
-            for (int n = 0; n < NS; n++) {
-                am[n] = 0u;
-                lo[n] = hi[n] = 0;
-                attn_tc_acc(am[n], lo[n], hi[n], s[mi][n][2 * hh], mm);
-                attn_tc_acc(am[n], lo[n], hi[n], s[mi][n][2 * hh + 1], mm);
-            }
-            #pragma unroll
-            for (int lvl = 1; lvl < NS && lvl <= 4; lvl <<= 1) {
-                if (X >= 16 * lvl) {
-                    #pragma unroll
-                    for (int n = 0; n < NS; n++) {
-                        am[n] = max(am[n], am[n ^ lvl]);
-                        if (mm) {
-                            lo[n] = min(lo[n], lo[n ^ lvl]);
-                            hi[n] = max(hi[n], hi[n ^ lvl]);
-                        }
-                    }
-                }
-            }
-            AttnGroupQ q;
-            #pragma unroll
-            for (int n = 0; n < NS; n++) {
-                if ((n & npg) == 0) {
-                    uint32_t a = am[n];
-                    int32_t l = lo[n], h = hi[n];
-                    if (X >= 4) attn_tc_shfl_merge(a, l, h, 1, mm);
-                    if (X >= 8) attn_tc_shfl_merge(a, l, h, 2, mm);
-                    q = attn_tc_group<SITE>(a, l, h);
-                    if constexpr (CNT) {
-                        const int k0 = col0 + n * 8;  // this thread's first key of the n-tile
-                        if (cnt) attn_tc_stats_group(st, (k0 & (X - 1)) == 0 && row < T && k0 <= row, q.g.hist);
-                    }
-                }
-                #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int key = col0 + n * 8 + e;
-                    const AttnQR qr = attn_tc_quant<SITE, CNT>(q, s[mi][n][2 * hh + e], sto, state, (rbase + (uint64_t)row) * (uint64_t)T + (uint64_t)key);
-                    const unsigned fl = qr.flags;
-                    s[mi][n][2 * hh + e] = qr.v;
-                    if constexpr (CNT) if (cnt) tcast_stats_count(st, row < T && key <= row, fl);
-                }
-            }
-        }
-}
-
-// ---- key-major tiles (dK/dV) -------------------------------------------------------------------------
-// s holds C fragments of a (16*WM) x (8*NS) tile of S^T: element r of n-tile n of 16-row tile mi is
-// key row0 + 16 mi + 8 (r/2) (row0 = the warp's first key + g) and query col0 + 8 n + (r%2)
-// (col0 = the tile's first query + 2 tq). A query's keys run down the rows: chunk li = 2 mi + r/2
-// holds 8 consecutive keys, one per lane g (lanes xor 4, 8, 16). Groups of X <= 16*WM keys stay in
-// the warp (shuffles over g, a butterfly over the chunks); larger ones span X / (16 WM) consecutive
-// warps of the CTA (CTA key tiles are multiples of 64 keys) and merge per-warp partials in shared
-// memory `part` (3 x NW x 8NS words of this site). M:N sparsity goes through the CTA-wide `stage`
-// (16 WM NW rows of ldst floats), since a group of N keys may span warps too.
-// Every warp of the CTA must call this (it may hold __syncthreads); `active`: this warp computed s
-// (masked entries 0); inactive warps contribute zeros, as their keys are all in the future.
-template <int SITE, int WM, int NS, int NW>
-__device__ __forceinline__ void attn_tc_cast_cols(float (&s)[WM][NS][4], bool active, float* stage, int ldst, uint32_t* part,
-                                                  int warp, int row0, int col0, int T, uint64_t state, uint64_t rbase, int lane) {
-    constexpr int BR = 8 * NS, KW = 16 * WM;
-    const AttnTcastSite& S = attn_tc_site[SITE];
-    if (!S.on) return;
-    const int g = lane >> 2, tq = lane & 3;
-    if (S.sparse_n > 0) {
-        const int N = S.sparse_n, M = S.sparse_m;
-        if (active) {
-            #pragma unroll
-            for (int mi = 0; mi < WM; mi++)
-                #pragma unroll
-                for (int n = 0; n < NS; n++)
-                    #pragma unroll
-                    for (int r = 0; r < 4; r++)
-                        stage[(warp * KW + mi * 16 + 8 * (r >> 1) + g) * ldst + n * 8 + 2 * tq + (r & 1)] = s[mi][n][r];
-        } else {
-            for (int idx = lane; idx < KW * BR; idx += 32) stage[(warp * KW + idx / BR) * ldst + idx % BR] = 0.0f;
-        }
-        __syncthreads();
-        if (active) {
-            #pragma unroll
-            for (int mi = 0; mi < WM; mi++)
-                #pragma unroll
-                for (int n = 0; n < NS; n++)
-                    #pragma unroll
-                    for (int r = 0; r < 4; r++) {
-                        const int kl = warp * KW + mi * 16 + 8 * (r >> 1) + g, t = kl & (N - 1);
-                        const float* grp = stage + (kl - t) * ldst + n * 8 + 2 * tq + (r & 1);
-                        const uint32_t ki = tcast_sparse_key(s[mi][n][r]);
-                        int rank = 0;
-                        for (int j = 0; j < N; j++) rank += tcast_sparse_beats(tcast_sparse_key(grp[j * ldst]), j, ki, t);
-                        if (rank >= M) s[mi][n][r] = 0.0f;
-                    }
-        }
-        __syncthreads();  // the stage may be rewritten next (other site, next tile)
-    }
-    const int X = S.tile;
-    const bool mm = S.minmax, cross = X > KW;
-    if (cross) {  // partials of this warp's KW keys per query column, written by the lanes g == 0
-        #pragma unroll
-        for (int n = 0; n < NS; n++)
-            #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                uint32_t a = 0u;
-                int32_t l = 0, h = 0;
-                if (active) {
-                    #pragma unroll
-                    for (int mi = 0; mi < WM; mi++)
-                        #pragma unroll
-                        for (int hh = 0; hh < 2; hh++) attn_tc_acc(a, l, h, s[mi][n][2 * hh + e], mm);
-                }
-                attn_tc_shfl_merge(a, l, h, 4, mm);
-                attn_tc_shfl_merge(a, l, h, 8, mm);
-                attn_tc_shfl_merge(a, l, h, 16, mm);
-                if (g == 0) {
-                    const int c = n * 8 + 2 * tq + e;
-                    part[warp * BR + c] = a;
-                    if (mm) {
-                        part[(NW + warp) * BR + c] = (uint32_t)l;
-                        part[(2 * NW + warp) * BR + c] = (uint32_t)h;
-                    }
-                }
-            }
-        __syncthreads();
-    }
-    if (!active) return;  // (no barrier below)
-    const bool sto = S.stochastic;
-    #pragma unroll
-    for (int n = 0; n < NS; n++)
-        #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int query = col0 + n * 8 + e;
-            const uint64_t ibase = (rbase + (uint64_t)query) * (uint64_t)T;
-            if (X <= 1) {
-                const AttnGroupQ q = attn_tc_group_unscaled<SITE>();
-                #pragma unroll
-                for (int mi = 0; mi < WM; mi++)
-                    #pragma unroll
-                    for (int hh = 0; hh < 2; hh++) {
-                        const int key = row0 + mi * 16 + 8 * hh;
-                        s[mi][n][2 * hh + e] = attn_tc_quant<SITE, false>(q, s[mi][n][2 * hh + e], sto, state, ibase + (uint64_t)key).v;
-                    }
-            } else if (cross) {
-                const int G = X / KW, w0 = warp & ~(G - 1), c = n * 8 + 2 * tq + e;
-                uint32_t a = 0u;
-                int32_t l = 0, h = 0;
-                for (int k = 0; k < G; k++) {
-                    a = max(a, part[(w0 + k) * BR + c]);
-                    if (mm) {
-                        l = min(l, (int32_t)part[(NW + w0 + k) * BR + c]);
-                        h = max(h, (int32_t)part[(2 * NW + w0 + k) * BR + c]);
-                    }
-                }
-                const AttnGroupQ q = attn_tc_group<SITE>(a, l, h);
-                #pragma unroll
-                for (int mi = 0; mi < WM; mi++)
-                    #pragma unroll
-                    for (int hh = 0; hh < 2; hh++) {
-                        const int key = row0 + mi * 16 + 8 * hh;
-                        s[mi][n][2 * hh + e] = attn_tc_quant<SITE, false>(q, s[mi][n][2 * hh + e], sto, state, ibase + (uint64_t)key).v;
-                    }
-            } else {
-                constexpr int NC = 2 * WM;  // chunks of 8 keys
-                uint32_t am[NC];
-                int32_t lo[NC], hi[NC];
-                #pragma unroll
-                for (int li = 0; li < NC; li++) {
-                    am[li] = 0u;
-                    lo[li] = hi[li] = 0;
-                    attn_tc_acc(am[li], lo[li], hi[li], s[li >> 1][n][2 * (li & 1) + e], mm);
-                }
-                #pragma unroll
-                for (int lvl = 1; lvl < NC && lvl <= 4; lvl <<= 1) {
-                    if (X >= 16 * lvl) {
-                        #pragma unroll
-                        for (int li = 0; li < NC; li++) {
-                            am[li] = max(am[li], am[li ^ lvl]);
-                            if (mm) {
-                                lo[li] = min(lo[li], lo[li ^ lvl]);
-                                hi[li] = max(hi[li], hi[li ^ lvl]);
-                            }
-                        }
-                    }
-                }
-                const int npg = (X >= 8 ? (X >> 3) : 1) - 1;
-                AttnGroupQ q;
-                #pragma unroll
-                for (int li = 0; li < NC; li++) {
-                    if ((li & npg) == 0) {
-                        uint32_t a = am[li];
-                        int32_t l = lo[li], h = hi[li];
-                        attn_tc_shfl_merge(a, l, h, 4, mm);
-                        if (X >= 4) attn_tc_shfl_merge(a, l, h, 8, mm);
-                        if (X >= 8) attn_tc_shfl_merge(a, l, h, 16, mm);
-                        q = attn_tc_group<SITE>(a, l, h);
-                    }
-                    const int key = row0 + (li >> 1) * 16 + 8 * (li & 1);
-                    s[li >> 1][n][2 * (li & 1) + e] = attn_tc_quant<SITE, false>(q, s[li >> 1][n][2 * (li & 1) + e], sto, state, ibase + (uint64_t)key).v;
-                }
-            }
-        }
-}
-
-// ------------------------------------------------------------------------------------------------
-// Host API (TCAST=1 build)
-
-#if defined(ENABLE_TCAST)
 static AttnTcastSite attn_tc_host[2];                     // mirror of attn_tc_site
 static TcastDeviceStats* attn_tc_stats_dev[2] = {NULL, NULL};
 
@@ -591,8 +239,9 @@ static inline void attention_tcast_stats(TcastDeviceStats* scores, TcastDeviceSt
     attn_tc_stats_dev[1] = probs;
 }
 
-// True when some attention site is cast (the launchers then run the TC instantiations).
-static inline bool attention_tcast_active() { return attn_tc_host[0].on || attn_tc_host[1].on; }
+// True when some attention site is cast (the launchers then run the TC instantiations); constant
+// false in the builds without them.
+static inline bool attention_tcast_active() { return kModeAttentionCasts && (attn_tc_host[0].on || attn_tc_host[1].on); }
 // True when the probabilities are cast (the forward then runs its two-pass mode).
 static inline bool attention_tcast_probs() { return attn_tc_host[1].on != 0; }
 
@@ -606,6 +255,3 @@ static inline AttnTcastArgs attn_tc_args(uint64_t seed, bool count) {
 }
 static inline bool attn_tc_counting() { return attn_tc_stats_dev[0] != NULL || attn_tc_stats_dev[1] != NULL; }
 static inline bool attn_tc_sparse() { return attn_tc_host[0].sparse_n > 0 || attn_tc_host[1].sparse_n > 0; }
-#else
-static constexpr inline bool attention_tcast_active() { return false; }
-#endif

@@ -1,0 +1,378 @@
+// attention_flash_bwd.cuh - the tensor-core flash-attention backward kernels (bf16 / fp16, HS 64 or
+// 128): part 1 over query tiles (D and dQ), part 2 over key tiles (dK and dV), each with its amax and
+// TensorCast (TC) instantiations, and their launchers. Two kernels instead of atomics keep the
+// gradients bit-deterministic (attention.cuh).
+#pragma once
+
+#include <stdint.h>
+#include <math.h>
+#include "llmc/core/cuda_common.cuh"
+#include "llmc/kernels/attention/attention_tile.cuh"
+#include "llmc/kernels/attention/attention_tcast_cast.cuh"
+
+// ------------------------------------------------------------------------------------------------
+// Tensor-core backward, part 1: D and dQ. CTA = one (b, h) and BR = 16*WM*NW query rows; warp w owns
+// 16*WM rows and keeps Q and dO fragments plus the dQ accumulator in registers while K/V tiles
+// stream through double-buffered shared memory (same schedule as the forward). D = rowsum(dO * O)
+// is computed here first and written to the scratch buffer for part 2.
+
+template <int HS, int WM, int NW, int BC, int MINB = 1>
+struct AttnBwdDqTC {
+    static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
+    static constexpr size_t smem_bytes = (size_t)(2 * BR + 4 * BC) * LDS * sizeof(floatX) + BR * sizeof(float);
+};
+
+// TC: the attention-site casts (P^ and s^ recomputed as in the forward; AMAX ignored, run-time amax;
+// the sparsity stage follows sDrow in the dynamic shared memory).
+template <int HS, int WM, int NW, int BC, int MINB, bool AMAX = false, bool TC = false>
+__global__ void __launch_bounds__(NW * 32, MINB)
+attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const floatX* __restrict__ dout,
+                      const floatX* __restrict__ qkv, const floatX* __restrict__ out,
+                      const float* __restrict__ lse, int T, int NH, float scale, unsigned int* __restrict__ amax,
+                      AttnTcastArgs tc) {
+    constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
+    constexpr int KS = HS / 16, NS = BC / 8, NO = HS / 8, CPR = HS / 8;
+    static_assert(HS % 64 == 0 && BC % 16 == 0, "HS must be a multiple of 64, BC of 16");
+    static_assert(!TC || BC % 64 == 0, "TC: casting groups of up to 64 keys must not cross a key tile");
+    constexpr int LDST = BC + 4;  // TC sparsity stage row
+
+    extern __shared__ __align__(16) unsigned char attn_smem[];
+    floatX* sQ = reinterpret_cast<floatX*>(attn_smem);  // BR rows; reused for dQ staging
+    floatX* sdO = sQ + BR * LDS;                         // BR rows
+    floatX* sK = sdO + BR * LDS;                         // 2 x BC rows
+    floatX* sV = sK + 2 * BC * LDS;                      // 2 x BC rows
+    float* sDrow = reinterpret_cast<float*>(sV + 2 * BC * LDS);  // BR values of D
+
+    const int C = NH * HS, C3 = 3 * C;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;  // longest tiles first, as in the forward
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tq = lane & 3;
+    const int wrow = warp * 16 * WM, wr0 = q0 + wrow, wr1 = wr0 + 16 * WM - 1;
+    const bool live = wr0 < T;
+    float* stage = TC ? sDrow + BR + warp * 16 * WM * LDST : nullptr;
+    const uint64_t rbase = (uint64_t)bh * (uint64_t)T;
+
+    const floatX* gQ = qkv + (size_t)b * T * C3 + h * HS;
+    const floatX* gK = gQ + C;
+    const floatX* gV = gQ + 2 * C;
+    const floatX* gdO = dout + (size_t)b * T * C + h * HS;
+    const floatX* gO = out + (size_t)b * T * C + h * HS;
+    const int n_kv = (min(q0 + BR, T) + BC - 1) / BC;
+
+    attn_load_tile<HS, BR, NT>(sQ, gQ, C3, q0, T);
+    attn_load_tile<HS, BR, NT>(sdO, gdO, C, q0, T);
+    attn_load_tile<HS, BC, NT>(sK, gK, C3, 0, T);
+    attn_load_tile<HS, BC, NT>(sV, gV, C3, 0, T);
+    attn_cp_async_commit();
+
+    // D for this warp's rows, straight from global memory while the tiles are in flight: 8 lanes per
+    // row, each summing CPR/8 chunks of 8 elements, then a fixed xor-tree over the 8 lanes.
+    float Dr[WM][2], lse2[WM][2];  // D and lse*log2(e) of rows g and g+8 of each 16-row tile
+    if (live) {
+        #pragma unroll
+        for (int pass = 0; pass < WM * 4; pass++) {
+            const int r = pass * 4 + (lane >> 3), row = wr0 + r;
+            float acc = 0.f;
+            if (row < T) {
+                #pragma unroll
+                for (int i = 0; i < CPR / 8; i++) {
+                    const int col = ((lane & 7) + 8 * i) * 8;
+                    const uint4 dv = *reinterpret_cast<const uint4*>(gdO + (size_t)row * C + col);
+                    const uint4 ov = *reinterpret_cast<const uint4*>(gO + (size_t)row * C + col);
+                    const uint32_t du[4] = {dv.x, dv.y, dv.z, dv.w}, ou[4] = {ov.x, ov.y, ov.z, ov.w};
+                    #pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        const float2 a = attn_unpack<floatX>(du[k]), c = attn_unpack<floatX>(ou[k]);
+                        acc = fmaf(a.x, c.x, acc);
+                        acc = fmaf(a.y, c.y, acc);
+                    }
+                }
+            }
+            acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+            acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+            acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+            if ((lane & 7) == 0) {
+                sDrow[wrow + r] = acc;
+                if (row < T) Dbuf[(size_t)bh * T + row] = acc;
+            }
+        }
+        __syncwarp();
+        #pragma unroll
+        for (int mi = 0; mi < WM; mi++)
+            #pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int r = mi * 16 + g + 8 * hh, row = wr0 + r;
+                Dr[mi][hh] = sDrow[wrow + r];
+                lse2[mi][hh] = row < T ? lse[(size_t)bh * T + row] * ATTN_LOG2E : 0.f;
+            }
+    }
+
+    uint32_t qf[WM][KS][4], dof[WM][KS][4];
+    float dq[WM][NO][4];
+    attn_frag_zero(dq);
+
+    for (int j = 0; j < n_kv; j++) {
+        const int buf = attn_kv_next<HS, BC, NT, true>(sK, sV, gK, gV, C3, j, n_kv, T);
+        const int k0 = j * BC;
+        if (live && k0 <= wr1) {
+            if (j == 0) {
+                attn_load_a<WM, KS, LDS>(qf, attn_smem_addr(sQ + wrow * LDS), lane);
+                attn_load_a<WM, KS, LDS>(dof, attn_smem_addr(sdO + wrow * LDS), lane);
+            }
+            const uint32_t sKa = attn_smem_addr(sK + buf * BC * LDS);
+            float s[WM][NS][4], dp[WM][NS][4];
+            attn_frag_zero(s);
+            attn_frag_zero(dp);
+            attn_mma_abt<WM, NS, KS, LDS>(s, qf, sKa, lane);                                  // S  = Q K^T
+            attn_mma_abt<WM, NS, KS, LDS>(dp, dof, attn_smem_addr(sV + buf * BC * LDS), lane); // dP = dO V^T
+
+            if (k0 + BC - 1 > wr0) attn_dq_step<true, TC>(s, dp, lse2, Dr, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
+            else attn_dq_step<false, TC>(s, dp, lse2, Dr, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
+            if constexpr (TC) attn_tc_ds(s, dp, Dr);  // dS = P^ (dP - D)
+            uint32_t dsa[WM][BC / 16][4];
+            attn_c_to_a<WM, NS>(dsa, s);
+            attn_mma_ab<WM, NO, BC / 16, LDS>(dq, dsa, sKa, lane);  // dQ += dS K
+        }
+        __syncthreads();  // everyone is done with buffer `buf` before it is refilled
+    }
+
+    if (live) attn_store_tile<WM, HS, AMAX, TC>(sQ + wrow * LDS, dq, scale, dqkv + (size_t)b * T * C3 + h * HS, C3, wr0, T, lane, amax);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Tensor-core backward, part 2: dK and dV. CTA = one (b, h) and BK = 16*WM*NW keys; warp w owns
+// 16*WM keys and computes everything in the transposed orientation (keys are the M dimension):
+//   S^T = K Q^T, P^T = exp(S^T - lse), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q
+// so dK and dV accumulate in registers with no cross-warp reduction. Query tiles of BR rows (with
+// their lse and D) stream through double-buffered shared memory, starting at the diagonal. With
+// KV_REGS the warp's K and V fragments stay in registers for the whole loop; otherwise they are
+// re-read from shared memory each tile (fewer registers, more shared-memory traffic).
+
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB = 1>
+struct AttnBwdDkvTC {
+    static constexpr int NT = NW * 32, BK = 16 * WM * NW, LDS = HS + 8;
+    static constexpr size_t smem_bytes =
+        (size_t)(2 * BK + 4 * BR) * LDS * sizeof(floatX) + 4 * BR * sizeof(float);
+};
+
+// The dK/dV kernel's step once P^T (key-major, s) of a query tile is known: dV += P^T dO,
+// dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q (s is overwritten with dS^T). vf: V's A fragments
+// (reloaded from sVa unless KV_REGS); sQa, sdOa: the tile's Q and dO in shared memory; Dq: its D values.
+template <int WM, int NS, int NO, int KS, int BR, int LDS, bool KV_REGS>
+__device__ __forceinline__ void attn_dkv_accumulate(float (&dv)[WM][NO][4], float (&dk)[WM][NO][4], float (&s)[WM][NS][4],
+                                                    uint32_t (&vf)[WM][KS][4], uint32_t sVa, uint32_t sQa, uint32_t sdOa,
+                                                    const float* Dq, int tq, int lane) {
+    uint32_t pa[WM][BR / 16][4];
+    attn_c_to_a<WM, NS>(pa, s);
+    attn_mma_ab<WM, NO, BR / 16, LDS>(dv, pa, sdOa, lane);  // dV += P^T dO
+    float dp[WM][NS][4];
+    attn_frag_zero(dp);
+    if (!KV_REGS) attn_load_a<WM, KS, LDS>(vf, sVa, lane);
+    attn_mma_abt<WM, NS, KS, LDS>(dp, vf, sdOa, lane);  // dP^T = V dO^T
+    attn_frag_each_col<WM, NS, false>(Dq, tq, [&](int mi, int n, int r, float d) { s[mi][n][r] *= dp[mi][n][r] - d; });  // dS^T
+    attn_c_to_a<WM, NS>(pa, s);
+    attn_mma_ab<WM, NO, BR / 16, LDS>(dk, pa, sQa, lane);  // dK += dS^T Q
+}
+
+// TC: the attention-site casts along the keys, i.e. down the rows of S^T: every warp runs every query
+// tile (warps with no visible key contribute zeros to groups that span warps) and the dynamic shared
+// memory holds, after sD, the cross-warp group partials (2 sites x 3 x NW x BR words) and, when a site
+// is M:N sparse, the sparsity stage (BK rows of BR + 4 floats). AMAX ignored (run-time amax).
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool AMAX = false, bool TC = false>
+__global__ void __launch_bounds__(NW * 32, MINB)
+attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dout, const floatX* __restrict__ qkv,
+                       const float* __restrict__ lse, const float* __restrict__ Dbuf, int T, int NH, float scale,
+                       unsigned int* __restrict__ amax, AttnTcastArgs tc) {
+    constexpr int NT = NW * 32, BK = 16 * WM * NW, LDS = HS + 8;
+    constexpr int KS = HS / 16, NS = BR / 8, NO = HS / 8;
+    static_assert(HS % 16 == 0 && BR % 16 == 0, "tile sizes must be multiples of 16");
+    static_assert(!TC || BK % 64 == 0, "TC: casting groups of up to 64 keys must not cross a CTA's keys");
+
+    extern __shared__ __align__(16) unsigned char attn_smem[];
+    floatX* sK = reinterpret_cast<floatX*>(attn_smem);  // BK rows; reused for dK staging
+    floatX* sV = sK + BK * LDS;                          // BK rows; reused for dV staging
+    floatX* sQ = sV + BK * LDS;                          // 2 x BR rows
+    floatX* sdO = sQ + 2 * BR * LDS;                     // 2 x BR rows
+    float* sL = reinterpret_cast<float*>(sdO + 2 * BR * LDS);  // 2 x BR lse values
+    float* sD = sL + 2 * BR;                                   // 2 x BR D values
+    uint32_t* tc_part = TC ? reinterpret_cast<uint32_t*>(sD + 2 * BR) : nullptr;  // TC: [site][3][NW][BR]
+    float* tc_stage = TC ? reinterpret_cast<float*>(tc_part + 2 * 3 * NW * BR) : nullptr;  // TC: BK x (BR + 4)
+
+    const int C = NH * HS, C3 = 3 * C;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int k0 = blockIdx.x * BK;  // earliest keys see the most queries: issued first
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tq = lane & 3;
+    const int wrow = warp * 16 * WM, kw0 = k0 + wrow, kw1 = kw0 + 16 * WM - 1;
+    const bool live = kw0 < T;
+
+    const floatX* gQ = qkv + (size_t)b * T * C3 + h * HS;
+    const floatX* gK = gQ + C;
+    const floatX* gV = gQ + 2 * C;
+    const floatX* gdO = dout + (size_t)b * T * C + h * HS;
+    const float* gL = lse + (size_t)bh * T;
+    const float* gD = Dbuf + (size_t)bh * T;
+    const int i_begin = k0 / BR, i_end = (T + BR - 1) / BR;
+
+    attn_load_tile<HS, BK, NT>(sK, gK, C3, k0, T);
+    attn_load_tile<HS, BK, NT>(sV, gV, C3, k0, T);
+    attn_load_tile<HS, BR, NT>(sQ, gQ, C3, i_begin * BR, T);
+    attn_load_tile<HS, BR, NT>(sdO, gdO, C, i_begin * BR, T);
+    attn_load_vec<BR>(sL, gL, i_begin * BR, T);
+    attn_load_vec<BR>(sD, gD, i_begin * BR, T);
+    attn_cp_async_commit();
+
+    uint32_t kf[WM][KS][4], vf[WM][KS][4];
+    float dk[WM][NO][4], dv[WM][NO][4];
+    attn_frag_zero(dk);
+    attn_frag_zero(dv);
+    const uint32_t sKa = attn_smem_addr(sK + wrow * LDS), sVa = attn_smem_addr(sV + wrow * LDS);
+
+    for (int i = i_begin; i < i_end; i++) {
+        const int buf = (i - i_begin) & 1, nb = buf ^ 1;
+        if (i + 1 < i_end) {
+            attn_load_tile<HS, BR, NT>(sQ + nb * BR * LDS, gQ, C3, (i + 1) * BR, T);
+            attn_load_tile<HS, BR, NT>(sdO + nb * BR * LDS, gdO, C, (i + 1) * BR, T);
+            attn_load_vec<BR>(sL + nb * BR, gL, (i + 1) * BR, T);
+            attn_load_vec<BR>(sD + nb * BR, gD, (i + 1) * BR, T);
+        }
+        attn_cp_async_commit();
+        attn_cp_async_wait<1>();
+        __syncthreads();
+
+        if (KV_REGS && live && i == i_begin) {
+            attn_load_a<WM, KS, LDS>(kf, sKa, lane);
+            attn_load_a<WM, KS, LDS>(vf, sVa, lane);
+        }
+        const int qb = i * BR;
+        if constexpr (TC) {
+            // The same steps in the TensorCast form: cast calls are made by every warp (barriers inside
+            // for groups that span warps); `active` warps have keys visible to the tile's queries.
+            const bool active = live && qb + BR - 1 >= kw0;
+            const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
+            const float* L = sL + buf * BR;
+            const float* Dq = sD + buf * BR;
+            const int row0 = kw0 + g, col0 = qb + 2 * tq;
+            const uint64_t rbase = (uint64_t)bh * (uint64_t)T;
+            float s[WM][NS][4];
+            attn_frag_zero(s);
+            // (The key-major elementwise steps are written out here: through helpers shared with the
+            // query-major forms the compiler numbers this kernel's registers differently.)
+            if (active) {
+                if (!KV_REGS) attn_load_a<WM, KS, LDS>(kf, sKa, lane);
+                attn_mma_abt<WM, NS, KS, LDS>(s, kf, sQa, lane);  // S^T = K Q^T
+                #pragma unroll
+                for (int mi = 0; mi < WM; mi++)
+                    #pragma unroll
+                    for (int n = 0; n < NS; n++)
+                        #pragma unroll
+                        for (int r = 0; r < 4; r++) {  // v = raw * scale; keys after the query enter the groups as 0
+                            float v = s[mi][n][r] * scale;
+                            if (col0 + n * 8 + (r & 1) < row0 + mi * 16 + 8 * (r >> 1)) v = 0.f;
+                            s[mi][n][r] = v;
+                        }
+            }
+            attn_tc_cast_cols<ATTN_TC_SCORES, WM, NS, NW>(s, active, tc_stage, BR + 4, tc_part, warp, row0, col0, T,
+                                                          tc.state[ATTN_TC_SCORES], rbase, lane);
+            if (active) {
+                #pragma unroll
+                for (int n = 0; n < NS; n++) {
+                    const float2 lq = *reinterpret_cast<const float2*>(L + n * 8 + 2 * tq);
+                    const float lq2[2] = {lq.x * ATTN_LOG2E, lq.y * ATTN_LOG2E};
+                    #pragma unroll
+                    for (int mi = 0; mi < WM; mi++)
+                        #pragma unroll
+                        for (int r = 0; r < 4; r++) {
+                            const bool masked = col0 + n * 8 + (r & 1) < row0 + mi * 16 + 8 * (r >> 1);
+                            float p = attn_exp2(fmaf(masked ? -INFINITY : s[mi][n][r], ATTN_LOG2E, -lq2[r & 1]));
+                            if (masked) p = 0.f;
+                            s[mi][n][r] = p;
+                        }
+                }
+            }
+            attn_tc_cast_cols<ATTN_TC_PROBS, WM, NS, NW>(s, active, tc_stage, BR + 4, tc_part + 3 * NW * BR, warp, row0, col0, T,
+                                                         tc.state[ATTN_TC_PROBS], rbase, lane);
+            if (active) {
+                attn_frag_mask<true>(s, col0, row0, 0.f);
+                attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane);
+            }
+        } else if (live && qb + BR - 1 >= kw0) {  // some query of the tile sees some key of the warp
+            const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
+            const float* L = sL + buf * BR;
+            const float* Dq = sD + buf * BR;
+
+            float s[WM][NS][4];
+            attn_frag_zero(s);
+            if (!KV_REGS) attn_load_a<WM, KS, LDS>(kf, sKa, lane);
+            attn_mma_abt<WM, NS, KS, LDS>(s, kf, sQa, lane);  // S^T = K Q^T
+
+            // Mask only where some query of the tile precedes some key of the warp.
+            if (qb < kw1) attn_dkv_p<true>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
+            else attn_dkv_p<false>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
+            attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane);
+        }
+        __syncthreads();
+    }
+
+    if (live) {
+        floatX* gdqkv = dqkv + (size_t)b * T * C3 + h * HS;
+        attn_store_tile<WM, HS, AMAX, TC>(sK + wrow * LDS, dk, scale, gdqkv + C, C3, kw0, T, lane, amax);
+        attn_store_tile<WM, HS, AMAX, TC>(sV + wrow * LDS, dv, 1.f, gdqkv + 2 * C, C3, kw0, T, lane, amax);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Tensor-core launchers, one per kernel and configuration. The default configurations are chosen in
+// attention_forward / attention_backward; dev/cuda/attention.cu can time the others (--sweep).
+
+template <int HS, int WM, int NW, int BC, int MINB = 1>
+void attention_backward_dq_tc(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv, const floatX* out,
+                              const float* lse, int B, int T, int NH, cudaStream_t stream, unsigned int* amax = nullptr) {
+    using Cfg = AttnBwdDqTC<HS, WM, NW, BC, MINB>;
+    auto kernel = amax ? attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, true> : attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, false>;
+    attn_set_smem(kernel, Cfg::smem_bytes);
+    const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
+    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                                       AttnTcastArgs{});
+    cudaCheckLaunch();
+}
+
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB = 1>
+void attention_backward_dkv_tc(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
+                               const float* Dbuf, int B, int T, int NH, cudaStream_t stream, unsigned int* amax = nullptr) {
+    using Cfg = AttnBwdDkvTC<HS, WM, NW, BR, KV_REGS, MINB>;
+    auto kernel = amax ? attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, true>
+                       : attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false>;
+    attn_set_smem(kernel, Cfg::smem_bytes);
+    const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
+    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                                       AttnTcastArgs{});
+    cudaCheckLaunch();
+}
+
+// TensorCast launchers: the TC instantiations (see attention_forward_tc_cast).
+template <int HS, int WM, int NW, int BC, int MINB>
+void attention_backward_dq_tc_cast(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv, const floatX* out,
+                                   const float* lse, int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed) {
+    using Cfg = AttnBwdDqTC<HS, WM, NW, BC, MINB>;
+    auto kernel = attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, false, true>;
+    const size_t smem = Cfg::smem_bytes + (attn_tc_sparse() ? (size_t)NW * 16 * WM * (BC + 4) * sizeof(float) : 0);
+    attn_set_smem(kernel, smem);
+    const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
+    kernel<<<grid, Cfg::NT, smem, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                            attn_tc_args(seed, false));
+    cudaCheckLaunch();
+}
+
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB>
+void attention_backward_dkv_tc_cast(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
+                                    int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed) {
+    using Cfg = AttnBwdDkvTC<HS, WM, NW, BR, KV_REGS, MINB>;
+    auto kernel = attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false, true>;
+    const size_t smem = Cfg::smem_bytes + (size_t)2 * 3 * NW * BR * sizeof(uint32_t) +
+                        (attn_tc_sparse() ? (size_t)Cfg::BK * (BR + 4) * sizeof(float) : 0);
+    attn_set_smem(kernel, smem);
+    const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
+    kernel<<<grid, Cfg::NT, smem, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                            attn_tc_args(seed, false));
+    cudaCheckLaunch();
+}

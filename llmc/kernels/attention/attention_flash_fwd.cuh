@@ -1,0 +1,205 @@
+// attention_flash_fwd.cuh - the tensor-core flash-attention forward kernel (bf16 / fp16, HS 64 or
+// 128): single-pass online softmax or, when the probabilities are hooked or cast, two passes with P
+// from the final lse (attention.cuh explains both), in its plain, --q115-stats counting, amax and
+// TensorCast (TC) instantiations, and its launchers.
+#pragma once
+
+#include <stdint.h>
+#include <math.h>
+#include "llmc/core/cuda_common.cuh"
+#include "llmc/kernels/attention/attention_tile.cuh"
+#include "llmc/kernels/attention/attention_tcast_cast.cuh"
+
+// ------------------------------------------------------------------------------------------------
+// Tensor-core forward. CTA = one (b, h) and BR = 16*WM*NW query rows; warp w owns rows
+// [16*WM*w, 16*WM*(w+1)) of the tile and keeps its Q fragments, the O accumulator and the softmax
+// statistics in registers. K/V tiles of BC keys are double-buffered in shared memory: tile j+1 is
+// in flight while tile j is used. Key tiles entirely above the diagonal are never loaded; within
+// the loaded ones a warp skips tiles above its own rows, and only tiles crossing the diagonal pay
+// for the mask. PL (kProbsFromLse, see the header comment of attention.cuh): the key loop runs twice, first for the
+// row statistics only (K tiles only), then for P^ = boundary(exp(s^ - lse)) and O = P^ V (K and V);
+// the Q fragments stay in registers across both.
+
+template <int HS, int WM, int NW, int BC, int MINB = 1>
+struct AttnFwdTC {
+    static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
+    static constexpr size_t smem_bytes = (size_t)(BR + 4 * BC) * LDS * sizeof(floatX);
+};
+
+// TC (TensorCast, see the header comment of attention.cuh): the attention-site casts; CNT then counts --cast-stats
+// (tc.stats), AMAX is ignored (the amax output is a run-time choice) and the dynamic shared memory
+// holds the sparsity stage after the tiles when a site is M:N sparse.
+template <int HS, int WM, int NW, int BC, int MINB, bool PL = kAttnProbsFromLse, bool CNT = false, bool AMAX = false, bool TC = false>
+__global__ void __launch_bounds__(NW * 32, MINB)
+attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floatX* __restrict__ qkv,
+                   int T, int NH, float scale, unsigned int* __restrict__ amax, AttnTcastArgs tc) {
+    constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
+    constexpr int KS = HS / 16;  // k-steps of Q.K^T
+    constexpr int NS = BC / 8;   // n-tiles of S (keys)
+    constexpr int NO = HS / 8;   // n-tiles of O (head dims)
+    static_assert(HS % 16 == 0 && BC % 16 == 0, "tile sizes must be multiples of 16");
+    static_assert(!TC || BC % 64 == 0, "TC: casting groups of up to 64 keys must not cross a key tile");
+
+    extern __shared__ __align__(16) unsigned char attn_smem[];
+    floatX* sQ = reinterpret_cast<floatX*>(attn_smem);  // BR rows; reused for output staging
+    floatX* sK = sQ + BR * LDS;                          // 2 buffers x BC rows
+    floatX* sV = sK + 2 * BC * LDS;                      // 2 buffers x BC rows
+    constexpr int LDST = BC + 4;                         // TC sparsity stage: 16*WM rows of LDST floats per warp
+
+    const int C = NH * HS, C3 = 3 * C;
+    // blockIdx.x walks the tiles of one head, longest (latest queries) first, so that the tiles of
+    // a head run together and share its K/V in L2; blockIdx.y is the (b, h) pair.
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tq = lane & 3;
+    const int wrow = warp * 16 * WM;                  // first row of this warp inside the tile
+    const int wr0 = q0 + wrow, wr1 = wr0 + 16 * WM - 1;
+    const bool live = wr0 < T;
+    float* stage = TC ? reinterpret_cast<float*>(sV + 2 * BC * LDS) + warp * 16 * WM * LDST : nullptr;
+    const uint64_t rbase = (uint64_t)bh * (uint64_t)T;
+
+    const floatX* gQ = qkv + (size_t)b * T * C3 + h * HS;
+    const floatX* gK = gQ + C;
+    const floatX* gV = gQ + 2 * C;
+    const int n_kv = (min(q0 + BR, T) + BC - 1) / BC;  // key tiles touching keys <= last valid row
+
+    attn_load_tile<HS, BR, NT>(sQ, gQ, C3, q0, T);
+    attn_load_tile<HS, BC, NT>(sK, gK, C3, 0, T);
+    if (!PL) attn_load_tile<HS, BC, NT>(sV, gV, C3, 0, T);  // pass 1 of PL needs no V
+    attn_cp_async_commit();
+
+    uint32_t qf[WM][KS][4];
+    float o[WM][NO][4];
+    float m[WM][2], l[WM][2];  // running max (natural units) and this thread's partial row sum
+    #pragma unroll
+    for (int mi = 0; mi < WM; mi++) {
+        #pragma unroll
+        for (int n = 0; n < NO; n++) o[mi][n][0] = o[mi][n][1] = o[mi][n][2] = o[mi][n][3] = 0.f;
+        m[mi][0] = m[mi][1] = -INFINITY;
+        l[mi][0] = l[mi][1] = 0.f;
+    }
+
+    // The only pass (PL = false), or pass 1: row statistics (PL = true).
+    for (int j = 0; j < n_kv; j++) {
+        const int buf = attn_kv_next<HS, BC, NT, !PL>(sK, sV, gK, gV, C3, j, n_kv, T);
+        const int k0 = j * BC;
+        if (live && k0 <= wr1) {  // tile 0 always qualifies, so qf is loaded before first use
+            if (j == 0) attn_load_a<WM, KS, LDS>(qf, attn_smem_addr(sQ + wrow * LDS), lane);
+
+            float s[WM][NS][4];
+            attn_frag_zero(s);
+            attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
+
+            // Only tiles crossing the diagonal (some key after some row of the warp) pay for the mask.
+            if (k0 + BC - 1 > wr0)
+                attn_fwd_step<true, PL, CNT, TC>(s, o, m, l, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
+            else
+                attn_fwd_step<false, PL, CNT, TC>(s, o, m, l, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
+
+            if constexpr (!PL) {
+                uint32_t pa[WM][BC / 16][4];
+                attn_c_to_a<WM, NS>(pa, s);
+                attn_mma_ab<WM, NO, BC / 16, LDS>(o, pa, attn_smem_addr(sV + buf * BC * LDS), lane);
+            }
+        }
+        __syncthreads();  // everyone is done with buffer `buf` before it is refilled
+    }
+
+    if constexpr (PL) {
+        // lse per row (every lane of the quad ends with the same sum), stored, and kept as lse2 =
+        // lse * log2(e) computed from the stored fp32 value exactly as the backward kernels do.
+        float lse2[WM][2];
+        #pragma unroll
+        for (int mi = 0; mi < WM; mi++)
+            #pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const float L = m[mi][hh] + logf(attn_quad_sum(l[mi][hh]));
+                const int row = wr0 + mi * 16 + g + 8 * hh;
+                if (live && tq == 0 && row < T) lse[(size_t)bh * T + row] = L;
+                lse2[mi][hh] = L * ATTN_LOG2E;
+            }
+
+        // Pass 2: O = sum over key tiles of P^ V, same double-buffered schedule, K and V tiles.
+        // The last pass-1 iteration ended with a barrier and left only an empty cp.async group.
+        attn_load_tile<HS, BC, NT>(sK, gK, C3, 0, T);
+        attn_load_tile<HS, BC, NT>(sV, gV, C3, 0, T);
+        attn_cp_async_commit();
+        for (int j = 0; j < n_kv; j++) {
+            const int buf = attn_kv_next<HS, BC, NT, true>(sK, sV, gK, gV, C3, j, n_kv, T);
+            const int k0 = j * BC;
+            if (live && k0 <= wr1) {  // qf was loaded in pass 1 (tile 0)
+                float s[WM][NS][4];
+                attn_frag_zero(s);
+                attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
+
+                if (k0 + BC - 1 > wr0)
+                    attn_fwd_p_step<true, CNT, TC>(s, lse2, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
+                else
+                    attn_fwd_p_step<false, CNT, TC>(s, lse2, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
+
+                uint32_t pa[WM][BC / 16][4];
+                attn_c_to_a<WM, NS>(pa, s);
+                attn_mma_ab<WM, NO, BC / 16, LDS>(o, pa, attn_smem_addr(sV + buf * BC * LDS), lane);
+            }
+            __syncthreads();  // everyone is done with buffer `buf` before it is refilled
+        }
+        if (live) attn_store_tile<WM, HS, AMAX, TC>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
+    } else {
+        if (live) {
+            float inv[WM][2];
+            #pragma unroll
+            for (int mi = 0; mi < WM; mi++)
+                #pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    const float sum = attn_quad_sum(l[mi][hh]);
+                    inv[mi][hh] = 1.f / sum;
+                    const int row = wr0 + mi * 16 + g + 8 * hh;
+                    if (tq == 0 && row < T) lse[(size_t)bh * T + row] = m[mi][hh] + logf(sum);
+                    #pragma unroll
+                    for (int n = 0; n < NO; n++) {
+                        o[mi][n][2 * hh] *= inv[mi][hh];
+                        o[mi][n][2 * hh + 1] *= inv[mi][hh];
+                    }
+                }
+            attn_store_tile<WM, HS, AMAX, TC>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Tensor-core launchers, one per kernel and configuration. The default configurations are chosen in
+// attention_forward / attention_backward; dev/cuda/attention.cu can time the others (--sweep).
+
+// CNT: the --q115-stats counting instantiation (boundary.cuh); the plain builds never need it.
+template <int HS, int WM, int NW, int BC, int MINB = 1, bool PL = kAttnProbsFromLse>
+void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
+                          unsigned int* amax = nullptr) {
+    using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
+    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, false>;
+    if (amax) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, true>;
+    if constexpr (!boundary_is_identity<ATTN_SCORES>())
+        if (boundary_stats_active())
+            kernel = amax ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, true> : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false>;
+    attn_set_smem(kernel, Cfg::smem_bytes);
+    const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
+    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, AttnTcastArgs{});
+    cudaCheckLaunch();
+}
+
+// TensorCast launchers: the TC instantiations (attention_tcast.cuh), with the per-call seed and, in
+// the forward, the --cast-stats counting instantiation while attention_tcast_stats is set. The
+// dynamic shared memory grows by the sparsity stage only when a site is M:N sparse. Only the dispatch
+// of a build whose mode sets kModeAttentionCasts instantiates them (attention.cuh).
+template <int HS, int WM, int NW, int BC, int MINB, bool PL>
+void attention_forward_tc_cast(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
+                               unsigned int* amax, uint64_t seed) {
+    using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
+    const bool count = attn_tc_counting();
+    auto kernel = count ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false, true>
+                        : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, false, true>;
+    const size_t smem = Cfg::smem_bytes + (attn_tc_sparse() ? (size_t)NW * 16 * WM * (BC + 4) * sizeof(float) : 0);
+    attn_set_smem(kernel, smem);
+    const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
+    kernel<<<grid, Cfg::NT, smem, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, attn_tc_args(seed, count));
+    cudaCheckLaunch();
+}
