@@ -14,6 +14,7 @@ DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 sys.path.insert(0, str(DATA_DIR))
 import data_common  # noqa: E402
 import gutenberg  # noqa: E402
+from offline import offline_argv  # noqa: E402
 
 SHARED = data_common.shared_data_dir()
 needs_shared = pytest.mark.skipif(SHARED is None, reason="shared data folder not found")
@@ -28,23 +29,9 @@ def run_script(name, *args):
     return proc.stdout
 
 
-# Runs a script (argv[1], its arguments after it) with every network connection refused: socket
-# connects and name lookups raise, so a download attempt (requests, urllib) fails at once.
-NO_NETWORK = """
-import runpy, socket, sys
-def refuse(*args, **kwargs):
-    raise OSError("network access is blocked in this test")
-socket.socket.connect = socket.socket.connect_ex = refuse
-socket.create_connection = socket.getaddrinfo = refuse
-sys.argv = sys.argv[1:]
-sys.path.insert(0, sys.argv[0].rsplit("/", 1)[0])
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
 def run_offline(script, *args, **env):
     """Run a script with no network and the given extra environment; return the CompletedProcess."""
-    return subprocess.run([sys.executable, "-c", NO_NETWORK, str(script), *map(str, args)],
+    return subprocess.run(offline_argv(script, *args),
                           capture_output=True, text=True, timeout=120, env={**os.environ, **env})
 
 

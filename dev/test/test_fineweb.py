@@ -27,6 +27,7 @@ sys.path.insert(0, str(DATA_DIR))
 import data_common  # noqa: E402
 import fineweb  # noqa: E402
 import tinyshakespeare  # noqa: E402
+from offline import block_network, offline_argv  # noqa: E402
 
 OLD_VENV = "not in this venv (made before fineweb.py needed it): rm .venv/.complete && make venv"
 pa = pytest.importorskip("pyarrow", reason=f"pyarrow {OLD_VENV}")
@@ -39,25 +40,9 @@ pytestmark = pytest.mark.skipif(SHARED is None,
 SCRIPT = DATA_DIR / "fineweb.py"
 EOT = 50256
 
-# Runs a script (argv[1], its arguments after it) with every network connection refused, and with
-# the modules named in $BLOCK_MODULES made unimportable.
-OFFLINE = """
-import os, runpy, socket, sys
-def refuse(*args, **kwargs):
-    raise OSError("network access is blocked in this test")
-socket.socket.connect = socket.socket.connect_ex = refuse
-socket.create_connection = socket.getaddrinfo = refuse
-for name in filter(None, os.environ.get("BLOCK_MODULES", "").split(",")):
-    sys.modules[name] = None
-sys.argv = sys.argv[1:]
-sys.path.insert(0, sys.argv[0].rsplit("/", 1)[0])
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
 def cli(*args):
     """argv running fineweb.py offline."""
-    return [sys.executable, "-c", OFFLINE, str(SCRIPT), *map(str, args)]
+    return offline_argv(SCRIPT, *args)
 
 
 def run_cli(*args, env=None, timeout=120):
@@ -87,14 +72,7 @@ def run_main(capsys):
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch):
     """No network in this process either (the in-process runs)."""
-    import socket
-
-    def refuse(*args, **kwargs):
-        raise OSError("network access is blocked in this test")
-    for name in ("connect", "connect_ex"):
-        monkeypatch.setattr(socket.socket, name, refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    block_network(monkeypatch)
 
 
 @pytest.fixture(scope="module")

@@ -18,42 +18,23 @@ DATA_DIR = REPO / "dev" / "data"
 sys.path.insert(0, str(DATA_DIR))
 import data_common  # noqa: E402
 import hellaswag  # noqa: E402
+from offline import block_network, offline_argv  # noqa: E402
 
 SHARED = data_common.shared_data_dir()
 pytestmark = pytest.mark.skipif(SHARED is None,
                                 reason="shared data folder not found (GPT-2 BPE files for offline tiktoken)")
 SCRIPT = DATA_DIR / "hellaswag.py"
 
-# Runs a script (argv[1], its arguments after it) with every network connection refused.
-OFFLINE = """
-import runpy, socket, sys
-def refuse(*args, **kwargs):
-    raise OSError("network access is blocked in this test")
-socket.socket.connect = socket.socket.connect_ex = refuse
-socket.create_connection = socket.getaddrinfo = refuse
-sys.argv = sys.argv[1:]
-sys.path.insert(0, sys.argv[0].rsplit("/", 1)[0])
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
 def run_cli(*args):
     """Run hellaswag.py offline; the CompletedProcess."""
-    return subprocess.run([sys.executable, "-c", OFFLINE, str(SCRIPT), *map(str, args)],
+    return subprocess.run(offline_argv(SCRIPT, *args),
                           capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch):
     """No network in this process either (the in-process runs)."""
-    import socket
-
-    def refuse(*args, **kwargs):
-        raise OSError("network access is blocked in this test")
-    for name in ("connect", "connect_ex"):
-        monkeypatch.setattr(socket.socket, name, refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    block_network(monkeypatch)
 
 
 @pytest.fixture(scope="module")
