@@ -83,12 +83,6 @@ t_all=$(date +%s)
 for entry in "${VARIANTS[@]}"; do
     read -r v flags <<< "$entry"
     [ -z "$only" ] || [[ "$only" == *",$v,"* ]] || continue
-    if [ "$v" = tcast ] && ! grep -q ENABLE_TCAST llmc/core/precision.h; then
-        # the TCAST=1 variant exists once llmc/core/precision.h interprets ENABLE_TCAST (else it would be a
-        # second BF16 build)
-        echo "-- skip tcast: llmc/core/precision.h does not interpret ENABLE_TCAST yet"
-        continue
-    fi
     case $harnesses in
         none) h_arg=(HARNESSES=) ;;
         all) h_arg=() ;;
