@@ -164,7 +164,7 @@ def test_model_lists_and_batch_sizes():
 
 def test_peaks_come_from_mfu_h():
     peaks = bench.read_device_peaks()
-    text = (REPO / "llmc" / "mfu.h").read_text()
+    text = (REPO / "llmc" / "train" / "mfu.h").read_text()
     assert len(peaks) == text.count('{"') and len(peaks) >= 5
     assert bench.device_peak_tflops("NVIDIA H100 80GB HBM3", peaks) == 989.4
     assert bench.device_peak_tflops("NVIDIA H100 PCIe", peaks) == 756.0  # the first match wins, as in mfu.h
