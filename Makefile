@@ -16,7 +16,8 @@
 #   SF16_TRUE_FORWARD=1        with ENABLE_Q115: Q1.31 register simulation, FAST_16BF GEMMs
 #   FP8=1 | TCFP12=1           linear layers as FP8 / TCFP-12 dual-FP8 GEMMs
 #   TCAST=1                    TensorCast datatypes at run time (BF16 storage; not with ENABLE_Q115, FP8, TCFP12)
-#   USE_CUDNN=1                cuDNN attention (not with ENABLE_Q115)
+#   USE_CUDNN=1                cuDNN fused attention (BF16 / FP16 storage, FP8, TCFP-12; not with ENABLE_Q115,
+#                              TCAST=1, PRECISION=FP32); CUDNN_HOME=... / CUDNN_FRONTEND_PATH=... where they are
 #   GPU_ARCH=90                compute capability to build for (90 = Hopper sm_90)  [90]
 #   NO_MULTI_GPU=1 NO_USE_MPI=1  build without NCCL / without MPI
 #   NVCC=... / CUDA_HOME=...   another CUDA toolkit (e.g. CUDA 12.4: make cuda $(scripts/cuda12_toolchain.sh))
@@ -83,6 +84,31 @@ MPI_SO := $(call first_file,$(MPI_LIB_GUESS),libmpi.so)
 CUPTI_H := $(call first_file,$(CUDA_INC_DIRS) $(CUDA_HOME)/extras/CUPTI/include,cupti.h)
 CUPTI_SO := $(call find_so,cupti,$(CUDA_LIB_DIRS) $(CUDA_HOME)/extras/CUPTI/lib64 $(SYS_LIB_DIRS))
 
+# cuDNN (USE_CUDNN=1 attention, llmc/kernels/attention/attention_cudnn.cpp): cudnn.h and libcudnn from
+# CUDNN_HOME, the toolkit, the system, else the venv's nvidia-cudnn-cu13 / -cu12 wheel (site-packages/
+# nvidia/cudnn: libcudnn.so.9 only, no unversioned name: find_so / link_so handle it); the header-only
+# cuDNN frontend from CUDNN_FRONTEND_PATH, the system, else the venv's nvidia-cudnn-frontend (its headers
+# go to site-packages/include). scripts/setup_env.sh (make venv) installs what the system lacks.
+VENV := .venv
+VENV_SITE := $(wildcard $(VENV)/lib/python3*/site-packages)
+CUDNN_H := $(call first_file,$(if $(CUDNN_HOME),$(CUDNN_HOME)/include) $(CUDA_INC_DIRS) /usr/include /usr/local/include \
+  $(addsuffix /nvidia/cudnn/include,$(VENV_SITE)),cudnn.h)
+CUDNN_SO := $(call find_so,cudnn,$(if $(CUDNN_HOME),$(CUDNN_HOME)/lib $(CUDNN_HOME)/lib64) $(CUDA_LIB_DIRS) $(SYS_LIB_DIRS) \
+  $(addsuffix /nvidia/cudnn/lib,$(VENV_SITE)))
+CUDNN_FE_H := $(call first_file,$(if $(CUDNN_FRONTEND_PATH),$(CUDNN_FRONTEND_PATH)/include $(CUDNN_FRONTEND_PATH)) \
+  /usr/include /usr/local/include $(addsuffix /include,$(VENV_SITE)),cudnn_frontend.h)
+# frontends from 1.19 on compile an NVRTC-built engine into every program that includes them: link libnvrtc
+# then (scripts/setup_env.sh pins 1.18.0, which needs nothing but cuDNN)
+CUDNN_FE_NVRTC := $(if $(CUDNN_FE_H),$(wildcard $(dir $(CUDNN_FE_H))cudnn_frontend/experimental/nvrtc_shim.h))
+NVRTC_SO := $(if $(CUDNN_FE_NVRTC),$(call find_so,nvrtc,$(CUDA_LIB_DIRS) $(SYS_LIB_DIRS)))
+HAVE_CUDNN := $(if $(and $(CUDNN_H),$(CUDNN_SO),$(CUDNN_FE_H),$(if $(CUDNN_FE_NVRTC),$(NVRTC_SO),1)),1,)
+# where a file came from, for make info
+under = $(and $(2),$(filter $(abspath $(2))/%,$(abspath $(1))))
+origin_of = $(if $(call under,$(1),$(VENV)),venv (PyPI),$(if $(call under,$(1),$(CUDNN_HOME)),CUDNN_HOME,$(if \
+  $(call under,$(1),$(CUDNN_FRONTEND_PATH)),CUDNN_FRONTEND_PATH,$(if $(call under,$(1),$(CUDA_HOME)),CUDA toolkit,system))))
+CUDNN_VERSION = $(shell sed -n 's/^\#define CUDNN_\(MAJOR\|MINOR\|PATCHLEVEL\) *\([0-9]*\).*/\2/p' $(dir $(CUDNN_H))cudnn_version.h 2>/dev/null | paste -sd.)
+CUDNN_FE_VERSION = $(shell sed -n 's/^\#define CUDNN_FRONTEND_\(MAJOR\|MINOR\|PATCH\)_VERSION *\([0-9]*\).*/\2/p' $(dir $(CUDNN_FE_H))cudnn_frontend_version.h 2>/dev/null | paste -sd.)
+
 HAVE_CUDA := $(if $(and $(NVCC),$(CUBLASLT_H),$(CUBLASLT_SO)),1,)
 # versions, for make info only (recursive: evaluated when printed)
 NVCC_RELEASE = $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
@@ -131,10 +157,23 @@ NVCC_LDFLAGS := $(call link_so,$(CUBLASLT_SO)) $(if $(CUBLAS_SO),$(call link_so,
   $(if $(CUDART_STATIC),,-cudart shared)
 CUDA_DEPS := $(CPU_DEPS)
 
+# The cuDNN attention backend: one object per build folder (host C++ only: the cuDNN frontend's headers take
+# about a minute, so they are compiled once, not per variant), linked with libcudnn and an rpath to it (the
+# binary runs without LD_LIBRARY_PATH; DT_RPATH, not RUNPATH, so that it also covers the engine libraries
+# libcudnn.so.9 loads at run time where it has no $$ORIGIN of its own).
+CUDNN_OBJ := $(BUILD)/cudnn/attention_cudnn.o
+CUDNN_INCLUDES := $(addprefix -I,$(dir $(CUDNN_H)) $(dir $(CUDNN_FE_H)))
+USE_CUDNN_OBJ := $(if $(filter 1,$(USE_CUDNN)),$(CUDNN_OBJ))
+NVCC_LDFLAGS += $(if $(USE_CUDNN_OBJ),$(CUDNN_OBJ) $(call link_so,$(CUDNN_SO)) $(if $(NVRTC_SO),$(call link_so,$(NVRTC_SO))) \
+  -Xlinker --disable-new-dtags -Xlinker -rpath=$(abspath $(dir $(CUDNN_SO))))
+$(CUDNN_OBJ): llmc/kernels/attention/attention_cudnn.cpp llmc/kernels/attention/attention_cudnn.h Makefile
+	@test -n "$(HAVE_CUDNN)" || { echo "error: USE_CUDNN=1: cuDNN not found (cudnn.h: $(or $(CUDNN_H),missing), libcudnn: $(or $(CUDNN_SO),missing), cudnn_frontend.h: $(or $(CUDNN_FE_H),missing)$(if $(CUDNN_FE_NVRTC),$(if $(NVRTC_SO),,; this frontend needs libnvrtc: missing))); run make venv (scripts/setup_env.sh installs nvidia-cudnn-frontend and, without a system cuDNN, nvidia-cudnn-cu13 / -cu12), or set CUDNN_HOME / CUDNN_FRONTEND_PATH"; exit 1; }
+	@mkdir -p $(@D)
+	$(NVCC) -std=c++17 -O2 -DCUDNN_FRONTEND_SKIP_JSON_LIB -I. $(CUDNN_INCLUDES) -c $< -o $@
+
 # ---------------------------------------------------------------------------------------------
 # Python side: data preparation, PyTorch reference, Python tests
 
-VENV := .venv
 PYTHON ?= $(VENV)/bin/python
 # what the Python rules wait for: the venv, when PYTHON is ours (another PYTHON=...: nothing)
 PY_ENV := $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(VENV)/.complete)
@@ -162,6 +201,8 @@ info:
 	@echo "  NCCL         $(or $(NCCL_H),header not found) | $(or $(NCCL_SO),library not found)$(if $(NO_MULTI_GPU), (disabled: NO_MULTI_GPU=1))"
 	@echo "  MPI          $(or $(MPI_H),header not found) | $(or $(MPI_SO),library not found)$(if $(NO_USE_MPI), (disabled: NO_USE_MPI=1))"
 	@echo "  CUPTI        $(or $(CUPTI_H),header not found) | $(or $(CUPTI_SO),library not found)"
+	@echo "  cuDNN        $(or $(CUDNN_H),header not found) | $(or $(CUDNN_SO),library not found)$(if $(CUDNN_H), ($(CUDNN_VERSION), $(call origin_of,$(CUDNN_H))))"
+	@echo "  cuDNN front  $(or $(CUDNN_FE_H),cudnn_frontend.h not found)$(if $(CUDNN_FE_H), ($(CUDNN_FE_VERSION), $(call origin_of,$(CUDNN_FE_H))))"
 	@echo "  CUDA variant $(VARIANT): $(strip $(CUDA_MODE_FLAGS)), sm_$(GPU_ARCH)"
 	@echo "  python       $(PYTHON)"
 
@@ -215,7 +256,7 @@ test: env-torch $(HOST_TEST_BINS) $(TCAST_CLI) $(BUILD)/cpu/test_gpt2 $(BUILD)/c
 
 # CUDA trainer and its test, one folder per variant; `make train_gpt2cu` also copies to the root.
 CUDA_TARGETS := $(BUILD)/$(VARIANT)/train_gpt2cu $(BUILD)/$(VARIANT)/test_gpt2cu
-$(BUILD)/$(VARIANT)/%cu: %.cu $(CUDA_DEPS)
+$(BUILD)/$(VARIANT)/%cu: %.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ)
 	@test -n "$(HAVE_CUDA)" || { echo "error: nvcc and cuBLASLt are needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(NVCC_LDFLAGS) -o $@
@@ -234,7 +275,7 @@ ifneq ($(filter-out $(CUDA_DEV_ALL),$(HARNESSES)),)
 endif
 CUDA_DEV_BINS := $(patsubst %,$(BUILD)/$(VARIANT)/dev/%,$(HARNESSES))
 cuda-dev: $(CUDA_DEV_BINS)
-$(BUILD)/$(VARIANT)/dev/%: dev/cuda/%.cu $(CUDA_DEPS)
+$(BUILD)/$(VARIANT)/dev/%: dev/cuda/%.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ)
 	@test -n "$(HAVE_CUDA)" || { echo "error: nvcc and cuBLASLt are needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(NVCC_LDFLAGS) -o $@

@@ -54,8 +54,9 @@ static void numeric_config_string(char* out, size_t n, const GPT2* m, int tf32) 
     if (multi_gpu_active(m->mg))
         snprintf(dp, sizeof(dp), " ranks=%d zero=%d grad_wire=%s", m->mg->pg.nranks, m->mg->zero_stage,
                  m->mg->wire_fp32 ? "fp32" : PRECISION_MODE_NAME);
-    snprintf(out, n, "precision=%s boundaries=%s gemm=%s master_weights=%d recompute=%d gelu_fusion=%d%s%s",
-             PRECISION_MODE_NAME, BOUNDARY_MODE_NAME, gemm_backend_name(&m->gemm), m->master_weights != NULL, m->recompute,
+    snprintf(out, n, "precision=%s boundaries=%s gemm=%s attention=%s master_weights=%d recompute=%d gelu_fusion=%d%s%s",
+             PRECISION_MODE_NAME, BOUNDARY_MODE_NAME, gemm_backend_name(&m->gemm), attention_backend_tag(),
+             m->master_weights != NULL, m->recompute,
              m->gelu_fusion, tf32 ? " tf32=1" : "", dp);
 }
 
@@ -205,6 +206,7 @@ static void trainer_print_config(Trainer* t) {
     print_config_rule();
     print_config_row("device", "%s", t->prop.name);
     print_config_row("precision, GEMM", "%s, %s", PRECISION_MODE_NAME, gemm_backend_name(&m.gemm));
+    print_config_row("attention", "%s", attention_backend_name());
     print_config_row("storage boundaries", "%s", BOUNDARY_MODE_NAME);
     print_config_row("master weights, recompute", "%d, %d", m.master_weights != NULL, t->opt.recompute);
     print_config_row("model", "%s", tc.model_spec);

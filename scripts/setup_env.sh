@@ -95,6 +95,27 @@ if [ ! -f "$VENV/.complete" ]; then
     touch "$VENV/.complete"
 fi
 
+# --- 3. cuDNN for the cuDNN attention (make USE_CUDNN=1) ------------------------------------------------
+# The header-only cuDNN frontend unless the system has cudnn_frontend.h, pinned to 1.18.0 (from 1.19 on its
+# headers compile an NVRTC engine into every includer; the Makefile links libnvrtc for those); --no-deps: the
+# wheel's Python side wants CUTLASS DSL packages the headers do not need. And where nvcc is installed but
+# the system has no cuDNN, cuDNN itself: nvidia-cudnn-cu13, or -cu12 under a CUDA 12 nvcc. The Makefile
+# finds both in the venv (make info says where each came from). Quick when present.
+CUDNN_FE_REQ='nvidia-cudnn-frontend==1.18.0'
+SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+NVCC_BIN=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
+CUDA_INC=${CUDA_HOME:-$([ -n "$NVCC_BIN" ] && dirname "$(dirname "$(readlink -f "$NVCC_BIN")")")}/include
+sys_header() { local d; for d in "$CUDA_INC" /usr/include /usr/local/include; do [ -f "$d/$1" ] && return 0; done; return 1; }
+if ! sys_header cudnn_frontend.h && [ ! -f "$SITE/include/cudnn_frontend.h" ]; then
+    echo "installing $CUDNN_FE_REQ (cuDNN frontend headers) into $VENV"
+    "$VENV/bin/python" -m pip install -q --no-deps "$CUDNN_FE_REQ" || die "pip install $CUDNN_FE_REQ failed (see above)"
+fi
+if [ -n "$NVCC_BIN" ] && ! sys_header cudnn.h && [ ! -f "$SITE/nvidia/cudnn/include/cudnn.h" ]; then
+    major=$("$NVCC_BIN" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+    echo "installing nvidia-cudnn-cu$major into $VENV (no system cuDNN; about 700 MB)"
+    "$VENV/bin/python" -m pip install -q --no-deps "nvidia-cudnn-cu$major>=9.1,<10" || die "pip install nvidia-cudnn-cu$major failed"
+fi
+
 if [ "$TORCH" = 1 ] && ! has_module "$VENV/bin/python" torch; then
     die "PyTorch is needed (make test: the reference state) and $([ $TORCH_UNPACKAGED = 1 ] &&
         echo "apt has no python3-torch here" || echo "is not installed"). Install it into the venv, then run this again:" \

@@ -24,6 +24,13 @@
 // floatX(boundary(p)) of the float64 normalized p (run_probe). The exit status is non-zero if any
 // check fails.
 //
+// cuDNN builds (USE_CUDNN=1): attention_forward / attention_backward run cuDNN's fused SDPA, so every check
+// above applies to it (float64 reference, poisoned outputs, bitwise reruns of the deterministic backward,
+// the amax outputs of its extra pass) on the same shapes, odd T and small B*NH included; the two-pass
+// forward and the probe still exercise the built-in kernels; the timing also runs the built-in kernels on
+// each shape (a table of both backends' TFLOP/s); and a shape cuDNN cannot plan (HS = 20) must end a child
+// run of this harness with exit status 1 and `error: cuDNN attention ...` (cudnn_bad_shape_check).
+//
 // TensorCast build (run_tcast_suite; llmc/kernels/attention/attention_tcast.cuh, doc/TCAST.md 5.1): after the checks
 // above (no cast configured: the BF16 kernels), (1) host self-tests: the reference row cast against
 // tcast_cast_host, the kernels' inline group / element fast paths against tcast_group_scale /
@@ -48,6 +55,7 @@
 #include <algorithm>
 #include <type_traits>
 #include <string>
+#include <sys/wait.h>
 #include "llmc/kernels/attention/attention.cuh"
 #include "llmc/numerics/q115.h"  // simulate_q115: the SF16 reference hooks
 #include "dev/cuda/harness.cuh"
@@ -279,6 +287,7 @@ struct Result {
     int heads_checked = 0;
     float fwd_amax_ms = -1, bwd_amax_ms = -1;  // the same kernels with the amax output
     float fwd_ms = -1, bwd_ms = -1;
+    float builtin_fwd_ms = -1, builtin_bwd_ms = -1;  // cuDNN builds: the built-in kernels on the same buffers
     // Plain builds only: the forced two-pass forward (kProbsFromLse = true) on the same inputs.
     bool two_pass = false, det2 = false;
     double e_out2 = 0, e_lse2 = 0, m_out2 = 0, m_lse2 = 0;
@@ -416,6 +425,13 @@ static Result run_shape(const Shape& sh, uint64_t seed, bool timing, cudaStream_
         res.fwd_amax_ms = time_median_ms([&] { buf.forward(st, d_amax); }, 5, 25, st);
         res.bwd_amax_ms = time_median_ms([&] { buf.backward(st, d_amax + 1); }, 5, 25, st);
         if (res.two_pass) res.fwd2_ms = time_median_ms(forward2, 5, 25, st);
+        if constexpr (kAttentionCudnn) {
+            res.builtin_fwd_ms = time_median_ms([&] {
+                attention_forward_mode<kAttnProbsFromLse>(buf.out, buf.lse, buf.qkv, sh.B, T, C, sh.NH, st); }, 5, 25, st);
+            res.builtin_bwd_ms = time_median_ms([&] {
+                attention_backward_builtin(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, T, C, sh.NH, st,
+                                           nullptr, 0); }, 5, 25, st);
+        }
     }
     cudaCheck(cudaFree(d_amax));
     if (outP) cudaCheck(cudaFree(outP));
@@ -1468,18 +1484,51 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
 #if defined(ATTN_TC_HOST_TEST)
 int main() { return tc_host_selftest() ? 0 : 1; }
 #else
+// cuDNN builds: a shape cuDNN cannot plan must stop the program with `error: cuDNN attention ...` naming the
+// shape and cuDNN's message, exit status 1, never a crash. The harness runs itself with
+// --cudnn-bad-shape (which runs only that shape, HS = 20: cuDNN's fused attention needs a multiple of 8)
+// and checks the child's status and stderr.
+static const Shape kCudnnBadShape = {1, 64, 2, 20};
+static void cudnn_bad_shape_child(cudaStream_t st) {
+    Buffers buf(kCudnnBadShape, 1);
+    buf.forward(st);
+    cudaCheck(cudaStreamSynchronize(st));
+    printf("cuDNN planned the shape it should refuse\n");
+    exit(0);
+}
+static bool cudnn_bad_shape_check(const char* self) {
+    const std::string cmd = std::string("'") + self + "' --cudnn-bad-shape 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) { printf("cuDNN unplannable shape: popen failed\n"); return false; }
+    std::string text;
+    char line[512];
+    while (fgets(line, sizeof line, p)) text += line;
+    const int status = pclose(p);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const std::string want = "error: cuDNN attention forward, B=1 T=64 NH=2 HS=20 ";
+    const bool ok = code == 1 && text.rfind(want, 0) == 0;
+    printf("\ncuDNN unplannable shape (B=1 T=64 NH=2 HS=20): exit %d, message: %s%s\n", code,
+           text.empty() ? "(none)\n" : text.c_str(), ok ? "PASS" : "FAIL (want exit 1 and a line starting with the error above)");
+    return ok;
+}
+
 int main(int argc, char** argv) {
     bool sweep = false;
+    if (kAttentionCudnn && argc == 2 && !strcmp(argv[1], "--cudnn-bad-shape")) {
+        cudaStream_t st;
+        cudaCheck(cudaStreamCreate(&st));
+        cudnn_bad_shape_child(st);
+    }
     const bool timing = harness_parse_args(argc, argv, "--sweep", &sweep);
     const cudaDeviceProp prop = harness_device();
-    printf("device: %s (sm_%d%d, %d SMs) | floatX = %s | boundary hooks: %s | forward: %s | tolerance (norm-relative) "
-           "%.0e | timing %s\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount, PRECISION_MODE_NAME,
-           BOUNDARY_MODE_NAME, kAttnProbsFromLse ? "two-pass (P from lse)" : "single-pass", tolerance(),
+    printf("device: %s (sm_%d%d, %d SMs) | floatX = %s | attention: %s | boundary hooks: %s | forward: %s | tolerance "
+           "(norm-relative) %.0e | timing %s\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount, PRECISION_MODE_NAME,
+           attention_backend_name(), BOUNDARY_MODE_NAME, kAttnProbsFromLse ? "two-pass (P from lse)" : "single-pass", tolerance(),
            timing ? "median of 25 runs after 5 warm-up" : "off (--check-only)");
 
     const std::vector<Shape> shapes = {
         {2, 256, 4, 64}, {1, 1024, 12, 64}, {3, 77, 2, 64}, {2, 128, 4, 32},
-        {2, 96, 3, 80},  {1, 64, 2, 128},   {64, 1024, 12, 64},
+        {2, 96, 3, 80},  {1, 64, 2, 128},   {32, 1024, 16, 64}, {64, 1024, 12, 64},
     };
     cudaStream_t st;
     cudaCheck(cudaStreamCreate(&st));
@@ -1512,6 +1561,22 @@ int main(int argc, char** argv) {
            " 2pass ms: forced two-pass forward in plain builds (in SF16 builds fwd ms is the two-pass forward);\n"
            " + amax: the same passes with the amax output the FP8 backend asks for;\n"
            " FLOPs counted causal: fwd 2*B*NH*T^2*HS, bwd 2.5x fwd, the two-pass forward's extra Q.K^T not counted)\n");
+    if (kAttentionCudnn && timing) {
+        printf("\nbackends (%s vs the built-in flash kernels), TFLOP/s:\n%-20s | %-10s | %-10s | %-10s | %-10s\n",
+               attention_backend_name(), "shape (B,T,NH,HS)", "cuDNN fwd", "cuDNN bwd", "ours fwd", "ours bwd");
+        for (const Result& r : results) {
+            if (r.builtin_fwd_ms <= 0) continue;
+            printf("(%d,%d,%d,%d)%*s | %10.1f | %10.1f | %10.1f | %10.1f\n", r.sh.B, r.sh.T, r.sh.NH, r.sh.HS,
+                   (int)(20 - snprintf(nullptr, 0, "(%d,%d,%d,%d)", r.sh.B, r.sh.T, r.sh.NH, r.sh.HS)), "",
+                   fwd_flops(r.sh) / (r.fwd_ms * 1e-3) / 1e12, bwd_flops(r.sh) / (r.bwd_ms * 1e-3) / 1e12,
+                   fwd_flops(r.sh) / (r.builtin_fwd_ms * 1e-3) / 1e12, bwd_flops(r.sh) / (r.builtin_bwd_ms * 1e-3) / 1e12);
+        }
+    }
+    if constexpr (kAttentionCudnn) {
+        const bool ok = cudnn_bad_shape_check(argv[0]);
+        all_pass &= ok;
+        (ok ? n_pass : n_fail)++;
+    }
 
     // Probe: the forward's P, exposed through V = identity (see run_probe).
     printf("\n");
@@ -1531,9 +1596,11 @@ int main(int argc, char** argv) {
     if (timing && sizeof(floatX) == 2 && bench.fwd_ms > 0) {
         const double ftf = fwd_flops(bench.sh) / (bench.fwd_ms * 1e-3) / 1e12;
         const double btf = bwd_flops(bench.sh) / (bench.bwd_ms * 1e-3) / 1e12;
-        printf("targets (H100, shape (%d,%d,%d,%d)): forward >= 200 TFLOP/s: %s (%.1f), backward >= 150 TFLOP/s: %s (%.1f)\n",
-               bench.sh.B, bench.sh.T, bench.sh.NH, bench.sh.HS, ftf >= 200 ? "met" : "NOT met", ftf,
-               btf >= 150 ? "met" : "NOT met", btf);
+        // the built-in kernels' targets, and the cuDNN backend's (issue: cuDNN forward >= 330, backward >= 180)
+        const double want_f = kAttentionCudnn ? 330 : 200, want_b = kAttentionCudnn ? 180 : 150;
+        printf("targets (H100, shape (%d,%d,%d,%d), %s): forward >= %.0f TFLOP/s: %s (%.1f), backward >= %.0f TFLOP/s: %s (%.1f)\n",
+               bench.sh.B, bench.sh.T, bench.sh.NH, bench.sh.HS, attention_backend_tag(), want_f,
+               ftf >= want_f ? "met" : "NOT met", ftf, want_b, btf >= want_b ? "met" : "NOT met", btf);
     }
 
     if (sweep) {

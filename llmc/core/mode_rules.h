@@ -53,8 +53,14 @@
 #error "TCAST=1 cannot be combined with FP8=1 / TCFP12=1: --cast-gemm casts the BF16 GEMMs' operands instead"
 #endif
 
-#if defined(ENABLE_CUDNN)
-#error "USE_CUDNN=1: cuDNN attention is not implemented in this version (the flash-attention kernels are built in)"
+// cuDNN attention (llmc/kernels/attention/attention_cudnn.h): cuDNN's fused SDPA computes in 16-bit I/O with
+// no hook inside, so it serves BF16 and FP16 storage (FP8 / TCFP-12 included: their attention is BF16) and
+// no mode that acts inside attention (SF16 above, TensorCast's attention-site casts).
+#if defined(ENABLE_CUDNN) && defined(ENABLE_FP32)
+#error "USE_CUDNN=1 cannot be combined with PRECISION=FP32: cuDNN's fused attention reads and writes BF16 or FP16 only"
+#endif
+#if defined(ENABLE_CUDNN) && defined(ENABLE_TCAST)
+#error "USE_CUDNN=1 cannot be combined with TCAST=1: the attn_scores / attn_probs casts act inside attention, which cuDNN's fused kernel does not expose"
 #endif
 
 // The mode module of the build: the folder llmc/modes/<LLMC_MODE>/ (one line per mode; BF16, FP16 and

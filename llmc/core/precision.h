@@ -37,6 +37,14 @@ static constexpr bool kStorageFP32 = std::is_same<floatX, float>::value;
 static constexpr bool kStorageFP16 = std::is_same<floatX, half>::value;
 static constexpr bool kStorageBF16 = std::is_same<floatX, __nv_bfloat16>::value;
 
+// The attention backend (USE_CUDNN=1 -> ENABLE_CUDNN): cuDNN's fused SDPA (llmc/kernels/attention/attention_cudnn.h)
+// or the built-in flash kernels; attention_forward / attention_backward pick it with if constexpr.
+#if defined(ENABLE_CUDNN)
+static constexpr bool kAttentionCudnn = true;
+#else
+static constexpr bool kAttentionCudnn = false;
+#endif
+
 // The mode's compile-time traits: BOUNDARY_MODE_NAME, ModeBoundary (the per-value boundary hook) and the
 // k* constants kernels read (llmc/modes/README.md lists them).
 #include LLMC_MODE_FILE(traits.cuh)

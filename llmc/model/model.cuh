@@ -687,6 +687,7 @@ static inline UpdateResult gpt2_update(GPT2* m, float lr, float beta1, float bet
 static inline void gpt2_free(GPT2* m) {
     cudaCheck(cudaStreamSynchronize(m->stream));
     gemm_context_free(&m->gemm);
+    attention_free();
     if (m->casts) {
         m->casts->destroy(m->casts);
         m->casts = NULL;

@@ -86,6 +86,7 @@
 //   attention_generic.cuh     the generic kernels (any HS <= 256, any floatX) and their launchers
 //   attention_tcast.cuh       TensorCast sites: semantics, configuration, scalar casts, host API
 //   attention_tcast_cast.cuh  TensorCast group casts in the fragment layouts, and the TC / plain steps
+//   attention_cudnn.h / .cpp  the cuDNN backend (USE_CUDNN=1): cuDNN's fused SDPA, its own translation unit
 #pragma once
 
 #include <stdint.h>
@@ -98,6 +99,7 @@
 #include "llmc/kernels/attention/attention_flash_fwd.cuh"
 #include "llmc/kernels/attention/attention_flash_bwd.cuh"
 #include "llmc/kernels/attention/attention_generic.cuh"
+#include "llmc/kernels/attention/attention_cudnn.h"
 
 // ------------------------------------------------------------------------------------------------
 // Dispatch. The tensor-core path needs 16-bit floatX, HS in {64, 128} and 16-byte aligned tensors
@@ -193,6 +195,42 @@ static inline void attn_check_shape(int B, int T, int C, int NH) {
     }
 }
 
+// ------------------------------------------------------------------------------------------------
+// The cuDNN backend (USE_CUDNN=1, kAttentionCudnn): cuDNN's fused SDPA in place of the kernels above, for the
+// whole call. Its kernels keep no amax, so where the FP8 backend asks for one (the amax slot of the next
+// GEMM's operand) one pass over the stored output provides it: attn_amax_bits_kernel, the same bit-pattern
+// max the built-in kernels fold into their epilogue.
+static_assert(!kAttentionCudnn || !kAttnProbsFromLse, "cuDNN attention has no hook for the probability boundary");
+
+// amax (device uint32) <- max(*amax, bit pattern of max |x|) over x (n floatX values). Grid-stride, one
+// integer atomicMax per block (order-independent, so deterministic).
+__global__ void attn_amax_bits_kernel(unsigned int* amax, const floatX* x, size_t n) {
+    unsigned int m = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        m = max(m, abs_bits((float)x[i]));
+    block_amax_accumulate(amax, m);
+}
+static inline void attn_amax_bits(unsigned int* amax, const floatX* x, size_t n, cudaStream_t stream) {
+    if (!amax) return;
+    int sms = 0, dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    attn_amax_bits_kernel<<<sms * 4, 512, 0, stream>>>(amax, x, n);
+    cudaCheck(cudaGetLastError());
+}
+
+// The attention backend of this build: its name for the start-up table, "cuDNN 9.19.0 (frontend 1.32.0)"
+// or "flash kernels (built-in)", and its tag for the numeric configuration line, "cudnn" or "flash".
+static inline const char* attention_backend_name() {
+    if constexpr (kAttentionCudnn) return attention_cudnn_version();
+    return "flash kernels (built-in)";
+}
+static inline const char* attention_backend_tag() { return kAttentionCudnn ? "cudnn" : "flash"; }
+// Releases what the backend holds (cuDNN: graphs, workspace, handle); nothing for the built-in kernels.
+static inline void attention_free() {
+    if constexpr (kAttentionCudnn) attention_cudnn_free();
+}
+
 // Forward with an explicit mode: PL = false single pass, PL = true two passes (P from the final
 // lse). attention_forward uses the build's kAttnProbsFromLse; dev/cuda/attention.cu also runs PL =
 // true in the plain builds, where both modes compute the same attention, to test the second pass
@@ -225,9 +263,28 @@ static inline void attention_forward_mode(floatX* out, float* lse, const floatX*
 // TensorCast build (attention_tcast_configure): the attn_scores / attn_probs casts of doc/TCAST.md 5.1;
 // tcast_seed seeds their stochastic rounding and must be the same for a layer's forward and backward
 // (ignored by every other build and by non-stochastic datatypes).
+// USE_CUDNN=1 (kAttentionCudnn): the whole call runs on cuDNN's fused SDPA (attention_cudnn.h), same
+// contract (lse is cuDNN's softmax statistics, the same natural-log log-sum-exp); amax by one extra pass.
 void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, cudaStream_t stream,
                        unsigned int* amax = nullptr, uint64_t tcast_seed = 0) {
+    if constexpr (kAttentionCudnn) {
+        attn_check_shape(B, T, C, NH);
+        attention_cudnn_forward(out, lse, qkv, B, T, NH, C / NH, kStorageFP16, stream);
+        attn_amax_bits(amax, out, (size_t)B * T * C, stream);
+        return;
+    }
     attention_forward_mode<kAttnProbsFromLse>(out, lse, qkv, B, T, C, NH, stream, amax, tcast_seed);
+}
+
+// The built-in kernels' backward (attention_backward without the cuDNN backend; dev/cuda/attention.cu also
+// times it in cuDNN builds). Same arguments and contract as attention_backward below.
+static inline void attention_backward_builtin(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv,
+                                              const floatX* out, const float* lse, int B, int T, int C, int NH,
+                                              cudaStream_t stream, unsigned int* amax, uint64_t tcast_seed) {
+    attn_check_shape(B, T, C, NH);
+    const int HS = C / NH;
+    if (attn_backward_tc_dispatch(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax, tcast_seed)) return;
+    attention_backward_generic(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax);
 }
 
 // Causal self-attention backward (gradients of attention_forward).
@@ -245,11 +302,15 @@ void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T,
 // attention_forward (the amax slot of the qkv layer's dout).
 // TensorCast build: recomputes the forward's cast s^ and P^ bit for bit (same tcast_seed as the forward)
 // and passes the gradients straight through both casts.
+// USE_CUDNN=1: cuDNN's fused SDPA backward with its deterministic algorithm; scratch is not used.
 void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv, const floatX* out,
                         const float* lse, int B, int T, int C, int NH, cudaStream_t stream, unsigned int* amax = nullptr,
                         uint64_t tcast_seed = 0) {
-    attn_check_shape(B, T, C, NH);
-    const int HS = C / NH;
-    if (attn_backward_tc_dispatch(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax, tcast_seed)) return;
-    attention_backward_generic(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax);
+    if constexpr (kAttentionCudnn) {
+        attn_check_shape(B, T, C, NH);
+        attention_cudnn_backward(dqkv, dout, qkv, out, lse, B, T, NH, C / NH, kStorageFP16, stream);
+        attn_amax_bits(amax, dqkv, (size_t)B * T * 3 * C, stream);
+        return;
+    }
+    attention_backward_builtin(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream, amax, tcast_seed);
 }
