@@ -4,9 +4,11 @@ Everything runs on the CPU: the CPU trainer ($TRAIN_GPT2, set by `make test`, el
 build/cpu/train_gpt2) stands in for train_gpt2cu (same flags and step / val / config lines), PyTorch
 runs with --device cpu --no-compile, on a tiny model (d2,c32,h2,t32) and token shards written here.
 Unit tests check the pieces against hand-computed values (batch order, schedule, shapes, init,
-verdict); one test gives both sides the same weights and checks that they compute the same losses
-(model, loss over V, data order, validation batches, AdamW step); one runs the whole script.
+verdict, the PyTorch model's two losses: nanoGPT-style over Vp for speed, exact over V for the loss
+check); one test gives both sides the same weights and checks that they compute the same losses
+(exact model, loss over V, data order, validation batches, AdamW step); one runs the whole script.
 """
+import copy
 import importlib.util
 import json
 import math
@@ -226,6 +228,102 @@ def test_a_diverging_pytorch_run_stops_with_the_step(shards):
         bench.train_torch(tm, run, train, train, os.devnull)
 
 
+# The two PyTorch models: the speed runs' "nanogpt" (cross-entropy over all Vp columns) and the loss
+# runs' "exact" (over the first V). The model computes its loss in float32 (logits.float(), as under
+# autocast); the reference here is a float64 copy of the same weights whose loss is taken by hand
+# with logsumexp, without the model's loss code.
+
+VARIANT_SHAPE = bench.Shape(L=1, C=16, NH=2, maxT=8)  # the real V and Vp: the padded block is 47 columns
+
+
+def random_model(variant, seed, std, padded_scale):
+    """A float32 GPT2 of VARIANT_SHAPE with every parameter N(0, std^2) (seeded), the padded rows of
+    wte multiplied by padded_scale (0: zero rows, as the script's init leaves them)."""
+    torch.manual_seed(seed)
+    model = bench.GPT2(VARIANT_SHAPE, variant)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, std)
+        model.wte.weight[VARIANT_SHAPE.V:] *= padded_scale
+    return model
+
+
+def batch(seed):
+    """(inputs, targets) of shape (2, 8), ids below V, the targets including the last real id V - 1."""
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, VARIANT_SHAPE.V, (2, 9), generator=gen)
+    idx[1, 8] = VARIANT_SHAPE.V - 1
+    return idx[:, :8].contiguous(), idx[:, 1:].contiguous()
+
+
+def loss_by_hand(model, inputs, targets, columns):
+    """Mean over positions of logsumexp(logits[:columns]) - logits[target], logits = lnf(trunk) @ wte^T,
+    all in float64 on a copy of model."""
+    model = copy.deepcopy(model).double()
+    T = inputs.shape[1]
+    x = model.wte(inputs) + model.wpe(torch.arange(T))
+    for block in model.blocks:
+        x = block(x)
+    logits = model.lnf(x).reshape(-1, VARIANT_SHAPE.C) @ model.wte.weight.T
+    assert logits.shape[1] == VARIANT_SHAPE.Vp
+    kept = logits[:, :columns]
+    picked = kept.gather(1, targets.reshape(-1, 1)).squeeze(1)
+    return (torch.logsumexp(kept, dim=1) - picked).mean().item()
+
+
+@pytest.mark.parametrize("variant, columns", [("nanogpt", bench.VP), ("exact", bench.V)])
+def test_each_variant_takes_the_cross_entropy_over_its_columns(variant, columns):
+    # the script's own path on the CPU: TorchModel.loss (what train_torch calls), weights N(0, 0.3^2)
+    tm = bench.TorchModel(VARIANT_SHAPE, bench.torch_settings("cpu", True, "none"), variant)
+    tm.module.load_state_dict(random_model(variant, 5, 0.3, padded_scale=1.0).state_dict())
+    inputs, targets = batch(6)
+    with torch.no_grad():
+        loss = tm.loss(inputs.numpy(), targets.numpy()).item()
+    assert loss == pytest.approx(loss_by_hand(tm.module, inputs, targets, columns), abs=1e-5)
+
+
+def test_the_variants_differ_over_the_padded_columns():
+    nano, exact = random_model("nanogpt", 5, 0.3, padded_scale=10.0), random_model("exact", 5, 0.3, padded_scale=10.0)
+    assert all(torch.equal(a, b) for a, b in zip(nano.state_dict().values(), exact.state_dict().values()))
+    inputs, targets = batch(6)
+    nano_loss, exact_loss = nano(inputs, targets), exact(inputs, targets)
+    # non-zero padded rows: the nanogpt softmax gives the padded ids real mass; exact ignores them
+    assert nano_loss.item() - exact_loss.item() > 0.1
+    assert nano_loss.item() == pytest.approx(loss_by_hand(nano, inputs, targets, bench.VP), abs=1e-5)
+    assert exact_loss.item() == pytest.approx(loss_by_hand(exact, inputs, targets, bench.V), abs=1e-5)
+    nano_loss.backward()
+    exact_loss.backward()
+    assert exact.wte.weight.grad[bench.V:].abs().max().item() == 0.0  # no gradient into the padded rows
+    assert nano.wte.weight.grad[bench.V:].abs().max().item() > 1e-3
+    # zero padded rows and small weights (the script's init): the 47 padded logits are 0 and the
+    # others near 0, so the nanogpt loss is about ln(Vp / V) = 9.3e-4 above the exact one
+    zero_nano, zero_exact = random_model("nanogpt", 5, 0.02, 0.0), random_model("exact", 5, 0.02, 0.0)
+    with torch.no_grad():
+        gap = zero_nano(inputs, targets).item() - zero_exact(inputs, targets).item()
+    assert gap == pytest.approx(loss_by_hand(zero_nano, inputs, targets, bench.VP)
+                                - loss_by_hand(zero_exact, inputs, targets, bench.V), abs=1e-5)
+    assert gap == pytest.approx(math.log(bench.VP / bench.V), rel=0.05)
+    with pytest.raises(bench.BenchError, match=r"PyTorch model 'bogus': expected one of nanogpt, exact"):
+        bench.GPT2(VARIANT_SHAPE, "bogus")
+
+
+def test_the_table_names_the_pytorch_model_of_each_number():
+    side = {"median_ms": 2.0, "tok_s": 32000.0, "mfu_pct": None}
+    speed = {"ours": {**side, "mem_peak_mib": None, "mem_end_mib": None},
+             "pytorch": {**side, "mem_allocated_mib": None, "mem_reserved_mib": None, "mem_device_mib": None,
+                         "torch_model": "nanogpt"}, "ratio": 1.0}
+    entry = {"model": TINY, "B": 2, "speed": speed}
+    settings = bench.torch_settings("cpu", True, "none")
+    rows = table_rows(bench.render_table([entry], settings, "ours_bin"))
+    assert rows[0][-1] == "–" and rows[1][-1] == "nanoGPT-style (loss over Vp)"
+    speed["pytorch"]["torch_model"] = "exact"
+    loss = {**bench.loss_verdict(5.0, [5.01, 5.02], 0.02), "torch_models": ["exact", "exact"]}
+    entry.update(loss=loss, loss_steps=4, val_batches=3, loss_seeds=[1, 2])
+    text = bench.render_table([entry], settings, "ours_bin")
+    assert table_rows(text)[1][-1] == "exact (loss over V)"
+    assert "PyTorch exact (loss over V) 5.0100 / 5.0200 (seeds 1, 2)" in text
+
+
 # ------------------------------------------------------------------------------------------------
 # Same weights on both sides
 
@@ -276,7 +374,7 @@ def test_same_weights_give_the_trainers_losses(tmp_path, shards, monkeypatch):
     monkeypatch.setattr(bench, "init_weights", scaled_init)
     train_pattern, val_pattern = shards
     shape = bench.parse_descriptor(TINY)
-    tm = bench.TorchModel(shape, bench.torch_settings("cpu", True, "none"))
+    tm = bench.TorchModel(shape, bench.torch_settings("cpu", True, "none"), "exact")
     seed = 11
     bench.init_weights(tm.module, seed)
     ckpt = tmp_path / "init.bin"
@@ -394,6 +492,45 @@ def test_full_run_loss_check(full_run):
     assert table_rows((out / "table.md").read_text())[1][8] == " / ".join(f"{v:.4f}" for v in loss["pytorch"])
 
 
+def first_train_loss(path):
+    """The step-1 train loss of a torch_*.log."""
+    return float(re.search(r"^step\s+1/\d+ \| loss (\S+) \|", Path(path).read_text(), re.M).group(1))
+
+
+@needs_trainer
+def test_full_run_names_the_pytorch_models(full_run):
+    out, stdout, report = full_run
+    (m,) = report["models"]
+    tag = TINY.replace(",", "-")
+    assert report["settings"]["torch_speed_model"] == "nanogpt"  # the default
+    assert report["torch_models"] == {"nanogpt": "nanoGPT-style (loss over Vp)", "exact": "exact (loss over V)"}
+    assert m["speed"]["pytorch"]["torch_model"] == "nanogpt" and m["loss"]["torch_models"] == ["exact", "exact"]
+    ours_row, torch_row = table_rows((out / "table.md").read_text())
+    assert ours_row[9] == "–"
+    assert torch_row[9] == "speed: nanoGPT-style (loss over Vp); val loss: exact (loss over V)"
+    assert "PyTorch exact (loss over V) " in stdout
+    speed_log = out / f"torch_{tag}_speed.log"
+    loss_log = out / f"torch_{tag}_loss_seed1337.log"
+    assert speed_log.read_text().startswith("# PyTorch nanoGPT-style (loss over Vp) (torch ")
+    assert loss_log.read_text().startswith("# PyTorch exact (loss over V) (torch ")
+    # the same seed, weights and first batch: the speed run's first loss is the exact one plus the
+    # mass of the 47 padded columns, whose logits are 0 (zero rows): about ln(Vp / V) at init
+    gap = first_train_loss(speed_log) - first_train_loss(loss_log)
+    assert gap == pytest.approx(math.log(bench.VP / bench.V), abs=1e-4)
+
+
+@needs_trainer
+def test_the_exact_speed_model_on_request(tmp_path, shards):
+    out = tmp_path / "out"
+    code, stdout, stderr = run_bench(*cpu_args(*shards, out, "--steps", 3, "--warmup-steps", 1, "--val-steps", 0,
+                                               "--torch-speed-model", "exact"))
+    assert code == 0, stdout + stderr
+    (m,) = json.loads((out / "results.json").read_text())["models"]
+    assert m["speed"]["pytorch"]["torch_model"] == "exact" and "loss" not in m
+    assert table_rows((out / "table.md").read_text())[1][9] == "exact (loss over V)"
+    assert (out / "torch_d2-c32-h2-t32_speed.log").read_text().startswith("# PyTorch exact (loss over V) (")
+
+
 # ------------------------------------------------------------------------------------------------
 # Errors: one line, exit 1
 
@@ -448,3 +585,10 @@ def test_bad_arguments_are_errors(tmp_path, shards):
     code, _, stderr = run_bench(*cpu_args(*shards, tmp_path / "out", "--T", 64))
     if BIN.exists():
         assert_one_error_line(code, stderr, "--T 64: exceeds model d2,c32,h2,t32's maxT 32")
+
+
+def test_a_bad_torch_speed_model_is_refused(tmp_path, shards):
+    code, stdout, stderr = run_bench(*cpu_args(*shards, tmp_path / "out", "--torch-speed-model", "bogus"))
+    assert code == 2 and stdout == ""  # argparse's usage error, as for every flag with choices
+    assert "error: argument --torch-speed-model: invalid choice: 'bogus'" in stderr.strip().splitlines()[-1]
+    assert "nanogpt" in stderr and "exact" in stderr and not (tmp_path / "out").exists()
