@@ -16,8 +16,9 @@
 #   SF16_TRUE_FORWARD=1        with ENABLE_Q115: Q1.31 register simulation, FAST_16BF GEMMs
 #   FP8=1 | TCFP12=1           linear layers as FP8 / TCFP-12 dual-FP8 GEMMs
 #   TCAST=1                    TensorCast datatypes at run time (BF16 storage; not with ENABLE_Q115, FP8, TCFP12)
-#   USE_CUDNN=1                cuDNN fused attention (BF16 / FP16 storage, FP8, TCFP-12; not with ENABLE_Q115,
-#                              TCAST=1, PRECISION=FP32); CUDNN_HOME=... / CUDNN_FRONTEND_PATH=... where they are
+#   USE_CUDNN=1|0              attention on cuDNN's fused SDPA | the built-in flash kernels (build/<variant>_flash);
+#                              default: cuDNN where found and the mode admits it (BF16 / FP16 storage, FP8, TCFP-12;
+#                              not ENABLE_Q115, TCAST=1, PRECISION=FP32); CUDNN_HOME=... / CUDNN_FRONTEND_PATH=...
 #   GPU_ARCH=90                compute capability to build for (90 = Hopper sm_90)  [90]
 #   NO_MULTI_GPU=1 NO_USE_MPI=1  build without NCCL / without MPI
 #   NVCC=... / CUDA_HOME=...   another CUDA toolkit (e.g. CUDA 12.4: make cuda $(scripts/cuda12_toolchain.sh))
@@ -101,11 +102,19 @@ CUDNN_FE_H := $(call first_file,$(if $(CUDNN_FRONTEND_PATH),$(CUDNN_FRONTEND_PAT
 # then (scripts/setup_env.sh pins 1.18.0, which needs nothing but cuDNN)
 CUDNN_FE_NVRTC := $(if $(CUDNN_FE_H),$(wildcard $(dir $(CUDNN_FE_H))cudnn_frontend/experimental/nvrtc_shim.h))
 NVRTC_SO := $(if $(CUDNN_FE_NVRTC),$(call find_so,nvrtc,$(CUDA_LIB_DIRS) $(SYS_LIB_DIRS)))
+# last resort: a cuDNN wheel of the project's Python or python3 (nvidia-cudnn-cu13 of a PyTorch install, say)
+ifeq ($(and $(CUDNN_H),$(CUDNN_SO)),)
+  PY_CUDNN := $(shell for p in $(VENV)/bin/python python3; do $$p -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null && break; done)
+  ifneq ($(PY_CUDNN),)
+    CUDNN_H := $(call first_file,$(PY_CUDNN)/include,cudnn.h)
+    CUDNN_SO := $(call find_so,cudnn,$(PY_CUDNN)/lib)
+  endif
+endif
 HAVE_CUDNN := $(if $(and $(CUDNN_H),$(CUDNN_SO),$(CUDNN_FE_H),$(if $(CUDNN_FE_NVRTC),$(NVRTC_SO),1)),1,)
 # where a file came from, for make info
 under = $(and $(2),$(filter $(abspath $(2))/%,$(abspath $(1))))
-origin_of = $(if $(call under,$(1),$(VENV)),venv (PyPI),$(if $(call under,$(1),$(CUDNN_HOME)),CUDNN_HOME,$(if \
-  $(call under,$(1),$(CUDNN_FRONTEND_PATH)),CUDNN_FRONTEND_PATH,$(if $(call under,$(1),$(CUDA_HOME)),CUDA toolkit,system))))
+origin_of = $(if $(call under,$(1),$(VENV)),venv (PyPI),$(if $(call under,$(1),$(PY_CUDNN)),Python package nvidia.cudnn,$(if $(call under,$(1),$(CUDNN_HOME)),CUDNN_HOME,$(if \
+  $(call under,$(1),$(CUDNN_FRONTEND_PATH)),CUDNN_FRONTEND_PATH,$(if $(call under,$(1),$(CUDA_HOME)),CUDA toolkit,system)))))
 CUDNN_VERSION = $(shell sed -n 's/^\#define CUDNN_\(MAJOR\|MINOR\|PATCHLEVEL\) *\([0-9]*\).*/\2/p' $(dir $(CUDNN_H))cudnn_version.h 2>/dev/null | paste -sd.)
 CUDNN_FE_VERSION = $(shell sed -n 's/^\#define CUDNN_FRONTEND_\(MAJOR\|MINOR\|PATCH\)_VERSION *\([0-9]*\).*/\2/p' $(dir $(CUDNN_FE_H))cudnn_frontend_version.h 2>/dev/null | paste -sd.)
 
@@ -130,14 +139,27 @@ CUDA_MODE_FLAGS += $(if $(filter 1,$(SF16_TRUE_FORWARD)),-DSF16_TRUE_FORWARD=1)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(FP8)),-DENABLE_FP8)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(TCFP12)),-DENABLE_TCFP12)
 CUDA_MODE_FLAGS += $(if $(filter 1,$(TCAST)),-DENABLE_TCAST)
-CUDA_MODE_FLAGS += $(if $(filter 1,$(USE_CUDNN)),-DENABLE_CUDNN)
 
 # Impossible combinations: llmc/core/mode_rules.h holds the rules and their messages (the compiler reads
 # it through llmc/core/precision.h); make runs it through the C preprocessor with the same flags and stops
-# with the #error text, before anything is built.
+# with the #error text, before anything is built. mode_rules_error: that text for the flags $(1), or nothing.
 HASH := \#
-MODE_RULES_ERROR := $(shell printf '$(HASH)include "llmc/core/mode_rules.h"\n' | $(CC) -E -x c -I. $(CUDA_MODE_FLAGS) - 2>&1 >/dev/null | \
+mode_rules_error = $(shell printf '$(HASH)include "llmc/core/mode_rules.h"\n' | $(CC) -E -x c -I. $(1) - 2>&1 >/dev/null | \
   sed -n 's/.*$(HASH)error "\(.*\)".*/\1/p' | head -n 1)
+
+# The attention backend. USE_CUDNN unset: cuDNN's fused attention wherever make finds cuDNN and the build's
+# mode admits it (mode_rules.h answers, asked with -DENABLE_CUDNN), as NCCL is used wherever it is found;
+# else the built-in flash kernels. USE_CUDNN=1: cuDNN or an error; USE_CUDNN=0: the built-in kernels, into
+# build/<variant>_flash/ (so that build/<variant>/ is always this machine's default).
+ifeq ($(origin USE_CUDNN),undefined)
+  USE_CUDNN := $(if $(and $(HAVE_CUDA),$(HAVE_CUDNN)),$(if $(call mode_rules_error,$(CUDA_MODE_FLAGS) -DENABLE_CUDNN),0,1),0)
+else ifeq ($(filter 0 1,$(USE_CUDNN)),)
+  $(error USE_CUDNN=$(USE_CUDNN): expected 1 (cuDNN attention) or 0 (the built-in flash kernels))
+else ifeq ($(USE_CUDNN),0)
+  ATTN_SUFFIX := _flash
+endif
+CUDA_MODE_FLAGS += $(if $(filter 1,$(USE_CUDNN)),-DENABLE_CUDNN)
+MODE_RULES_ERROR := $(call mode_rules_error,$(CUDA_MODE_FLAGS))
 ifneq ($(MODE_RULES_ERROR),)
   $(error $(MODE_RULES_ERROR))
 endif
@@ -147,7 +169,7 @@ CUDA_MODE_FLAGS += $(if $(HAVE_NCCL),-DMULTI_GPU) $(if $(HAVE_MPI),-DUSE_MPI)
 lc = $(shell echo $(1) | tr A-Z a-z)
 VARIANT_BASE := $(if $(filter 1,$(ENABLE_Q115)),q115$(if $(filter 1,$(SF16_TRUE_FORWARD)),_tf),$(if $(filter 1,$(TCAST)),tcast,$(call lc,$(PRECISION))))
 VARIANT_GEMM := $(if $(filter 1,$(FP8)),fp8,$(if $(filter 1,$(TCFP12)),tcfp12,))
-VARIANT := $(if $(VARIANT_GEMM),$(if $(filter bf16,$(VARIANT_BASE)),$(VARIANT_GEMM),$(VARIANT_BASE)_$(VARIANT_GEMM)),$(VARIANT_BASE))$(if $(filter 1,$(USE_CUDNN)),_cudnn)
+VARIANT := $(if $(VARIANT_GEMM),$(if $(filter bf16,$(VARIANT_BASE)),$(VARIANT_GEMM),$(VARIANT_BASE)_$(VARIANT_GEMM)),$(VARIANT_BASE))$(ATTN_SUFFIX)
 
 NVCC_FLAGS ?= -O3 --use_fast_math -std=c++17 -lineinfo
 NVCC_ARCH := -gencode=arch=compute_$(GPU_ARCH),code=[sm_$(GPU_ARCH),compute_$(GPU_ARCH)]
@@ -203,6 +225,7 @@ info:
 	@echo "  CUPTI        $(or $(CUPTI_H),header not found) | $(or $(CUPTI_SO),library not found)"
 	@echo "  cuDNN        $(or $(CUDNN_H),header not found) | $(or $(CUDNN_SO),library not found)$(if $(CUDNN_H), ($(CUDNN_VERSION), $(call origin_of,$(CUDNN_H))))"
 	@echo "  cuDNN front  $(or $(CUDNN_FE_H),cudnn_frontend.h not found)$(if $(CUDNN_FE_H), ($(CUDNN_FE_VERSION), $(call origin_of,$(CUDNN_FE_H))))"
+	@echo "  attention    $(if $(filter 1,$(USE_CUDNN)),cuDNN fused SDPA,built-in flash kernels)$(if $(filter command line environment,$(origin USE_CUDNN)), (USE_CUDNN=$(USE_CUDNN)), (default for this mode$(if $(HAVE_CUDNN),, and no cuDNN found)))"
 	@echo "  CUDA variant $(VARIANT): $(strip $(CUDA_MODE_FLAGS)), sm_$(GPU_ARCH)"
 	@echo "  python       $(PYTHON)"
 

@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.." || exit 1
 # variant (= its build/<variant> folder) and the make flags that select it, in build order
 VARIANTS=(
     "bf16     PRECISION=BF16"
+    "bf16_flash PRECISION=BF16 USE_CUDNN=0"
     "fp16     PRECISION=FP16"
     "fp32     PRECISION=FP32"
     "q115     ENABLE_Q115=1"
@@ -35,7 +36,7 @@ VARIANTS=(
 # .cu file is skipped.
 HARNESS_TABLE="
 adamw          bf16 fp16 fp32
-attention      bf16 fp16 fp32 q115 tcast
+attention      bf16 bf16_flash fp16 fp32 q115 tcast
 classifier     bf16 fp16 fp32
 encoder        bf16 fp16 fp32
 gelu           bf16 fp16 fp32

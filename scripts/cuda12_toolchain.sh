@@ -9,7 +9,9 @@
 # with the same pins reuses it. Everything is CUDA 12.4.1 (nvcc 12.4.131, cudart 12.4.127, cuBLAS 12.4.5.8):
 #   * PyPI wheels (pip install --target): nvidia-cuda-nvcc-cu12 (ptxas, libdevice, the crt/ headers),
 #     nvidia-cuda-runtime-cu12 (headers, libcudart.so.12), nvidia-cublas-cu12 (cublasLt.h,
-#     libcublasLt.so.12), nvidia-nccl-cu12 (nccl.h, libnccl.so.2; so -DMULTI_GPU is compiled too).
+#     libcublasLt.so.12), nvidia-nccl-cu12 (nccl.h, libnccl.so.2; so -DMULTI_GPU is compiled too),
+#     nvidia-cudnn-cu12 9.19.0 (cudnn*.h, libcudnn*.so.9: the cuDNN attention these builds use by default;
+#     the header-only frontend comes from the project's venv, scripts/setup_env.sh).
 #   * The compiler driver. No nvidia-cuda-nvcc-cu12 wheel (12.4 ... 12.9) ships nvcc itself, cicc,
 #     cudafe++, fatbinary or nvlink, only ptxas and libnvvm. They come from Debian's non-free package
 #     nvidia-cuda-toolkit 12.4.131~12.4.1-2 (Debian 13 "trixie"; the same 12.4.1 release: its ptxas is
@@ -26,14 +28,14 @@ case "${1:-}" in
     *) echo "usage: scripts/cuda12_toolchain.sh [--env]   (folder: \$CUDA12_DIR, default build/toolchain/cuda-12.4)" >&2; exit 2 ;;
 esac
 
-NVCC_WHL=12.4.131 CUDART_WHL=12.4.127 CUBLAS_WHL=12.4.5.8 NCCL_WHL=2.21.5
+NVCC_WHL=12.4.131 CUDART_WHL=12.4.127 CUBLAS_WHL=12.4.5.8 NCCL_WHL=2.21.5 CUDNN_WHL=9.19.0.56
 DEB_VERSION="12.4.131~12.4.1-2"
 
 ROOT=${CUDA12_DIR:-build/toolchain/cuda-12.4}
 mkdir -p "$ROOT"
 ROOT=$(cd "$ROOT" && pwd)
 TREE="$ROOT/cuda"
-STAMP="nvcc-cu12==$NVCC_WHL runtime-cu12==$CUDART_WHL cublas-cu12==$CUBLAS_WHL nccl-cu12==$NCCL_WHL nvidia-cuda-toolkit=$DEB_VERSION"
+STAMP="nvcc-cu12==$NVCC_WHL runtime-cu12==$CUDART_WHL cublas-cu12==$CUBLAS_WHL nccl-cu12==$NCCL_WHL cudnn-cu12==$CUDNN_WHL nvidia-cuda-toolkit=$DEB_VERSION"
 log() { echo "cuda12_toolchain: $*" >&2; }
 
 print_vars() {
@@ -55,7 +57,7 @@ PY=${PYTHON:-$(test -x .venv/bin/python && echo .venv/bin/python || echo python3
 log "pip install --target $ROOT/wheels (CUDA 12.4 wheels)"
 "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --no-compile --target "$ROOT/wheels" \
     "nvidia-cuda-nvcc-cu12==$NVCC_WHL" "nvidia-cuda-runtime-cu12==$CUDART_WHL" \
-    "nvidia-cublas-cu12==$CUBLAS_WHL" "nvidia-nccl-cu12==$NCCL_WHL" >&2
+    "nvidia-cublas-cu12==$CUBLAS_WHL" "nvidia-nccl-cu12==$NCCL_WHL" "nvidia-cudnn-cu12==$CUDNN_WHL" >&2
 W="$ROOT/wheels/nvidia"
 
 # 2. the compiler driver from Debian's nvidia-cuda-toolkit (private apt state: index of trixie non-free only)
@@ -104,7 +106,7 @@ CUDAFE_FLAGS    +=
 PTXAS_FLAGS     +=
 EOF
 # include/: every wheel's headers side by side (a name in two wheels is an error, never a silent pick)
-for d in cuda_runtime cuda_nvcc cublas nccl; do
+for d in cuda_runtime cuda_nvcc cublas nccl cudnn; do
     for e in "$W/$d/include"/*; do
         n=$(basename "$e")
         [ "$n" = __init__.py ] || [ "$n" = __pycache__ ] && continue
@@ -113,11 +115,14 @@ for d in cuda_runtime cuda_nvcc cublas nccl; do
     done
 done
 # lib64/: the versioned libraries and the unversioned names the linker looks for (as a -dev package has)
-for so in cuda_runtime/lib/libcudart.so.12 cublas/lib/libcublas.so.12 cublas/lib/libcublasLt.so.12 nccl/lib/libnccl.so.2; do
+for so in cuda_runtime/lib/libcudart.so.12 cublas/lib/libcublas.so.12 cublas/lib/libcublasLt.so.12 nccl/lib/libnccl.so.2 \
+          cudnn/lib/libcudnn.so.9; do
     b=$(basename "$so")
     ln -s "$W/$so" "$TREE/lib64/$b"
     ln -s "$b" "$TREE/lib64/${b%.so.*}.so"
 done
+# cuDNN's engine libraries, which libcudnn.so.9 loads at run time from its own folder ($ORIGIN, here lib64/)
+for so in "$W"/cudnn/lib/libcudnn_*.so.9; do ln -s "$so" "$TREE/lib64/$(basename "$so")"; done
 rm -rf "$ROOT/deb" "$A"   # only the tree and the wheels are kept
 
 v=$("$TREE/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\), V\([0-9.]*\).*/\2/p')

@@ -22,13 +22,10 @@ declare -A PREC=([bf16]=BF16 [fp32]=FP32 [fp16]=FP16)
 # make variables of the other variants (the `build` stage compiles any of them)
 declare -A VARS=([bf16]="PRECISION=BF16" [fp32]="PRECISION=FP32" [fp16]="PRECISION=FP16" [q115]="ENABLE_Q115=1"
                  [q115_tf]="ENABLE_Q115=1 SF16_TRUE_FORWARD=1" [fp8]="FP8=1" [tcfp12]="TCFP12=1" [tcast]="TCAST=1"
-                 [bf16_cudnn]="USE_CUDNN=1" [fp16_cudnn]="PRECISION=FP16 USE_CUDNN=1" [fp8_cudnn]="FP8=1 USE_CUDNN=1"
-                 [tcfp12_cudnn]="TCFP12=1 USE_CUDNN=1")
-# cuDNN for the *_cudnn variants: where make finds none (the GPU image has cuDNN as a wheel of its Python,
-# nvidia-cudnn-cu13, not in the toolkit), that wheel's folder; the frontend headers: CUDNN_FRONTEND_PATH
-if [ -z "$(make -s --no-print-directory print-HAVE_CUDNN 2>/dev/null)" ] && [ -z "${CUDNN_HOME:-}" ]; then
-    d=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null) && [ -f "$d/include/cudnn.h" ] && export CUDNN_HOME=$d
-fi
+                 [bf16_flash]="USE_CUDNN=0" [fp16_flash]="PRECISION=FP16 USE_CUDNN=0" [fp8_flash]="FP8=1 USE_CUDNN=0"
+                 [tcfp12_flash]="TCFP12=1 USE_CUDNN=0")
+# bf16, fp16, fp8 and tcfp12 use cuDNN's attention where make finds cuDNN (on the GPU image: the wheel of its
+# PyTorch; the frontend headers from CUDNN_FRONTEND_PATH or the venv); *_flash: the built-in attention kernels
 # HARNESSES_<variant>="a b" (environment): the dev/cuda harnesses that variant's build compiles (default: all)
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(build ref kernels tests train resume)
@@ -117,8 +114,7 @@ if has_stage resume; then
     # every 5 steps, so an evaluation forward runs between the checkpoint's weight update and the save. The
     # FP8 / TCFP-12 runs carry their GEMM state (error feedback, amax histories, weight codes) in lowp_*.bin.
     resume_cases=("bf16|" "fp8|--fp8-delayed 4 --fp8-warmup 3" "tcfp12|--tcfp-ef 1 --fp8-delayed 4" "tcfp12|--tcfp-srr 1"
-                  "tcfp12|--tcfp-block 128 --tcfp-ef 1" "bf16_cudnn|" "fp16_cudnn|" "fp8_cudnn|--fp8-delayed 4 --fp8-warmup 3"
-                  "tcfp12_cudnn|--tcfp-ef 1")
+                  "tcfp12|--tcfp-block 128 --tcfp-ef 1" "bf16_flash|" "fp16|" "fp8_flash|--fp8-delayed 4 --fp8-warmup 3")
     for rc in "${resume_cases[@]}"; do
         v=${rc%%|*}; knobs=${rc#*|}; tag="$v${knobs// /}"
         [ -x "build/$v/train_gpt2cu" ] || continue
@@ -171,25 +167,26 @@ if has_stage same; then
 fi
 
 if has_stage cudnn; then
-    # The cuDNN attention backend (USE_CUDNN=1): the attention harness of each *_cudnn build (float64 reference,
-    # bitwise reruns, amax, an unplannable shape; in bf16 with timing: both backends' TFLOP/s), then the step
-    # time of each build with and without cuDNN at d12 B=64 and d24 B=32, same lease, the pair run back to back.
-    row "cuDNN" "$(make -s --no-print-directory info USE_CUDNN=1 | grep -E 'cuDNN' | sed 's/^ *//' | paste -sd' ')"
-    for v in bf16_cudnn fp16_cudnn fp8_cudnn tcfp12_cudnn; do
+    # The cuDNN attention backend (the default of bf16, fp16, fp8, tcfp12 where found; *_flash: the built-in
+    # kernels): the attention harness of each build (float64 reference, bitwise reruns, amax, an unplannable
+    # shape; in bf16 with timing: both backends' TFLOP/s), then the step time of each build with and without
+    # cuDNN at d12 B=64 and d24 B=32, same lease, the pair run back to back.
+    row "cuDNN" "$(make -s --no-print-directory info | grep -E 'cuDNN|attention' | sed 's/^ *//' | paste -sd' ')"
+    for v in bf16 fp16 fp8 tcfp12 bf16_flash; do
         [ -x "build/$v/dev/attention" ] || continue
-        opt=(); [ "$v" = bf16_cudnn ] || opt=(--check-only)
+        opt=(); [ "$v" = bf16 ] || opt=(--check-only)
         timeout 400 "build/$v/dev/attention" "${opt[@]}" > "$OUT/cudnn_attention_$v.log" 2>&1
         rc=$?
         row "attention harness $v" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/cudnn_attention_$v.log" | tail -n1) rc=$rc"
     done
-    if [ -f "$OUT/cudnn_attention_bf16_cudnn.log" ]; then
-        grep -E '^\(' "$OUT/cudnn_attention_bf16_cudnn.log" | grep -E '1024,(12|16),64\) +\| +[0-9]' | while read -r l; do row "attn TFLOP/s cudnn f/b, ours f/b" "$l"; done
-        row "attn targets" "$(grep -m1 '^targets' "$OUT/cudnn_attention_bf16_cudnn.log")"
+    if [ -f "$OUT/cudnn_attention_bf16.log" ]; then
+        grep -E '^\((32|64),1024,(12|16),64\) +\| +[0-9]' "$OUT/cudnn_attention_bf16.log" | while read -r l; do row "attn TFLOP/s cudnn f/b, ours f/b" "$l"; done
+        row "attn targets" "$(grep -m1 '^targets' "$OUT/cudnn_attention_bf16.log")"
     fi
     steps=${BENCH_STEPS:-30}
     for cfg in "d12 64" "d24 32"; do
         set -- $cfg
-        for v in bf16 bf16_cudnn fp8 fp8_cudnn tcfp12 tcfp12_cudnn; do
+        for v in bf16_flash bf16 fp8_flash fp8 tcfp12_flash tcfp12; do
             [ -x "build/$v/train_gpt2cu" ] || continue
             log="$OUT/cudnn_speed_$1_$v.log"
             timeout 300 "build/$v/train_gpt2cu" -e "$1" -b "$2" -t 1024 -x "$steps" -v 0 -s 0 -l 6e-4 -lg "$steps" \

@@ -13,7 +13,7 @@ scripts/setup_env.sh                                 # before any make: it may i
 make --no-print-directory data                       # tokenized shards + tokenizer in data/
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
    && [ "$(make -s --no-print-directory print-HAVE_CUDA)" = 1 ]; then
-    make --no-print-directory train_gpt2cu
+    make -j2 --no-print-directory train_gpt2cu   # -j2: the cuDNN attention object builds beside the trainer
     exec ./train_gpt2cu -e d6 -b 32 -t 256 -x 150 -l 1e-3 -u 20 -q 0.1 -c 0.1 -v 50 -m 8 -s 50 -o log_quickstart "$@"
 fi
 echo "no GPU trainer available here: training the CPU reference on a small model"

@@ -8,17 +8,23 @@
 #   2. the venv .venv: sees the system's packages (Debian's torch and numpy) and adds tiktoken,
 #      pytest, ml_dtypes, matplotlib, tqdm and pyarrow from PyPI. .venv/.complete is written last,
 #      so a venv left half made (an interrupted run) is made again, never used.
-# usage: scripts/setup_env.sh [--torch]      Quiet and quick when everything is there already.
+#   3. for the cuDNN attention (the default of the CUDA builds wherever cuDNN is found): the header-only
+#      cuDNN frontend into the venv unless the system has it, and with --cudnn, where the system has no
+#      cuDNN, cuDNN itself (nvidia-cudnn-cu13 / -cu12, about 700 MB: not downloaded unasked).
+# usage: scripts/setup_env.sh [--torch] [--cudnn]   Quiet and quick when everything is there already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # make -j may start two of us: one at a time (the lock is on this file, so nothing is left behind)
 if command -v flock >/dev/null; then exec 9<"$0"; flock 9; fi
 
-case "${1:-}" in
-    "") TORCH=0 ;;
-    --torch) TORCH=1 ;;
-    *) echo "usage: $0 [--torch]" >&2; exit 2 ;;
-esac
+TORCH=0 CUDNN=0
+for a in "$@"; do
+    case "$a" in
+        --torch) TORCH=1 ;;
+        --cudnn) CUDNN=1 ;;
+        *) echo "usage: $0 [--torch] [--cudnn]" >&2; exit 2 ;;
+    esac
+done
 VENV=${VENV:-.venv}
 # the venv is made from the system Python, where apt puts its packages, not a pyenv/conda one on PATH
 PY_BASE=${PY_BASE:-$(test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)}
@@ -98,9 +104,9 @@ fi
 # --- 3. cuDNN for the cuDNN attention (make USE_CUDNN=1) ------------------------------------------------
 # The header-only cuDNN frontend unless the system has cudnn_frontend.h, pinned to 1.18.0 (from 1.19 on its
 # headers compile an NVRTC engine into every includer; the Makefile links libnvrtc for those); --no-deps: the
-# wheel's Python side wants CUTLASS DSL packages the headers do not need. And where nvcc is installed but
-# the system has no cuDNN, cuDNN itself: nvidia-cudnn-cu13, or -cu12 under a CUDA 12 nvcc. The Makefile
-# finds both in the venv (make info says where each came from). Quick when present.
+# wheel's Python side wants CUTLASS DSL packages the headers do not need. With --cudnn, where nvcc is installed
+# but neither the system nor a Python package has cuDNN, cuDNN itself: nvidia-cudnn-cu13, or -cu12 under a
+# CUDA 12 nvcc. The Makefile finds both in the venv (make info says where each came from). Quick when present.
 CUDNN_FE_REQ='nvidia-cudnn-frontend==1.18.0'
 SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 NVCC_BIN=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
@@ -110,7 +116,7 @@ if ! sys_header cudnn_frontend.h && [ ! -f "$SITE/include/cudnn_frontend.h" ]; t
     echo "installing $CUDNN_FE_REQ (cuDNN frontend headers) into $VENV"
     "$VENV/bin/python" -m pip install -q --no-deps "$CUDNN_FE_REQ" || die "pip install $CUDNN_FE_REQ failed (see above)"
 fi
-if [ -n "$NVCC_BIN" ] && ! sys_header cudnn.h && [ ! -f "$SITE/nvidia/cudnn/include/cudnn.h" ]; then
+if [ "$CUDNN" = 1 ] && [ -n "$NVCC_BIN" ] && ! sys_header cudnn.h && ! has_module "$VENV/bin/python" nvidia.cudnn; then
     major=$("$NVCC_BIN" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
     echo "installing nvidia-cudnn-cu$major into $VENV (no system cuDNN; about 700 MB)"
     "$VENV/bin/python" -m pip install -q --no-deps "nvidia-cudnn-cu$major>=9.1,<10" || die "pip install nvidia-cudnn-cu$major failed"
