@@ -31,8 +31,9 @@
 // the training thread (a signal whose handler never returns: whatever it was waiting for, it must not
 // go on with the partial sums an aborted collective leaves, e.g. into a checkpoint), prints
 //   error: rank R: no progress from the other ranks for N s (a rank died or the network failed); last complete checkpoint: <file>
-// calls ncclCommAbort (on a helper thread, given at most 10 s: it has hung in some NCCL versions) and
-// _exit(1)s. Thread rather than polling in the host waits: every wait of the trainer (stream syncs in
+// calls ncclCommAbort (on a helper thread, given at most MG_ABORT_WAIT_MS: with a dead peer it hangs in
+// its proxy threads, NCCL 2.2x on two H100s every time) and _exit(1)s: the process ends at most 2 s after
+// the -pw timeout. Thread rather than polling in the host waits: every wait of the trainer (stream syncs in
 // the model, the modes, the checkpoint copies) is covered without touching it. Needs NCCL >= 2.14
 // (ncclCommInitRankConfig, ncclCommFinalize, ncclInProgress; CI builds with 2.21).
 //
@@ -201,18 +202,22 @@ static void* mg_abort_main_(void* p) {
     return NULL;
 }
 
-// Abort the communicator, waiting at most 10 s for ncclCommAbort (it has hung in some NCCL versions;
-// the process ends right after either way).
+// Abort the communicator, waiting at most MG_ABORT_WAIT_MS for ncclCommAbort. It exists to stop the NCCL
+// kernels and tell the other ranks at once; with a dead peer it hangs instead (measured: every kill of
+// scripts/kill_rank_test.sh under tcp and fs, 10 s cut each time), and the process ends right after either
+// way (the driver frees what it held), so a long wait only delays freeing the GPU.
+#define MG_ABORT_WAIT_MS 2000
 static void mg_wd_abort_(void* ctx) {
     MultiGpu* mg = (MultiGpu*)ctx;
     if (!__atomic_load_n(&mg->comm_ready, __ATOMIC_ACQUIRE)) return;
     pthread_t t;
     if (pthread_create(&t, NULL, mg_abort_main_, mg) != 0) return;
     pthread_detach(t);
-    for (int i = 0; i < 10000 && !__atomic_load_n(&mg->wd_aborted, __ATOMIC_ACQUIRE); i++) mg_wd_sleep_(NULL, 1e-3);
+    for (int i = 0; i < MG_ABORT_WAIT_MS && !__atomic_load_n(&mg->wd_aborted, __ATOMIC_ACQUIRE); i++) mg_wd_sleep_(NULL, 1e-3);
     if (!__atomic_load_n(&mg->wd_aborted, __ATOMIC_ACQUIRE)) {
         char note[128];
-        snprintf(note, sizeof(note), "note: rank %d: ncclCommAbort did not return within 10 s; exiting without it", mg->pg.rank);
+        snprintf(note, sizeof(note), "note: rank %d: ncclCommAbort did not return within %d ms; exiting without it", mg->pg.rank,
+                 MG_ABORT_WAIT_MS);
         mg_wd_report_(NULL, note);
     }
 }
