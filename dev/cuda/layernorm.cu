@@ -464,6 +464,8 @@ int main(int argc, char** argv) {
         {4 * 64, 64, "(B,T,C) = (4,64,64)"},
         {2 * 33, 320, "(B,T,C) = (2,33,320)"},
         {64 * 1024, 768, "(B,T,C) = (64,1024,768), GPT-2 d12 training shape"},
+        {32 * 1024, 1024, "(B,T,C) = (32,1024,1024), GPT-2 d24 training shape (backward sums in shared memory)"},
+        {2000, 1280, "C = 1280 (d36 width; backward sums in shared memory)"},
         {512, 128, "C = 128"},
         {300, 256, "C = 256"},
         {4096, 1600, "C = 1600 (GPT-2 XL width)"},
@@ -512,7 +514,7 @@ int main(int argc, char** argv) {
             for (int k = 0; k < 3; k++)
                 snprintf(f[k], sizeof f[k], "%.4f -> %.4f (%+.1f%%)", off[k], on[k], 100.0 * (on[k] - off[k]) / off[k]);
             printf("%-13s | %-26s | %-26s | %-26s%s\n", shape, f[0], f[1], f[2],
-                   (r.cs.N == 64 * 1024 && r.cs.C == 768) ? "  <- GPT-2 d12" : "");
+                   (r.cs.N == 64 * 1024 && r.cs.C == 768) ? "  <- GPT-2 d12" : (r.cs.N == 32 * 1024 && r.cs.C == 1024) ? "  <- GPT-2 d24" : "");
         }
         printf("(backward: both kernels, the row kernel and the dweight/dbias finalize; kernel time only, the\n"
                " caller's cudaMemsetAsync of the slot is not included)\n");

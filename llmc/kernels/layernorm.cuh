@@ -275,8 +275,17 @@ static inline size_t layernorm_backward_scratch_floats(int N, int C) {
 // scratch[b*2C + c] = dweight partial, scratch[b*2C + C + c] = dbias partial.
 // AMAX: each thread also keeps the max abs_bits of the dinp values it stored, and the block commits
 // it with one atomicMax into *amax_out after its rows (block_amax_accumulate).
+// Where the sums live (LN_BWD_SMEM_ACC): in registers they take 16 * PPT per thread, which at PPT = 4
+// (bf16 C = 1024, d24) made 181 registers, one block (8 warps) per SM and 58% of the copy rate; with
+// TPR = 32 and PPT = 4..6 (C = 1024 .. 1536 in bf16) each row group keeps its 2*C sums in its own slice of
+// shared memory instead (its lanes touch only their own channels: no barrier until the end), the same fp32
+// additions in the same order, so the same bits, and two blocks per SM fit (118 registers at PPT = 4). Not at
+// PPT = 3 (d12: two blocks per SM with the registers already, and the shared-memory round trips cost) nor 7
+// (it spills at two blocks).
+template <int TPR, int PPT>
+struct LnBwdSmemAcc { static constexpr bool value = TPR == 32 && PPT >= 4 && PPT <= 6; };
 template <int TPR, int PPT, bool AMAX>
-__global__ void __launch_bounds__(LN_THREADS, (PPT <= 3 ? 2 : 1))
+__global__ void __launch_bounds__(LN_THREADS, ((PPT <= 3 || LnBwdSmemAcc<TPR, PPT>::value) ? 2 : 1))
 layernorm_backward_kernel(floatX* __restrict__ dinp, float* __restrict__ scratch, const floatX* __restrict__ dout,
                           const floatX* __restrict__ inp, const floatX* __restrict__ weight,
                           const float* __restrict__ mean, const float* __restrict__ rstd, int N, int C,
@@ -287,15 +296,27 @@ layernorm_backward_kernel(floatX* __restrict__ dinp, float* __restrict__ scratch
     // (<= 128 registers, see __launch_bounds__); PPT = 3 (bf16 C = 768) spills with it, so it loads dinp
     // after the row reductions.
     constexpr bool PREFETCH_DINP = PPT <= 2;
-    extern __shared__ __align__(16) float ln_bwd_smem[];  // 2*C floats when GROUPS > 1
+    constexpr bool SMEM_ACC = LnBwdSmemAcc<TPR, PPT>::value;
+    constexpr int R = SMEM_ACC ? 1 : PPT;  // register accumulators
+    // shared: 2*C floats when GROUPS > 1 (the groups' sums added in order); SMEM_ACC: 2*C per group
+    extern __shared__ __align__(16) float ln_bwd_smem[];
     const int t = threadIdx.x % TPR, g = threadIdx.x / TPR;
     const int P = C / X;
+    float* acc = ln_bwd_smem + (size_t)g * 2 * C;  // SMEM_ACC: this group's dweight sums, then its dbias sums
 
-    float dw[PPT][X], db[PPT][X];
+    float dw[R][X], db[R][X];
     #pragma unroll
-    for (int k = 0; k < PPT; k++)
+    for (int k = 0; k < R; k++)
         #pragma unroll
         for (int i = 0; i < X; i++) dw[k][i] = db[k][i] = 0.0f;
+    if constexpr (SMEM_ACC) {
+        for (int p = t; p < P; p += TPR)
+            #pragma unroll
+            for (int q = 0; q < X / f128::size; q++) {
+                store128(acc + p * X + q * f128::size, f128::zeros());
+                store128(acc + C + p * X + q * f128::size, f128::zeros());
+            }
+    }
     unsigned int amax = 0u;  // AMAX only
 
     const int row0 = blockIdx.x * rows_per_block;
@@ -319,15 +340,34 @@ layernorm_backward_kernel(floatX* __restrict__ dinp, float* __restrict__ scratch
             const int p = t + k * TPR;
             if (p < P) {
                 const x128 w = load128(weight + p * X);
+                float* aw = acc + p * X;  // SMEM_ACC only
                 #pragma unroll
-                for (int i = 0; i < X; i++) {
-                    const float dy = (float)d[k][i];
-                    const float xhat = ((float)x[k][i] - m) * s;
-                    const float dxhat = dy * (float)w[i];
-                    sum_dxhat += dxhat;
-                    sum_dxhat_xhat += dxhat * xhat;
-                    dw[k][i] += dy * xhat;
-                    db[k][i] += dy;
+                for (int q = 0; q < X / f128::size; q++) {
+                    f128 vw, vb;
+                    if constexpr (SMEM_ACC) {
+                        vw = load128(aw + q * f128::size);
+                        vb = load128(aw + C + q * f128::size);
+                    }
+                    #pragma unroll
+                    for (int j = 0; j < f128::size; j++) {
+                        const int i = q * f128::size + j;
+                        const float dy = (float)d[k][i];
+                        const float xhat = ((float)x[k][i] - m) * s;
+                        const float dxhat = dy * (float)w[i];
+                        sum_dxhat += dxhat;
+                        sum_dxhat_xhat += dxhat * xhat;
+                        if constexpr (SMEM_ACC) {
+                            vw[j] += dy * xhat;
+                            vb[j] += dy;
+                        } else {
+                            dw[k][i] += dy * xhat;
+                            db[k][i] += dy;
+                        }
+                    }
+                    if constexpr (SMEM_ACC) {
+                        store128(aw + q * f128::size, vw);
+                        store128(aw + C + q * f128::size, vb);
+                    }
                 }
             }
         }
@@ -353,7 +393,15 @@ layernorm_backward_kernel(floatX* __restrict__ dinp, float* __restrict__ scratch
     if constexpr (AMAX) block_amax_accumulate(amax_out, amax);  // all threads get here (no early exit)
 
     float* dst = scratch + (size_t)blockIdx.x * 2 * C;
-    if constexpr (GROUPS == 1) {
+    if constexpr (SMEM_ACC) {
+        // ((0 + g0) + g1) + ... per channel, as the register path below adds the groups
+        __syncthreads();
+        for (int i = threadIdx.x; i < 2 * C; i += LN_THREADS) {
+            float v = 0.0f;
+            for (int gg = 0; gg < GROUPS; gg++) v += ln_bwd_smem[(size_t)gg * 2 * C + i];
+            dst[i] = v;
+        }
+    } else if constexpr (GROUPS == 1) {
         #pragma unroll
         for (int k = 0; k < PPT; k++) {
             const int p = t + k * TPR;
@@ -443,6 +491,17 @@ layernorm_backward_finalize_kernel(floatX* __restrict__ dweight, floatX* __restr
     }
 }
 
+// Raises the dynamic shared memory limit of layernorm_backward_kernel<TPR, PPT, AMAX> to `bytes` where that is
+// above the 48 KB default (once per instantiation and size: the static is per instantiation; errors: cudaCheck).
+template <int TPR, int PPT, bool AMAX>
+static inline void ln_bwd_smem_optin(size_t bytes) {
+    static size_t done = 48 * 1024;
+    if (bytes <= done) return;
+    cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<TPR, PPT, AMAX>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)bytes));
+    done = bytes;
+}
+
 // Launches layernorm_backward_kernel<TPR, PPT, AMAX> for (N, C) (N > 0, arguments checked) on `stream`.
 template <bool AMAX>
 static inline void layernorm_backward_dispatch(floatX* dinp, float* scratch, const floatX* dout, const floatX* inp,
@@ -453,9 +512,14 @@ static inline void layernorm_backward_dispatch(floatX* dinp, float* scratch, con
     const int G = layernorm_backward_blocks(N);
     const int ppl = ceil_div(P, 32);
     const size_t smem = 2 * (size_t)C * sizeof(float);  // warp path only
-#define LN_BWD(TPR, PPT, SMEM) \
-    layernorm_backward_kernel<TPR, PPT, AMAX><<<G, LN_THREADS, SMEM, stream>>>(dinp, scratch, dout, inp, weight, mean, \
-                                                                               rstd, N, C, rpb, amax_out)
+    // SMEM_ACC instantiations: one 2*C slice per row group (64 KB at C = 1024: above the 48 KB default)
+#define LN_BWD(TPR, PPT, SMEM)                                                                                     \
+    do {                                                                                                           \
+        const size_t sm = LnBwdSmemAcc<TPR, PPT>::value ? (LN_THREADS / TPR) * smem : (size_t)(SMEM);             \
+        ln_bwd_smem_optin<TPR, PPT, AMAX>(sm);                                                                     \
+        layernorm_backward_kernel<TPR, PPT, AMAX><<<G, LN_THREADS, sm, stream>>>(dinp, scratch, dout, inp, weight, \
+                                                                                 mean, rstd, N, C, rpb, amax_out); \
+    } while (0)
     if (ppl <= 1) LN_BWD(32, 1, smem);
     else if (ppl <= 2) LN_BWD(32, 2, smem);
     else if (ppl <= 3) LN_BWD(32, 3, smem);
