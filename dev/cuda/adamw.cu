@@ -4,7 +4,8 @@
 // Build and run (from the repository root):
 //   nvcc -O3 --use_fast_math -std=c++17 -arch=sm_90 -I. dev/cuda/adamw.cu -o /tmp/adamw && /tmp/adamw
 //   (add -DENABLE_FP16 or -DENABLE_FP32 for the other precisions; bf16 is the default)
-// Flags: --check-only   correctness checks only, no timing
+// Flags: --check-only          correctness and bit-identity checks only, no timing
+//        --variant NAME|all     the variants checked and timed (repeatable; default all; v0 always timed)
 //
 // Checking cases (about 1M parameters each): fresh random master weights (normal, std 0.02), gradients
 // (normal, std 0.05, rounded to floatX), moments (zero at step 1, random otherwise), several
@@ -17,7 +18,16 @@
 // nearest). Stochastic rounding: 1M copies of 1 + 2^-10 (lr = 0 keeps the master fixed) must round to
 // a mean within 3 sigma of 1 + 2^-10. Determinism: the update runs twice from identical state, all
 // outputs bit-identical; a different seed must change the rounding.
-// Timing: 124,475,904 parameters (GPT-2 d12), buffers initialized on the device.
+// Variants (kVariantNames): v0 = the kernel of commit 828a037 (dev/cuda/adamw_v0.cuh), the reference;
+// the others are adamw_update_segments with other template knobs or launch shapes. Each must give every
+// bit of params, master, m, v that v0 gives, from one fresh random device state, on: the GPT-2 d12
+// layout, odd sizes laid end to end (misaligned segments: scalar path) with a nonzero index0,
+// ZeRO-1-like offsets (state compact, one segment's state misaligned), 41 segments (several launches),
+// fp32 gradients, and (bf16/fp16) without a master copy. Write-only buffers poisoned (NaN).
+// Timing (per variant): the GPT-2 d12 and d24 layouts (16 tensors, as gpt2_apply_update issues them):
+// the update alone, and the optimizer step (norm, its copy to the host and the wait, update), GB/s
+// and % of a cudaMemcpy D2D measured in the same run; then one flat 124M tensor (v0, fused-u2) and
+// init_master_from_params. The table of variants comes last.
 // Exit status 1 if any check fails.
 
 #include <stdio.h>
