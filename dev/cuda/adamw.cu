@@ -279,16 +279,16 @@ struct StepHyper {
     int step;
 };
 
-enum VariantId { V0 = 0, PER_TENSOR, FUSED_U1, FUSED_U2, FUSED_U4, FUSED_U2_NOHINT, FUSED_U2_HASH, NUM_VARIANTS };
+enum VariantId { V0 = 0, PER_TENSOR, FUSED_U1, FUSED_U2, FUSED_U4, FUSED_U2_CS, FUSED_U2_HASH, NUM_VARIANTS };
 static const char* const kVariantNames[NUM_VARIANTS] = {"v0", "per-tensor", "fused-u1", "fused-u2", "fused-u4",
-                                                         "fused-u2-nohint", "fused-u2-hash"};
+                                                         "fused-u2-cs", "fused-u2-hash"};
 static const char* const kVariantWhat[NUM_VARIANTS] = {
     "828a037 kernel: one launch per tensor, grid-stride over 8-element packets (the reference)",
-    "new kernel (U=2, .cs hints, stepped hash), one launch per tensor",
+    "new kernel (U=2, stepped hash), one launch per tensor",
     "new kernel, all segments in one launch, 1 chunk of 4 elements per thread",
     "new kernel, one launch, 2 chunks per thread: THE trainer's kernel (adamw_update_segments defaults)",
     "new kernel, one launch, 4 chunks per thread",
-    "fused-u2 without streaming cache hints (default loads/stores)",
+    "fused-u2 with streaming cache hints (.cs loads/stores)",
     "fused-u2 with random_u32 per element (3 64-bit multiplications) instead of the stepped state"};
 
 // One optimizer update over segs with variant `id` (what gpt2_apply_update launches, per variant).
@@ -302,13 +302,13 @@ static void launch_variant(int id, const std::vector<AdamWSegment<G>>& segs, con
                                    g.weight_decay, h.grad_scale, g.seed, s, g.index0);
         break;
     case PER_TENSOR:
-        for (const AdamWSegment<G>& g : segs) adamw_update_segments<G, 2, true, true>(&g, 1, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s);
+        for (const AdamWSegment<G>& g : segs) adamw_update_segments<G, 2, false, true>(&g, 1, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s);
         break;
-    case FUSED_U1: adamw_update_segments<G, 1, true, true>(segs.data(), n, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s); break;
-    case FUSED_U2: adamw_update_segments<G, 2, true, true>(segs.data(), n, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s); break;
-    case FUSED_U4: adamw_update_segments<G, 4, true, true>(segs.data(), n, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s); break;
-    case FUSED_U2_NOHINT: adamw_update_segments<G, 2, false, true>(segs.data(), n, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s); break;
-    case FUSED_U2_HASH: adamw_update_segments<G, 2, true, false>(segs.data(), n, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s); break;
+    case FUSED_U1: adamw_update_segments<G, 1, false, true>(segs.data(), n, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s); break;
+    case FUSED_U2: adamw_update_segments<G, 2, false, true>(segs.data(), n, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s); break;
+    case FUSED_U4: adamw_update_segments<G, 4, false, true>(segs.data(), n, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s); break;
+    case FUSED_U2_CS: adamw_update_segments<G, 2, true, true>(segs.data(), n, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s); break;
+    case FUSED_U2_HASH: adamw_update_segments<G, 2, false, false>(segs.data(), n, h.lr, h.beta1, h.beta2, h.step, h.eps, h.grad_scale, s); break;
     default: fprintf(stderr, "error: variant %d\n", id); exit(EXIT_FAILURE);
     }
 }
