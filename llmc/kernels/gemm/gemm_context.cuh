@@ -503,7 +503,7 @@ void gemm_context_print_plans(const GemmContext* ctx, FILE* f) {
         const uint64_t op = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_OP_TYPE_MASK;
         const uint64_t acc = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK;
         const uint64_t in = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_OP_INPUT_TYPE_MASK;
-        if (p.tune.candidates > 0)
+        if (p.tune.eligible > 0)
             fprintf(f, "tuned: #%d of %d (%d bit-identical) %.3f ms, heuristic's first %.3f ms; ", p.tune.chosen,
                     p.tune.candidates, p.tune.eligible, p.tune.chosen_ms, p.tune.heuristic_ms);
         fprintf(f, "algo %d tile %u stages %u splitK %d red %u cluster %u %s acc %s in %s%s%s%s ws %zu KiB waves %.2f uses %llu\n",
@@ -523,22 +523,9 @@ void gemm_context_print_plans(const GemmContext* ctx, FILE* f) {
 // another algorithm than cuBLASLt's first answer, and the time their calls saved at the tuning's measured
 // medians (each plan's (first answer - chosen) x its calls).
 static inline void gemm_tune_report(const GemmContext* ctx, FILE* f) {
-    int tuned = 0, switched = 0;
-    unsigned long long calls = 0;
-    double first_ms = 0.0, saved_ms = 0.0;
-    for (int i = 0; i < ctx->num_plans; i++) {
-        const GemmPlan& p = ctx->plans[i];
-        if (p.tune.candidates == 0) continue;
-        tuned++;
-        switched += p.tune.chosen != 0;
-        calls += p.uses;
-        first_ms += (double)p.tune.heuristic_ms * p.uses;
-        saved_ms += (double)(p.tune.heuristic_ms - p.tune.chosen_ms) * p.uses;
-    }
-    if (tuned == 0) return;
-    fprintf(f, "GEMM tuning (-gt 1): %d GEMM plans tuned, %d run another algorithm than cuBLASLt's first answer (same bits); "
-            "their %llu-call total is %.1f ms (%.1f%%) shorter at the measured medians\n", tuned, switched,
-            calls, saved_ms, first_ms > 0 ? 100.0 * saved_ms / first_ms : 0.0);
+    GemmTuneTotals t;
+    for (int i = 0; i < ctx->num_plans; i++) t.add(ctx->plans[i].tune, ctx->plans[i].uses);
+    t.print(f, GEMM_BACKEND_NAME);
 }
 
 // One line on the compute type: requested, and how many cached GEMM plans fell back to 32F

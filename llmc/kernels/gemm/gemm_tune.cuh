@@ -27,7 +27,7 @@
 struct GemmTuneResult {
     int chosen;          // index into the candidates (0 = the heuristic's first answer)
     int candidates;      // how many were offered
-    int eligible;        // how many gave the first answer's bits (itself included)
+    int eligible;        // how many gave the first answer's bits (itself included; 0: the first answer did not launch)
     float heuristic_ms;  // median time of candidate 0
     float chosen_ms;     // median time of the chosen one
 };
@@ -69,7 +69,9 @@ static inline unsigned long long gemm_tune_hash(const void* p, size_t bytes, uns
 //   D          d_bytes (a multiple of 16), 16-byte aligned. beta = 0: overwritten by the candidates (the caller
 //              runs the real GEMM afterwards); beta = 1: untouched (the candidates run on a cudaMalloc'ed copy).
 //   workspace  ws_size bytes; every candidate's need must fit (the heuristic was asked with that limit).
-// Errors: any CUDA / cuBLAS failure exits with a message (cudaCheck / cublasCheck). Synchronizes `s`.
+// Candidates that cuBLASLt refuses at launch are skipped; if the first answer itself is refused nothing is
+// chosen (chosen 0, eligible 0) and the caller's launch reports it. CUDA failures exit with a message
+// (cudaCheck). Synchronizes `s`.
 static inline GemmTuneResult gemm_tune(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
                                        cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t* algos,
                                        int n, const void* A, const void* B, void* D, size_t d_bytes, bool accumulate,
@@ -83,19 +85,20 @@ static inline GemmTuneResult gemm_tune(cublasLtHandle_t handle, cublasLtMatmulDe
     cudaEvent_t ev[GEMM_TUNE_RUNS + 1];
     for (auto& e : ev) cudaCheck(cudaEventCreate(&e));
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    // a candidate that cuBLASLt refuses at launch is skipped (the caller's own launch reports the first answer's refusal)
     auto matmul = [&](int i) {
-        cublasCheck(cublasLtMatmul(handle, desc, &alpha, A, la, B, lb, &beta, target, ld, target, ld, &algos[i], workspace,
-                                   ws_size, s));
+        return cublasLtMatmul(handle, desc, &alpha, A, la, B, lb, &beta, target, ld, target, ld, &algos[i], workspace, ws_size, s) ==
+               CUBLAS_STATUS_SUCCESS;
     };
-    // fingerprint of candidate i's outputs from the call's starting state
-    auto fingerprint = [&](int i) {
+    // fingerprint of candidate i's outputs from the call's starting state; false if it did not run
+    auto fingerprint = [&](int i, unsigned long long* h) {
         if (accumulate) cudaCheck(cudaMemcpyAsync(target, D, d_bytes, cudaMemcpyDeviceToDevice, s));
-        matmul(i);
-        unsigned long long h = gemm_tune_hash(target, d_bytes, slot, s);
-        if (aux_out) h ^= gemm_tune_mix(gemm_tune_hash(aux_out, aux_bytes, slot, s));
-        return h;
+        if (!matmul(i)) return false;
+        *h = gemm_tune_hash(target, d_bytes, slot, s);
+        if (aux_out) *h ^= gemm_tune_mix(gemm_tune_hash(aux_out, aux_bytes, slot, s));
+        return true;
     };
-    auto median_ms = [&](int i) {
+    auto median_ms = [&](int i) {  // (candidate i ran once already: it launches)
         matmul(i);  // warm-up
         for (int k = 0; k < GEMM_TUNE_RUNS; k++) {
             cudaCheck(cudaEventRecord(ev[k], s));
@@ -108,11 +111,15 @@ static inline GemmTuneResult gemm_tune(cublasLtHandle_t handle, cublasLtMatmulDe
         std::sort(ms, ms + GEMM_TUNE_RUNS);
         return ms[GEMM_TUNE_RUNS / 2];
     };
-    const unsigned long long h0 = fingerprint(0);
-    r.heuristic_ms = r.chosen_ms = median_ms(0);
-    r.eligible = 1;
+    unsigned long long h0 = 0, h = 0;
+    if (fingerprint(0, &h0)) {
+        r.heuristic_ms = r.chosen_ms = median_ms(0);
+    } else {
+        r.eligible = 0;
+        n = 0;  // the first answer cannot run: nothing to compare with
+    }
     for (int i = 1; i < n; i++) {
-        if (fingerprint(i) != h0) continue;
+        if (!fingerprint(i, &h) || h != h0) continue;
         r.eligible++;
         const float ms = median_ms(i);
         if (ms < r.chosen_ms) {
@@ -125,3 +132,26 @@ static inline GemmTuneResult gemm_tune(cublasLtHandle_t handle, cublasLtMatmulDe
     if (accumulate) cudaCheck(cudaFree(target));
     return r;
 }
+
+// Totals over a plan cache for the end-of-run line: plans tuned, how many run another algorithm than the first
+// answer, and the time their calls saved at the tuning's medians (each plan's (first - chosen) x its calls).
+struct GemmTuneTotals {
+    int tuned = 0, switched = 0;
+    unsigned long long calls = 0;
+    double first_ms = 0.0, saved_ms = 0.0;
+    void add(const GemmTuneResult& t, unsigned long long uses) {
+        if (t.candidates == 0 || t.eligible == 0) return;
+        tuned++;
+        switched += t.chosen != 0;
+        calls += uses;
+        first_ms += (double)t.heuristic_ms * uses;
+        saved_ms += (double)(t.heuristic_ms - t.chosen_ms) * uses;
+    }
+    // One line (nothing when no plan was tuned), e.g. "GEMM tuning (-gt 1, cuBLASLt BF16): 15 GEMM plans tuned, ..."
+    void print(FILE* f, const char* what) const {
+        if (tuned == 0) return;
+        fprintf(f, "GEMM tuning (-gt 1, %s): %d GEMM plans tuned, %d run another algorithm than cuBLASLt's first answer "
+                "(same bits); their %llu-call total is %.1f ms (%.1f%%) shorter at the measured medians\n", what, tuned, switched,
+                calls, saved_ms, first_ms > 0 ? 100.0 * saved_ms / first_ms : 0.0);
+    }
+};
