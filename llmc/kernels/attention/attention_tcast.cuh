@@ -254,4 +254,3 @@ static inline AttnTcastArgs attn_tc_args(uint64_t seed, bool count) {
     return a;
 }
 static inline bool attn_tc_counting() { return attn_tc_stats_dev[0] != NULL || attn_tc_stats_dev[1] != NULL; }
-static inline bool attn_tc_sparse() { return attn_tc_host[0].sparse_n > 0 || attn_tc_host[1].sparse_n > 0; }
