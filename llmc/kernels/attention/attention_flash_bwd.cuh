@@ -250,34 +250,27 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
             attn_load_a<WM, KS, LDS>(vf, sVa, lane);
         }
         const int qb = i * BR;
-        if constexpr (TC) {
-            // The same steps with P^T through the CTA's cast tile: every warp stages its S^T (zeros when no
-            // query of the tile sees its keys) and takes part in the cast (barriers inside).
-            const bool active = live && qb + BR - 1 >= kw0;
-            const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
-            float s[WM][NS][4];
-            attn_frag_zero(s);
-            if (active) {
-                if (!KV_REGS) attn_load_a<WM, KS, LDS>(kf, sKa, lane);
-                attn_mma_abt<WM, NS, KS, LDS>(s, kf, sQa, lane);  // S^T = K Q^T
-            }
-            attn_tc_put_k(tc_tile, s, active, scale, wrow, kw0 + g, qb + 2 * tq, lane);
-            attn_tc_cast_k(s, tc_tile, active, wrow, qb, k0, T, sL + buf * BR, tc, (uint64_t)bh * (uint64_t)T, lane);
-            if (active) attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, sD + buf * BR, tq, lane);
-        } else if (live && qb + BR - 1 >= kw0) {  // some query of the tile sees some key of the warp
+        const bool active = live && qb + BR - 1 >= kw0;  // some query of the tile sees some key of the warp
+        if (TC || active) {  // TC: every warp takes part in the cast tile's barriers (inactive ones stage zeros)
             const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
             const float* L = sL + buf * BR;
             const float* Dq = sD + buf * BR;
 
             float s[WM][NS][4];
             attn_frag_zero(s);
-            if (!KV_REGS) attn_load_a<WM, KS, LDS>(kf, sKa, lane);
-            attn_mma_abt<WM, NS, KS, LDS>(s, kf, sQa, lane);  // S^T = K Q^T
-
-            // Mask only where some query of the tile precedes some key of the warp.
-            if (qb < kw1) attn_dkv_p<true>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
-            else attn_dkv_p<false>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
-            attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane);
+            if (active) {
+                if (!KV_REGS) attn_load_a<WM, KS, LDS>(kf, sKa, lane);
+                attn_mma_abt<WM, NS, KS, LDS>(s, kf, sQa, lane);  // S^T = K Q^T
+            }
+            if constexpr (TC) {  // s <- P^T through the CTA's cast tile
+                attn_tc_put_k(tc_tile, s, active, scale, wrow, kw0 + g, qb + 2 * tq, lane);
+                attn_tc_cast_k(s, tc_tile, active, wrow, qb, k0, T, L, tc, (uint64_t)bh * (uint64_t)T, lane);
+            } else if (qb < kw1) {  // mask only where some query of the tile precedes some key of the warp
+                attn_dkv_p<true>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
+            } else {
+                attn_dkv_p<false>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
+            }
+            if (active) attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane);
         }
         __syncthreads();
     }

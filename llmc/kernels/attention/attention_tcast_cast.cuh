@@ -259,27 +259,34 @@ __device__ __forceinline__ float attn_tc_row_value(const float (&v)[WM][2], int 
 // mi is key row0 + 16 mi + 8 (r/2) (row0 = the warp's first key + g) and query col0 + 8 n + (r%2)
 // (col0 = the query tile's first query + 2 tq). kw = the warp's first key inside the CTA's tile.
 
-// The tile <- v = raw * scale of the fragments, keys after the query as 0; a warp whose keys no query
-// of the tile sees (active = false) writes zeros.
-template <int WM, int NS>
-__device__ __forceinline__ void attn_tc_put_k(float* tile, const float (&s)[WM][NS][4], bool active, float scale, int kw, int row0,
-                                              int col0, int lane) {
-    using Tile = AttnTcTileK;
-    static_assert(NS * 8 == Tile::NI, "key-major TC tiles hold 64 queries");
+// Calls f(mi, n, hh, w) for each pair of this lane's fragment elements (2 hh and 2 hh + 1 of n-tile n of
+// 16-row tile mi: two consecutive queries of one key), w = the tile word of the first (the pair is the
+// float2 at w). kw = the warp's first key inside the CTA's tile.
+template <int WM, int NS, typename F>
+__device__ __forceinline__ void attn_tc_each_pair_k(int kw, int lane, F&& f) {
     const int g = lane >> 2, tq = lane & 3;
     #pragma unroll
     for (int mi = 0; mi < WM; mi++)
         #pragma unroll
         for (int n = 0; n < NS; n++)
             #pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                float2 v = make_float2(0.f, 0.f);
-                if (active) {
-                    v.x = attn_masked<true>(col0, row0, mi, n, 2 * hh) ? 0.f : s[mi][n][2 * hh] * scale;
-                    v.y = attn_masked<true>(col0, row0, mi, n, 2 * hh + 1) ? 0.f : s[mi][n][2 * hh + 1] * scale;
-                }
-                *reinterpret_cast<float2*>(tile + Tile::at(n * 8 + 2 * tq, kw + mi * 16 + g + 8 * hh)) = v;
-            }
+            for (int hh = 0; hh < 2; hh++) f(mi, n, hh, AttnTcTileK::at(n * 8 + 2 * tq, kw + mi * 16 + g + 8 * hh));
+}
+
+// The tile <- v = raw * scale of the fragments, keys after the query as 0; a warp whose keys no query
+// of the tile sees (active = false) writes zeros.
+template <int WM, int NS>
+__device__ __forceinline__ void attn_tc_put_k(float* tile, const float (&s)[WM][NS][4], bool active, float scale, int kw, int row0,
+                                              int col0, int lane) {
+    static_assert(NS * 8 == AttnTcTileK::NI, "key-major TC tiles hold 64 queries");
+    attn_tc_each_pair_k<WM, NS>(kw, lane, [&](int mi, int n, int hh, int w) {
+        float2 v = make_float2(0.f, 0.f);
+        if (active) {
+            v.x = attn_masked<true>(col0, row0, mi, n, 2 * hh) ? 0.f : s[mi][n][2 * hh] * scale;
+            v.y = attn_masked<true>(col0, row0, mi, n, 2 * hh + 1) ? 0.f : s[mi][n][2 * hh + 1] * scale;
+        }
+        *reinterpret_cast<float2*>(tile + w) = v;
+    });
 }
 
 // Cast the CTA's staged tile (every thread of the CTA calls; attn_tc_cast_tile with probs: L holds the
@@ -289,22 +296,17 @@ template <int WM, int NS>
 __device__ __forceinline__ void attn_tc_cast_k(float (&s)[WM][NS][4], float* tile, bool active, int kw, int qb, int k0, int T,
                                                const float* L, const AttnTcastArgs& tc, uint64_t rbase, int lane) {
     using Tile = AttnTcTileK;
-    const int i = (int)threadIdx.x / Tile::PARTS, part = (int)threadIdx.x % Tile::PARTS, g = lane >> 2, tq = lane & 3;
+    const int i = (int)threadIdx.x / Tile::PARTS, part = (int)threadIdx.x % Tile::PARTS;
     __syncthreads();
     attn_tc_cast_tile<Tile::L, Tile::LD, Tile::PM, false>(tile + Tile::at(i, part * Tile::L), k0 + part * Tile::L, qb + i, T, true,
                                                           L[i] * ATTN_LOG2E, tc, rbase, -1);
     __syncthreads();
     if (!active) return;
-    #pragma unroll
-    for (int mi = 0; mi < WM; mi++)
-        #pragma unroll
-        for (int n = 0; n < NS; n++)
-            #pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                const float2 v = *reinterpret_cast<const float2*>(tile + Tile::at(n * 8 + 2 * tq, kw + mi * 16 + g + 8 * hh));
-                s[mi][n][2 * hh] = v.x;
-                s[mi][n][2 * hh + 1] = v.y;
-            }
+    attn_tc_each_pair_k<WM, NS>(kw, lane, [&](int mi, int n, int hh, int w) {
+        const float2 v = *reinterpret_cast<const float2*>(tile + w);
+        s[mi][n][2 * hh] = v.x;
+        s[mi][n][2 * hh + 1] = v.y;
+    });
 }
 
 // dS = P^ (dP - D) of a query-major tile holding P^ (the dQ kernel's TC form).
