@@ -104,7 +104,7 @@ static inline const floatX* tcast_gemm_operand(GemmContext* ctx, int op, const f
 static bool tcast_gemm_defer(GemmContext* ctx, GemmDefer kind, floatX* out, const floatX* pre, int rows, int cols) {
     TcastGemmState* s = tcast_gemm_state(ctx);
     const TcastPlan* plan = &s->rt->plan;
-    if (s->deferred != GEMM_DEFER_NONE) return false;  // (never: every call takes it)
+    if (s->deferred != GEMM_DEFER_NONE || !plan->fuse) return false;  // (the first: never, every call takes it)
     if (kind == GEMM_DEFER_GELU && (!plan->op_on[TCAST_OP_X] || plan->site_on[GELU_OUT])) return false;
     if (kind == GEMM_DEFER_DGELU && !plan->op_on[TCAST_OP_DY]) return false;
     if (kind != GEMM_DEFER_GELU && kind != GEMM_DEFER_DGELU) return false;
