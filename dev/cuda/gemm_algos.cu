@@ -71,14 +71,10 @@ struct AlgoResult {
     size_t workspace;
 };
 
+// p[i] = scale * U(-1, 1) from random_u32(seed, i) (llmc/core/cuda_utils.cuh), rounded to floatX.
 static __global__ void fill_kernel(floatX* p, size_t n, uint64_t seed, float scale) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        p[i] = (floatX)(scale * ((float)(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f));
-    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = (floatX)(scale * ((float)(random_u32(seed, i) >> 8) * (1.0f / 16777216.0f) * 2.0f - 1.0f));
 }
 static void fill(floatX* p, size_t n, uint64_t seed, float scale) {
     fill_kernel<<<1024, 256>>>(p, n, seed, scale);

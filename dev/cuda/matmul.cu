@@ -355,8 +355,8 @@ static void run_shape(const Shape& s, int index, bool do_timing, cudaStream_t st
         diff += device_mismatch(dinp.ptr, dinp2.ptr, nNC * sizeof(floatX)) + device_mismatch(dw.ptr, dw2.ptr, nOC * sizeof(floatX));
         int tuned = 0, switched = 0;
         for (int i = 0; i < ctx.num_plans; i++) {
-            tuned += ctx.plans[i].tune.candidates > 0;
-            switched += ctx.plans[i].tune.chosen != 0;
+            tuned += ctx.plans[i].tune.result.candidates > 0;
+            switched += ctx.plans[i].tune.result.chosen != 0;
         }
         printf("  tuning: %d of %d plans tuned, %d switched algorithm; %zu words differ from the heuristic's first answer\n",
                tuned, ctx.num_plans, switched, diff);

@@ -144,10 +144,16 @@ __device__ __forceinline__ unsigned long long random_state(unsigned long long se
     return seed + RANDOM_STATE_STEP * (index + 1);
 }
 
-__device__ __forceinline__ unsigned int random_mix(unsigned long long z) {
+// SplitMix64's finalizer (Steele, Lea, Flood 2014): a bijective 64-bit mix; also the fingerprint mix of
+// llmc/kernels/gemm/gemm_tune.cuh.
+__host__ __device__ __forceinline__ unsigned long long splitmix64_mix(unsigned long long z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (unsigned int)((z ^ (z >> 31)) >> 32);
+    return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ unsigned int random_mix(unsigned long long z) {
+    return (unsigned int)(splitmix64_mix(z) >> 32);
 }
 
 __device__ __forceinline__ unsigned int random_u32(unsigned long long seed, unsigned long long index) {

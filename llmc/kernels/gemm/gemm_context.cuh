@@ -13,6 +13,7 @@
 #include <cublasLt.h>
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/kernels/boundary.cuh"
+#include "llmc/kernels/gemm/gemm_tune.cuh"
 
 // ------------------------------------------------------------------------------------------------
 // The base backend's name (the FP8 / TCFP-12 builds attach llmc/modes/lowp/gemm_lowp.cuh on top of it).
@@ -32,9 +33,6 @@ static inline void gemm_cublas_check_impl(cublasStatus_t status, const char* wha
         exit(EXIT_FAILURE);
     }
 }
-
-// measured algorithm choice (uses cublasCheck)
-#include "llmc/kernels/gemm/gemm_tune.cuh"
 
 // ------------------------------------------------------------------------------------------------
 // Context: handle, workspace, stream, and a bounded cache of planned GEMMs
@@ -64,13 +62,8 @@ struct GemmPlan {
     uint32_t reduction_mask;             // split-K reduction schemes that were allowed when planning
     cublasStatus_t status;               // status of the last heuristic query (why found == false)
     unsigned long long uses;
-    // Measured choice (gemm_tune.cuh): the heuristic's candidates, in its order; algo is candidates[0] until
-    // the first call tunes (when the context's autotune is on), then the fastest bit-identical one.
-    cublasLtMatmulAlgo_t candidates[GEMM_TUNE_MAX_ALGOS];
-    size_t candidate_workspace[GEMM_TUNE_MAX_ALGOS];
-    int num_candidates;
-    bool tuned;                          // tuning done (or not wanted): algo is final
-    GemmTuneResult tune;                 // what tuning found (tune.candidates == 0: not tuned)
+    GemmTuneState tune;                  // the heuristic's candidates; algo is the first until the first call tunes
+                                         // (context's autotune on), then the fastest bit-identical one (gemm_tune.cuh)
 };
 
 struct GemmContext;
@@ -336,12 +329,7 @@ static inline bool gemm_plan_try(GemmContext* ctx, GemmPlan* plan, cublasCompute
         (st == CUBLAS_STATUS_SUCCESS && (count == 0 || result.state != CUBLAS_STATUS_SUCCESS)))
         return false;
     cublasCheck(st);
-    plan->num_candidates = 0;
-    for (int i = 0; i < count; i++)
-        if (results[i].state == CUBLAS_STATUS_SUCCESS) {
-            plan->candidate_workspace[plan->num_candidates] = results[i].workspaceSize;
-            plan->candidates[plan->num_candidates++] = results[i].algo;
-        }
+    gemm_tune_collect(&plan->tune, results, count);
     plan->algo = result.algo;
     plan->workspace = result.workspaceSize;
     plan->waves = result.wavesCount;
@@ -422,18 +410,14 @@ static inline bool gemm_cublaslt(GemmContext* ctx, void* D, const void* A, const
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     if (gemm_epilogue_has_aux(epilogue))
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-    if (!plan->tuned) {  // first call of this plan: choose among the candidates on these operands (not for the scratch plan)
-        plan->tuned = true;
-        if (ctx->autotune && plan != &scratch && plan->num_candidates > 1) {
-            const size_t d_bytes = (size_t)m * n * sizeof(floatX);
-            // GELU_AUX(_BIAS) also writes the pre-activation into aux (ld m): its bits must match too
-            const bool aux_out = epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-            plan->tune = gemm_tune(ctx->handle, plan->desc, plan->a, plan->b, plan->d, plan->candidates, plan->num_candidates,
-                                   A, B, D, d_bytes, accumulate, aux_out ? (void*)aux : NULL, aux_out ? d_bytes : 0,
-                                   ctx->workspace, ctx->workspace_size, ctx->stream);
-            plan->algo = plan->candidates[plan->tune.chosen];
-            plan->workspace = plan->candidate_workspace[plan->tune.chosen];
-        }
+    if (!plan->tune.done) {  // first call of this plan: choose among the candidates on these operands (not the scratch plan)
+        const size_t d_bytes = (size_t)m * n * sizeof(floatX);
+        // GELU_AUX(_BIAS) also writes the pre-activation into aux (ld m): its bits must match too
+        const bool aux_out = epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+        const GemmTuneLaunch L = {ctx->handle, plan->desc, plan->a, plan->b, plan->d, A, B, D, d_bytes, accumulate,
+                                  aux_out ? (void*)aux : NULL, aux_out ? d_bytes : 0, ctx->workspace, ctx->workspace_size,
+                                  ctx->stream};
+        gemm_tune_first_launch(&plan->tune, ctx->autotune && plan != &scratch, L, &plan->algo, &plan->workspace);
     }
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     cublasCheck(cublasLtMatmul(ctx->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D, plan->d, D, plan->d,
@@ -503,9 +487,7 @@ void gemm_context_print_plans(const GemmContext* ctx, FILE* f) {
         const uint64_t op = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_OP_TYPE_MASK;
         const uint64_t acc = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK;
         const uint64_t in = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_OP_INPUT_TYPE_MASK;
-        if (p.tune.eligible > 0)
-            fprintf(f, "tuned: #%d of %d (%d bit-identical) %.3f ms, heuristic's first %.3f ms; ", p.tune.chosen,
-                    p.tune.candidates, p.tune.eligible, p.tune.chosen_ms, p.tune.heuristic_ms);
+        gemm_tune_describe(p.tune, f);
         fprintf(f, "algo %d tile %u stages %u splitK %d red %u cluster %u %s acc %s in %s%s%s%s ws %zu KiB waves %.2f uses %llu\n",
                 a.id, a.tile, a.stages, a.splitk, a.red, (unsigned)cluster,
                 op == CUBLASLT_NUMERICAL_IMPL_FLAGS_HMMA ? "HMMA" : op == CUBLASLT_NUMERICAL_IMPL_FLAGS_FMA ? "FMA" : "other",
