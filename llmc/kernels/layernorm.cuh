@@ -297,7 +297,8 @@ static inline void fused_residual_layernorm_forward(floatX* residual, floatX* ou
 // (FUSED true) whose stored `out` packets also go to `sink` (contract: LnNoSink), e.g. a producer that
 // writes a second output from them: the same outputs, bits, requirements and errors as those launchers,
 // without amax. Warp path only (layernorm_forward_warp_path(C): C <= 4096 for BF16); larger C: error
-// (exit). Each (shape, FUSED, Sink) is a kernel of its own (11 shapes): instantiate only what is used.
+// (exit). Packets per lane rounded up to 2, 4, 8 or 16 (the extra ones hold no packet: the same bits,
+// some registers more), so that a (FUSED, Sink) is 4 kernels, not 11 (compile time of the sinks' builds).
 template <bool FUSED, class Sink>
 static inline void layernorm_forward_sink(floatX* residual, floatX* out, float* mean, float* rstd, const floatX* inp1,
                                           const floatX* inp2, const floatX* weight, const floatX* bias, int N, int C,
@@ -311,12 +312,15 @@ static inline void layernorm_forward_sink(floatX* residual, floatX* out, float* 
         exit(EXIT_FAILURE);
     }
     if (N == 0) return;
-    layernorm_forward_shape(who, N, C, [&](auto shape, int blocks) {
-        using S = decltype(shape);
-        if constexpr (S::TPR == 32)  // (the block path is refused above: not instantiated)
-            layernorm_forward_sink_kernel<S::TPR, S::PPT, FUSED, Sink>
-                <<<blocks, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C, sink);
-    });
+    const int ppl = ceil_div(C / x128::size, 32), blocks = ceil_div(N, LN_THREADS / 32);
+#define LN_SINK(PPT) \
+    layernorm_forward_sink_kernel<32, PPT, FUSED, Sink><<<blocks, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1, inp2, \
+                                                                                         weight, bias, N, C, sink)
+    if (ppl <= 2) LN_SINK(2);
+    else if (ppl <= 4) LN_SINK(4);
+    else if (ppl <= 8) LN_SINK(8);
+    else LN_SINK(16);
+#undef LN_SINK
     cudaCheckLaunch();
 }
 

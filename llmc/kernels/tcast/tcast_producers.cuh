@@ -47,7 +47,7 @@ static inline TcastSrcDgelu tcast_src_dgelu(floatX* d, const floatX* pre) { retu
 // LayerNorm
 
 // Whether tcast_layernorm_cast casts inside the LayerNorm kernel: the residual + LayerNorm (residual: every
-// LayerNorm of the trainer but layer 0's ln1, which is not worth 22 more kernels of compile time), the
+// LayerNorm of the trainer but layer 0's ln1, which is not worth 8 more kernels of compile time), the
 // exponent or RNE quantizer (MX, BFP, unscaled floats and ints; not the general path), tiles of 2 .. 256
 // along C or none (channel, per-tensor and M:N casts need the whole slice first), no statistics (a counted
 // cast is the stand-alone kernel's), the LayerNorm's warp path (C <= 4096), 16-byte aligned y.
