@@ -40,8 +40,8 @@ echo
 echo "== d12 B=64 T=1024, build/tcast/train_gpt2cu, mean ms of steps 6..25 (logs in $OUT)"
 printf '%-40s %10s %8s\n' config ms ratio
 printf '%-40s %10s %8s\n' "empty plan" "$e" "1.000"
-printf '%-40s %10s %8.3f\n' "--cast-gemm $GEMM (fused)" "$f" "$(echo "$f / $e" | bc -l)"
-printf '%-40s %10s %8.3f\n' "  same, --cast-fuse 0" "$u" "$(echo "$u / $e" | bc -l)"
+printf '%-40s %10s %8.3f\n' "--cast-gemm $GEMM (fused)" "$f" "$(awk -v a="$f" -v b="$e" 'BEGIN { print a / b }')"
+printf '%-40s %10s %8.3f\n' "  same, --cast-fuse 0" "$u" "$(awk -v a="$u" -v b="$e" 'BEGIN { print a / b }')"
 echo "tcast_producers harness: $(tail -1 "$OUT/producers.txt") (exit $prc)"
 echo "fused losses and norms == --cast-fuse 0's, byte for byte: $(same fused unfused)"
 echo "same with stochastic rounding ($SR, 8 steps): $(same sr_fused sr_unfused)"
