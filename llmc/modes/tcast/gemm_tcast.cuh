@@ -19,8 +19,20 @@
 // and a cast pass reading it back. The bits are those of the separate passes (dev/cuda/tcast_producers.cu).
 // It declines GELU when the gelu_out site is cast (the model casts the stored GELU output right after the
 // fc forward) and either when the next call does not cast that operand.
+// Through the front's layernorm hook it also runs the residual + LayerNorm forwards (ln1 of layers 1..L-1,
+// ln2, lnf) whose output is the next forward call's x, casting x along C as the rows are normalized
+// (tcast_layernorm_cast; the BF16 output is still stored for the LayerNorm backward and the wgrad cast): the
+// cast waits in the x scratch (`pending`) for that call. Declined when the layernorm_out or residual_out site
+// is cast (the model then changes the stored output after the kernel), on --cast-stats steps, and for the
+// types tcast_layernorm_fusable refuses (they keep the cast in the forward call: same bits either way).
 //
-// Memory: two (N, max width) floatX scratch buffers (x, dy) and, per weight, its two cast copies
+// dY's two layouts (issue 26 item 2, second part): when a backward call runs both products, dy's dgrad cast
+// (along OC) and wgrad cast (along N) come from one read of dout (tcast_cast_dual_from: the column kernel,
+// whose warps hold whole 32-row tiles of 256 columns, writes the row-tiled copy too), produced on the way
+// by the deferred GELU' for the fc layer. x's wgrad cast stays a pass in the backward (doc/TCAST.md 5.5).
+//
+// Memory: two (N, max width) floatX scratch buffers (x, dy), a third (N, 4C) for dy's wgrad layout when
+// dy is cast and --cast-fuse 1, and, per weight, its two cast copies
 // (along Cin and along OC) cached for the weight version (ctx->weight_version): 2 x the parameters.
 #pragma once
 
@@ -44,7 +56,8 @@ struct TcastGemmState {
     const floatX* wte;              // the LM head's weight
     floatX* scratch_x;              // (N, Cin) cast x
     floatX* scratch_dy;             // (N, OC) cast dy
-    size_t scratch_x_elems, scratch_dy_elems;
+    floatX* scratch_dy2;            // (N, OC <= 4C) dy's wgrad cast made with its dgrad cast (--cast-fuse 1)
+    size_t scratch_x_elems, scratch_dy_elems, scratch_dy2_elems;
     TcastWeight* weights;
     int num_weights, cap_weights;
     // the producer taken over for the next call (kind GEMM_DEFER_NONE: none): out = GELU(pre) or
@@ -53,6 +66,11 @@ struct TcastGemmState {
     floatX* def_out;
     const floatX* def_pre;
     int def_rows, def_cols;
+    // the x cast a LayerNorm wrote into scratch_x for the next forward call (pend_x NULL: none): the
+    // forward of weight pend_w reading pend_x (pend_rows x pend_cols)
+    const floatX* pend_x;
+    const floatX* pend_w;
+    int pend_rows, pend_cols;
 };
 
 static inline TcastGemmState* tcast_gemm_state(GemmContext* ctx) { return (TcastGemmState*)ctx->lowp->state; }
@@ -130,6 +148,68 @@ static inline GemmDefer tcast_gemm_take_deferred(GemmContext* ctx, const floatX*
     return GEMM_DEFER_NONE;
 }
 
+// dy's dgrad cast (along OC, into scratch_dy) and wgrad cast (along N, into scratch_dy2) from one read of
+// dout (tcast_cast_dual_from), produced on the way by the deferred GELU' `kind` (GEMM_DEFER_NONE: dout is
+// stored); returns scratch_dy. NULL when that does not fuse (--cast-fuse 0, --cast-stats steps, a type
+// tcast_cast_dual_fusable refuses, a dy wider than scratch_dy2): the caller casts the two separately.
+static inline const floatX* tcast_gemm_dy_both(GemmContext* ctx, GemmDefer kind, const floatX* dout, int N, int OC,
+                                               const floatX* weight) {
+    TcastGemmState* s = tcast_gemm_state(ctx);
+    TcastRuntime* rt = s->rt;
+    const TcastPlan* plan = &rt->plan;
+    if (!plan->fuse || !plan->op_on[TCAST_OP_DY] || rt->recording || (size_t)N * OC > s->scratch_dy2_elems) return NULL;
+    const TcastDataType& dt = plan->op[TCAST_OP_DY];
+    const uint64_t seed_dgrad = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_DGRAD);
+    const uint64_t seed_wgrad = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_WGRAD);
+    if (kind == GEMM_DEFER_DGELU) {
+        const TcastSrcDgelu src = tcast_src_dgelu(s->def_out, s->def_pre);
+        if (!tcast_cast_dual_fusable(src, s->scratch_dy, s->scratch_dy2, OC, dt, false)) return NULL;
+        tcast_cast_dual_from(s->scratch_dy, s->scratch_dy2, src, N, OC, dt, seed_dgrad, seed_wgrad, NULL, &rt->cast_ctx, ctx->stream);
+    } else {
+        const TcastSrcStored src{dout};
+        if (!tcast_cast_dual_fusable(src, s->scratch_dy, s->scratch_dy2, OC, dt, false)) return NULL;
+        tcast_cast_dual_from(s->scratch_dy, s->scratch_dy2, src, N, OC, dt, seed_dgrad, seed_wgrad, NULL, &rt->cast_ctx, ctx->stream);
+    }
+    return s->scratch_dy;
+}
+
+// Whether this layer's products are cast (the LM head only with --cast-lm-head 1).
+static inline bool tcast_gemm_takes(GemmContext* ctx, const floatX* weight) {
+    const TcastGemmState* s = tcast_gemm_state(ctx);
+    return weight != s->wte || s->rt->plan.lm_head;
+}
+
+// Whether scratch_x holds the cast of this forward call's x (inp, N x C, weight), made by the LayerNorm that
+// produced inp (tcast_gemm_layernorm); valid for the next call only, so every call takes it.
+static inline bool tcast_gemm_take_pending(GemmContext* ctx, const floatX* inp, const floatX* weight, int N, int C) {
+    TcastGemmState* s = tcast_gemm_state(ctx);
+    const bool hit = s->pend_x != NULL && s->pend_x == inp && s->pend_w == weight && s->pend_rows == N && s->pend_cols == C;
+    s->pend_x = NULL;
+    return hit;
+}
+
+// GemmLowpBackend::layernorm: run the LayerNorm ln with the x cast of the consumer's forward fused into it
+// (tcast_layernorm_cast into scratch_x), when that call casts x, the output is not changed afterwards by a
+// site cast, no statistics are recorded and the type fuses; else false (the model runs the LayerNorm).
+static bool tcast_gemm_layernorm(GemmContext* ctx, const GemmLayerNorm& ln, const floatX* consumer) {
+    TcastGemmState* s = tcast_gemm_state(ctx);
+    TcastRuntime* rt = s->rt;
+    const TcastPlan* plan = &rt->plan;
+    s->pend_x = NULL;
+    if (!plan->fuse || !plan->op_on[TCAST_OP_X] || !tcast_gemm_takes(ctx, consumer) || rt->recording) return false;
+    if (plan->site_on[LAYERNORM_OUT] || (ln.inp2 && plan->site_on[RESIDUAL_OUT])) return false;
+    if ((size_t)ln.N * ln.C > s->scratch_x_elems || !tcast_layernorm_fusable(plan->op[TCAST_OP_X], ln.C, ln.inp2 != NULL, false, s->scratch_x))
+        return false;
+    tcast_layernorm_cast(s->scratch_x, ln.residual, ln.out, ln.mean, ln.rstd, ln.inp1, ln.inp2, ln.weight, ln.bias, ln.N, ln.C,
+                         plan->op[TCAST_OP_X], tcast_seed(rt, consumer - rt->casts.params, TCAST_OP_X + 16, TCAST_ROLE_FWD), NULL,
+                         &rt->cast_ctx, ctx->stream);
+    s->pend_x = ln.out;
+    s->pend_w = consumer;
+    s->pend_rows = ln.N;
+    s->pend_cols = ln.C;
+    return true;
+}
+
 // Operand op (x or dy, (N, cols)) cast along dim 1 into scratch, produced on the way by the deferred
 // producer `kind` (tcast_cast_from), which also stores the BF16 tensor t. GEMM_DEFER_NONE: t is stored.
 static inline const floatX* tcast_gemm_operand_produced(GemmContext* ctx, int op, GemmDefer kind, const floatX* t, floatX* scratch,
@@ -146,17 +226,12 @@ static inline const floatX* tcast_gemm_operand_produced(GemmContext* ctx, int op
     return scratch;
 }
 
-// Whether this layer's products are cast (the LM head only with --cast-lm-head 1).
-static inline bool tcast_gemm_takes(GemmContext* ctx, const floatX* weight) {
-    const TcastGemmState* s = tcast_gemm_state(ctx);
-    return weight != s->wte || s->rt->plan.lm_head;
-}
-
 static bool tcast_gemm_forward(GemmContext* ctx, floatX* y, const floatX* inp, const floatX* weight, const floatX* bias, int N,
                                int C, int OC) {
     TcastGemmState* s = tcast_gemm_state(ctx);
     const TcastPlan* plan = &s->rt->plan;
     const bool takes = tcast_gemm_takes(ctx, weight) && (plan->op_on[TCAST_OP_X] || plan->op_on[TCAST_OP_W]);
+    const bool pending = tcast_gemm_take_pending(ctx, inp, weight, N, C);  // x cast by its LayerNorm already
     // GELU of inp (the fcproj layer) if the fc forward deferred it: produced inside x's cast
     GemmDefer d = tcast_gemm_take_deferred(ctx, inp, N, C);
     if (d != GEMM_DEFER_NONE && !(takes && plan->op_on[TCAST_OP_X])) {
@@ -164,7 +239,8 @@ static bool tcast_gemm_forward(GemmContext* ctx, floatX* y, const floatX* inp, c
         d = GEMM_DEFER_NONE;
     }
     if (!takes) return false;
-    const floatX* xc = tcast_gemm_operand_produced(ctx, TCAST_OP_X, d, inp, s->scratch_x, N, C, weight, TCAST_ROLE_FWD);
+    const floatX* xc =
+        pending ? s->scratch_x : tcast_gemm_operand_produced(ctx, TCAST_OP_X, d, inp, s->scratch_x, N, C, weight, TCAST_ROLE_FWD);
     const floatX* wc = plan->op_on[TCAST_OP_W] ? tcast_gemm_weight(ctx, weight, OC, C, 1) : weight;
     gemm_backend_forward(ctx, y, xc, wc, bias, N, C, OC, NULL);
     return true;
@@ -176,6 +252,7 @@ static bool tcast_gemm_backward(GemmContext* ctx, floatX* dinp, floatX* dweight,
     (void)dbias_done;  // the front sums the uncast dout
     TcastGemmState* s = tcast_gemm_state(ctx);
     const TcastPlan* plan = &s->rt->plan;
+    s->pend_x = NULL;  // (a LayerNorm's cast is for a forward call only)
     const bool takes =
         tcast_gemm_takes(ctx, weight) && (plan->op_on[TCAST_OP_X] || plan->op_on[TCAST_OP_W] || plan->op_on[TCAST_OP_DY]);
     // GELU' of dout (the fc layer) if the fcproj backward deferred it: produced inside dy's dgrad cast,
@@ -186,13 +263,17 @@ static bool tcast_gemm_backward(GemmContext* ctx, floatX* dinp, floatX* dweight,
         d = GEMM_DEFER_NONE;
     }
     if (!takes) return false;
+    const floatX* dy_wgrad = NULL;  // dy's wgrad cast, when made together with its dgrad cast
     if (dinp) {  // dgrad: reduction over OC
-        const floatX* dyc = tcast_gemm_operand_produced(ctx, TCAST_OP_DY, d, dout, s->scratch_dy, N, OC, weight, TCAST_ROLE_DGRAD);
+        const floatX* dyc = dweight ? tcast_gemm_dy_both(ctx, d, dout, N, OC, weight) : NULL;
+        if (dyc) dy_wgrad = s->scratch_dy2;
+        else dyc = tcast_gemm_operand_produced(ctx, TCAST_OP_DY, d, dout, s->scratch_dy, N, OC, weight, TCAST_ROLE_DGRAD);
         const floatX* wc = plan->op_on[TCAST_OP_W] ? tcast_gemm_weight(ctx, weight, OC, C, 0) : weight;
         gemm_backend_backward_dinp(ctx, dinp, dyc, wc, N, C, OC, NULL);
     }
     if (dweight) {  // wgrad: reduction over N (the scratch of dgrad's dy is free again: same stream)
-        const floatX* dyc = tcast_gemm_operand(ctx, TCAST_OP_DY, dout, s->scratch_dy, N, OC, 0, weight, TCAST_ROLE_WGRAD);
+        const floatX* dyc =
+            dy_wgrad ? dy_wgrad : tcast_gemm_operand(ctx, TCAST_OP_DY, dout, s->scratch_dy, N, OC, 0, weight, TCAST_ROLE_WGRAD);
         const floatX* xc = tcast_gemm_operand(ctx, TCAST_OP_X, inp, s->scratch_x, N, C, 0, weight, TCAST_ROLE_WGRAD);
         gemm_backend_backward_dweight(ctx, dweight, dyc, xc, N, C, OC);
     }
@@ -206,6 +287,7 @@ static void tcast_gemm_destroy(GemmContext* ctx) {
     TcastGemmState* s = tcast_gemm_state(ctx);
     cudaCheck(cudaFree(s->scratch_x));
     cudaCheck(cudaFree(s->scratch_dy));
+    cudaCheck(cudaFree(s->scratch_dy2));
     for (int i = 0; i < s->num_weights; i++)
         for (int k = 0; k < 2; k++)
             if (s->weights[i].cast[k]) cudaCheck(cudaFree(s->weights[i].cast[k]));
@@ -228,6 +310,9 @@ static inline void gemm_tcast_attach(GemmContext* ctx, TcastRuntime* rt, const f
     s->scratch_dy_elems = plan->op_on[TCAST_OP_DY] ? (size_t)max_rows * (plan->lm_head && Vp > 4 * C ? Vp : 4 * C) : 0;
     if (s->scratch_x_elems) cudaCheck(cudaMalloc(&s->scratch_x, s->scratch_x_elems * sizeof(floatX)));
     if (s->scratch_dy_elems) cudaCheck(cudaMalloc(&s->scratch_dy, s->scratch_dy_elems * sizeof(floatX)));
+    // the dual dy casts (tcast_gemm_dy_both) up to the fc layer's 4C; the LM head's Vp-wide dlogits keep two passes
+    s->scratch_dy2_elems = plan->op_on[TCAST_OP_DY] && plan->fuse ? (size_t)max_rows * 4 * C : 0;
+    if (s->scratch_dy2_elems) cudaCheck(cudaMalloc(&s->scratch_dy2, s->scratch_dy2_elems * sizeof(floatX)));
     s->backend.state = s;
     s->backend.name = "cuBLASLt BF16 with TensorCast operand casts";
     s->backend.forward = tcast_gemm_forward;
@@ -236,5 +321,6 @@ static inline void gemm_tcast_attach(GemmContext* ctx, TcastRuntime* rt, const f
     s->backend.keeps_input = tcast_gemm_keeps_input;
     s->backend.destroy = tcast_gemm_destroy;
     s->backend.defer = tcast_gemm_defer;
+    s->backend.layernorm = tcast_gemm_layernorm;
     ctx->lowp = &s->backend;
 }
