@@ -60,6 +60,7 @@ struct AttnTcastSite {
     int32_t rne_c;       // ((23 - mbits) << 23) | 0x400000: bits of 1.5 * 2^(23 - mbits) relative to 2^0
     int32_t rne_emin;    // emin + 127: the exponent field below which the quantum stops shrinking (s = 0)
     uint32_t rne_sign;   // 0x80000000 if zeros keep their sign (signed_zero), else 0
+    int32_t rne_kmax;    // bits of max_F 2^s = the group's mc + rne_kmax (attn_tc_rne_maxv)
 };
 
 __constant__ AttnTcastSite attn_tc_site[2];
@@ -201,22 +202,28 @@ struct AttnTcRneQ {
 // type has an exponent scale (else s = 0 and amax only screens out NaN / Inf / huge values). Returns
 // 1 with *q set when every element of the group may take attn_tc_rne_elem, else 0.
 static inline HOST_DEVICE int attn_tc_rne_group(const AttnTcastSite* S, uint32_t amax, int scaled, AttnTcRneQ* q) {
-    if (amax >= TCAST_F32_INF) return 0;
-    const int ea = (int)(amax >> 23);
-    int s = 0;
-    if (scaled && amax != 0) {  // an all-zero group keeps s = 0: every element is +-0, any valid M and max do
-        if (ea == 0) return 0;  // subnormal amax: far below any quantum we take here
-        s = ea - 127 - S->dt.number.emax;  // tcast_exp_scale, @max, normal amax
-        if (s < S->dt.scale.scale.emin) s = S->dt.scale.scale.emin;
-        if (s > S->dt.scale.scale.emax) return 0;  // the NaN group
-    }
-    const int ethr = S->rne_emin + s;
-    if (ethr < 0 || (ea > ethr ? ea : ethr) + (S->rne_c >> 23) > 254) return 0;
-    uint32_t maxb;
-    if (!attn_tc_maxb(S, s, &maxb)) return 0;
+    // Branch-free (selects only): the kernels evaluate it for several groups per lane back to back.
+    // An all-zero group keeps s = 0 (every element is +-0: any valid M and max do).
+    const int ea = (int)(amax >> 23), live = scaled && amax != 0u;
+    int s = ea - 127 - S->dt.number.emax;  // tcast_exp_scale, @max, normal amax
+    s = s < S->dt.scale.scale.emin ? S->dt.scale.scale.emin : s;
+    s = live ? s : 0;
+    const int ethr = S->rne_emin + s, etop = ea > ethr ? ea : ethr, emaxf = (int)(S->maxb0 >> 23) + s;
+    // refused: NaN / Inf in the group; a subnormal amax; the NaN group (s above the scale's range);
+    // a quantum below emin + s = -127; M at 2^128 or more; max_F 2^s not a normal float32
+    const int ok = amax < TCAST_F32_INF && (!live || (ea != 0 && s <= S->dt.scale.scale.emax)) && ethr >= 0 &&
+                   etop + (S->rne_c >> 23) <= 254 && emaxf >= 1 && emaxf <= 254;
     q->mc = (int32_t)((uint32_t)ethr << 23) + S->rne_c;
-    q->maxv = tcast_f32_from_bits(maxb);
-    return 1;
+    q->maxv = tcast_f32_from_bits(S->maxb0 + ((uint32_t)s << 23));
+    return ok;
+}
+
+// A group's constants from its mc alone (max_F 2^s = bits mc + rne_kmax): what register-tight callers keep.
+static inline HOST_DEVICE AttnTcRneQ attn_tc_rne_q(const AttnTcastSite* S, int32_t mc) {
+    AttnTcRneQ q;
+    q.mc = mc;
+    q.maxv = tcast_f32_from_bits((uint32_t)(mc + S->rne_kmax));
+    return q;
 }
 
 #ifdef __CUDA_ARCH__
@@ -273,6 +280,7 @@ static inline AttnTcastSite attn_tc_make_site(const TcastDataType* dt) {
         S.rne_c = (int32_t)(((uint32_t)(23 - f->mbits) << 23) | 0x400000u);
         S.rne_emin = f->emin + 127;
         S.rne_sign = f->signed_zero ? 0x80000000u : 0u;
+        S.rne_kmax = (int32_t)(S.maxb0 - (uint32_t)S.rne_c - ((uint32_t)S.rne_emin << 23));
     }
     return S;
 }
