@@ -28,8 +28,10 @@
 // bit pattern (add a rounding increment below the group's quantum, clear the bits, saturate with one
 // unsigned min against max_F * 2^s), which is exact whenever x and the result are normal float32s;
 // everything else (zeros aside: subnormal inputs, float-scaled int / uint groups, NaN groups, tiny
-// values under stochastic rounding) calls tcast_quantize through a non-inlined function.
-// dev/cuda/attention.cu checks the fast path against tcast_quantize on the host before any kernel.
+// values under stochastic rounding) calls tcast_quantize through a non-inlined function. The RNE
+// family (attn_tc_rne_group / attn_tc_rne_elem, below) is the branch-free path the kernels take
+// first for round-even MX and unscaled float types. dev/cuda/attention.cu checks both fast paths
+// against tcast_quantize on the host before any kernel.
 #pragma once
 
 #include <stdint.h>

@@ -1,20 +1,32 @@
 // attention_tcast_cast.cuh - the device side of the TensorCast attention sites (attention_tcast.cuh
 // holds the semantics, the configuration and the scalar pieces): the casts of a score / probability
-// tile staged in shared memory. Only the TC = true instantiations of the flash kernels reach them,
-// and those exist only in builds whose mode sets kModeAttentionCasts.
+// tile, in registers for the RNE family and staged in shared memory for everything else. Only the
+// TC = true instantiations of the flash kernels reach them, and those exist only in builds whose mode
+// sets kModeAttentionCasts.
 //
-// Design (doc/TCAST.md 6). After the MMA that produces a tile of raw dot products, the warps write
-// their fragments as v = raw * scale (future keys as 0) into a shared-memory tile (attn_tc_put_q /
-// attn_tc_put_k), and after a barrier every thread casts the keys of one query row it owns, in one
-// plain (not unrolled) loop, attn_tc_cast_tile: for each site in turn, M:N pruning, then per group
-// the amax (and the min / max for uint data) over its keys, the group scale, and element by element
-// the rounding (random bits from (seed, flat index)), the causal mask and the next step's transform
-// (scores -> exp2(s^ log2(e) - lse log2(e)) when the probabilities follow). After a second barrier
-// the fragments are read back (attn_tc_get_q / attn_tc_get_k) and the kernel goes on with its plain
-// steps. So each kernel holds one inline copy of the cast per call site (forward: one per pass), the
-// group reduction needs no shuffles but one for groups that span two threads, and the fragment
-// layouts never meet the cast code. The tile layouts keep every shared-memory access of the loop and
-// of the fragment writes / reads free of bank conflicts (AttnTcTile).
+// Design (doc/TCAST.md 6). After the MMA that produces a tile of raw dot products the kernel's TC step
+// (attn_tc_step_q: forward passes and dQ; attn_tc_step_k: dK/dV) forms v = raw * scale (future keys 0)
+// in its C fragments and then, site by site:
+//   * RNE family (round-even MX float / int and unscaled float types, chosen at configure time,
+//     AttnTcastSite::frag): the cast in registers, attn_tc_frag_rne / attn_tc_frag_rne_k. Per group
+//     the amax (quad shuffles in the query-major kernels, shared memory across the dK/dV kernel's
+//     warps), one branch-free group step (attn_tc_rne_group) and a vote; per element seven
+//     branch-free instructions (attn_tc_rne_elem). The probabilities p = exp2(s^ log2(e) - lse log2(e))
+//     follow in registers.
+//   * otherwise, or when the vote finds a group the family refuses (NaN / Inf, tiny or huge groups):
+//     from that site on, the staged path. The warps write their fragments into a shared-memory tile
+//     (attn_tc_put_q / attn_tc_put_k), and after a barrier every thread casts the keys of one query
+//     row it owns, in one plain (not unrolled) loop, attn_tc_cast_tile: for each site in turn, M:N
+//     pruning, then per group the amax (and the min / max for uint data) over its keys, the group
+//     scale, and element by element the rounding (random bits from (seed, flat index)) - the RNE
+//     family here too where the group allows, else the general cast - the causal mask and the next
+//     step's transform (scores -> probabilities when they follow). After a second barrier the
+//     fragments are read back and the kernel goes on with its plain steps. The tile layouts keep
+//     every shared-memory access of the loop and of the fragment writes / reads free of bank
+//     conflicts (AttnTcTile).
+// Both paths give the same bits (the RNE family is checked against tcast_quantize by the harness's
+// host self-test), so the choice is free per tile. Each kernel holds one inline copy of the staged
+// loop per call site and one of the register cast per site and call site.
 #pragma once
 
 #include <stdint.h>
