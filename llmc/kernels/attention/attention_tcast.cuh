@@ -215,7 +215,7 @@ static inline HOST_DEVICE int attn_tc_rne_group(const AttnTcastSite* S, uint32_t
     // a quantum below emin + s = -127; M at 2^128 or more; max_F 2^s not a normal float32
     const int ok = amax < TCAST_F32_INF && (!live || (ea != 0 && s <= S->dt.scale.scale.emax)) && ethr >= 0 &&
                    etop + (S->rne_c >> 23) <= 254 && emaxf >= 1 && emaxf <= 254;
-    q->mc = (int32_t)((uint32_t)ethr << 23) + S->rne_c;
+    q->mc = (int32_t)(((uint32_t)ethr << 23) + (uint32_t)S->rne_c);  // (unsigned: no signed overflow when refused)
     q->maxv = tcast_f32_from_bits(S->maxb0 + ((uint32_t)s << 23));
     return ok;
 }
@@ -224,7 +224,7 @@ static inline HOST_DEVICE int attn_tc_rne_group(const AttnTcastSite* S, uint32_t
 static inline HOST_DEVICE AttnTcRneQ attn_tc_rne_q(const AttnTcastSite* S, int32_t mc) {
     AttnTcRneQ q;
     q.mc = mc;
-    q.maxv = tcast_f32_from_bits((uint32_t)(mc + S->rne_kmax));
+    q.maxv = tcast_f32_from_bits((uint32_t)mc + (uint32_t)S->rne_kmax);
     return q;
 }
 
@@ -249,7 +249,7 @@ static inline float attn_tc_fmax_(float a, float b) { return a > b ? a : b; }
 // round mode even; c = rne_c, sign = rne_sign of the site. Branch-free.
 static inline HOST_DEVICE float attn_tc_rne_elem(float x, AttnTcRneQ q, int32_t c, uint32_t sign) {
     const uint32_t xb = tcast_f32_bits(x);
-    const int32_t me = (int32_t)(xb & 0x7F800000u) + c;
+    const int32_t me = (int32_t)((xb & 0x7F800000u) + (uint32_t)c);  // < 2^31 in an accepted group
     const float M = tcast_f32_from_bits((uint32_t)(me > q.mc ? me : q.mc));
     float y = tcast_sub_rn(tcast_add_rn(x, M), M);
     y = attn_tc_fmin_(attn_tc_fmax_(y, -q.maxv), q.maxv);
