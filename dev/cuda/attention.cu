@@ -801,7 +801,7 @@ static bool tc_host_selftest() {
         for (int i = 0; tcast_predefined(i, &pn, &pnum, &psc) == 0; i++) names.push_back(pn);
         const char* base[] = {"mxfp8e4", "mxfp4e2", "mxint8", "mxfp6e3", "mxfp8e5", "bfp16", "e4m3fn", "e5m2",
                               "bfloat16", "e2m1fnuz", "int8_e8m0_t16", "e4m3fnuz_e8m0_t32", "e3m2fnuz_e8m0_t2", "int4_e8m0_t64",
-                              "e2m3fnuz_e5m0_t8", "int8_b32", "uint8_bi32", "uint4_ff32"};
+                              "e2m3fnuz_e5m0_t8", "int8_b32", "uint8_bi32", "uint4_ff32", "e7m2_e8m0_t32"};
         const char* mods[] = {"", "@nearest", "@zero", "@stochastic", "@midmax", "@stochastic@midmax"};
         for (const char* b : base)
             for (const char* m : mods) names.push_back(std::string(b) + m);
@@ -925,6 +925,79 @@ static bool tc_host_selftest() {
            names.size(), n_grp, n_fast_grp, n_grp_bad, n_el, n_fast, n_el_bad, n_grp_bad == 0 && n_el_bad == 0 ? "PASS" : "FAIL");
     if (!first_bad.empty()) printf("    first: %s\n", first_bad.c_str());
     ok &= n_grp_bad == 0 && n_el_bad == 0 && n_fast > n_el / 4;
+
+    // (2b) the RNE family (attn_tc_rne_group / attn_tc_rne_elem, what the fragment and staged fast loops
+    // run) vs tcast_group_scale / tcast_quantize, bit for bit, on every datatype it accepts: the
+    // adversarial groups of (2) (ties, subnormals, zeros, huge / tiny groups, NaN / Inf), all-zero
+    // groups, and groups of normal values around 2^k for k in [-40, 40] with exact ties planted.
+    long n_rne_t = 0, n_rne_g = 0, n_rne_gok = 0, n_rne_el = 0, n_rne_bad = 0, n_rne_gbad = 0;
+    std::string rne_bad;
+    for (const std::string& nm : names) {
+        const TcastDataType dt = tc_dt(nm.c_str());
+        const AttnTcastSite S = attn_tc_make_site(&dt);
+        if (!S.rne) continue;
+        n_rne_t++;
+        for (int grp = 0; grp < 1500; grp++) {
+            const int X = 32;
+            float x[X];
+            const int kind = grp % 3;
+            const int k0 = (int)(rng.u32() % 81) - 40;
+            for (int k = 0; k < X; k++) {
+                uint32_t bits;
+                if (kind == 0) {  // as in (2)
+                    const uint32_t c = rng.u32() % 100;
+                    if (c < 5) bits = 0;
+                    else if (c < 8) bits = rng.u32() & 0x007FFFFFu;
+                    else {
+                        int e = (int)(rng.u32() % 280) - 150 - (int)(rng.u32() % 30);
+                        e = e < -126 ? -126 : (e > 127 ? 127 : e);
+                        bits = ((uint32_t)(e + 127) << 23) | (rng.u32() & 0x7FFFFFu);
+                    }
+                } else if (kind == 1 && grp % 30 == 1) {
+                    bits = 0;  // all-zero group (masked keys)
+                } else {
+                    bits = tcast_f32_bits(ldexpf(rng.normal(), k0));
+                    const int z = (int)(rng.u32() % 24);  // plant a tie at bit z - 1
+                    if (z > 0 && (rng.u32() & 1)) bits = (bits & ~((1u << z) - 1u)) | (1u << (z - 1));
+                }
+                if (rng.u32() & 1) bits ^= 0x80000000u;
+                x[k] = tcast_f32_from_bits(bits);
+            }
+            if (grp % 97 == 5) x[rng.u32() % X] = tcast_f32_from_bits(rng.u32() & 1 ? 0xFF800000u : 0x7FC00001u);
+            TcastGroupAcc acc = tcast_acc_init();
+            uint32_t am = 0;
+            for (int k = 0; k < X; k++) {
+                tcast_acc_add(&acc, x[k]);
+                am = std::max(am, tcast_f32_bits(x[k]) & 0x7FFFFFFFu);
+            }
+            const TcastGroupScale gref = tcast_group_scale(&dt, acc);
+            n_rne_g++;
+            AttnTcRneQ q;
+            if (!attn_tc_rne_group(&S, am, dt.has_scale, &q)) continue;
+            n_rne_gok++;
+            // the register-tight form (mc alone) must give the same constants
+            if (tcast_f32_bits(attn_tc_rne_q(&S, q.mc).maxv) != tcast_f32_bits(q.maxv) && n_rne_gbad++ == 0) rne_bad = nm + " (attn_tc_rne_q)";
+            // the group step must only accept groups tcast_group_scale scales by an exponent (or none)
+            if (gref.mode != (dt.has_scale ? TCAST_GROUP_EXP : TCAST_GROUP_UNSCALED) && n_rne_gbad++ == 0) rne_bad = nm + " (group accepted)";
+            for (int k = 0; k < X; k++) {
+                const float ref = tcast_quantize(&dt, &gref, x[k], 0u, NULL);
+                const float got = attn_tc_rne_elem(x[k], q, S.rne_c, S.rne_sign);
+                n_rne_el++;
+                if (tcast_f32_bits(got) != tcast_f32_bits(ref) && n_rne_bad++ == 0) {
+                    char buf[256];
+                    snprintf(buf, sizeof buf, "%s: x=%a (0x%08x) amax 0x%08x got %a (0x%08x), want %a (0x%08x)", nm.c_str(), x[k],
+                             tcast_f32_bits(x[k]), am, got, tcast_f32_bits(got), ref, tcast_f32_bits(ref));
+                    if (rne_bad.empty()) rne_bad = buf;
+                }
+            }
+        }
+    }
+    printf("tcast host self-test: RNE family vs tcast_group_scale / tcast_quantize over %ld of %zu datatypes: groups %ld (%ld taken, "
+           "%ld wrongly) elements %ld wrong %ld | %s\n",
+           n_rne_t, names.size(), n_rne_g, n_rne_gok, n_rne_gbad, n_rne_el, n_rne_bad,
+           n_rne_bad == 0 && n_rne_gbad == 0 && n_rne_gok > n_rne_g / 2 ? "PASS" : "FAIL");
+    if (!rne_bad.empty()) printf("    first: %s\n", rne_bad.c_str());
+    ok &= n_rne_bad == 0 && n_rne_gbad == 0 && n_rne_t > 10 && n_rne_gok > n_rne_g / 2;
 
     // (3) random bits
     long n_rb_bad = 0;
@@ -1478,6 +1551,10 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
         {"bfloat16", "e5m2@stochastic"},
         {"int8_e8m0_t16@1:2", "mxfp8e5@midmax"},
         {nullptr, "mxint4@16:32"},
+        // RNE family with a narrow accepted range (emin + s >= -127 needs a group amax >= 0.5): the
+        // register path takes most score tiles, refuses some (diagonal groups of a few small keys) and
+        // most probability tiles, whose groups then go through the staged path in the same kernel
+        {"e7m2_e8m0_t32", "e7m2_e8m0_t32"},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     // (the cast kernels are instantiated for HS = 64 only: llmc/kernels/attention/attention.cuh attn_tc_require_tc)

@@ -60,20 +60,24 @@
 // and are masked to -inf after the cast), lse is taken over s^, and the normalized
 // p = exp2(s^ log2(e) - lse log2(e)) is cast the same way (masked p = 0) before it multiplies V: a
 // probability cast forces the two-pass forward (PL = true) at run time. How (attention_tcast_cast.cuh):
-// after the Q.K^T (K.Q^T) MMA the warps write v into a shared-memory tile (one per warp in the forward
-// and dQ kernels, 16*WM queries x 64 keys; one per CTA in the dK/dV kernel, 64 queries x 128 keys),
-// each thread casts the 32 or 64 consecutive keys of one query it owns in one plain (not unrolled)
-// loop - M:N pruning, per group the amax (a shuffle merges the two threads of a 64-key group where a
-// thread holds 32), the group scale, then per element the rounding, the mask and, when the
-// probabilities follow, p = exp2(s^ log2(e) - lse log2(e)) and their own cast - and the fragments are
-// read back for the plain steps (the online softmax on s^, dS = P^ (dP - D), the P.V / dS.K MMAs).
+// after the Q.K^T (K.Q^T) MMA the kernel's TC step casts its fragments in registers where the datatype
+// is of the round-even family (MX float / int with E8M0-style exponent scales in tiles of 32 or 64 keys,
+// unscaled floats): per group the amax (quad shuffles; across the dK/dV kernel's warps through shared
+// memory), a branch-free group step and a warp / CTA vote, then seven instructions per element, and
+// p = exp2(s^ log2(e) - lse log2(e)) in registers. Other datatypes, and tiles where some group falls
+// outside the family's exact range, go through a shared-memory tile (one per warp in the forward and
+// dQ kernels, 16*WM queries x 64 keys; one per CTA in the dK/dV kernel, 64 queries x 128 keys) where
+// each thread casts the 32 or 64 consecutive keys of one query it owns in one plain loop - M:N pruning,
+// per group the amax, the group scale, per element the rounding, the mask and the probabilities with
+// their own cast - read back for the plain steps (the online softmax on s^, dS = P^ (dP - D), the P.V /
+// dS.K MMAs). Same bits either way.
 // All three kernels evaluate the same expressions on the same fp32 dot products, so the backward
 // recomputes the forward's s^ and P^ bit for bit; gradients pass straight through both casts
 // (dS = P^ (dP - D)). The cast kernels exist for head size 64 only (attn_tc_require_tc). Where the cost
-// goes: per element and cast a shared-memory write and read-back of the fragment and the loop's reads
-// and write (amax, then rounding), integer bit math (an inline fast path for exponent-scaled and
-// unscaled float formats; float-scaled ints / uints, NaN groups and rare edge values call tcast_quantize
-// out of line), no extra global memory traffic; the scores are cast twice in the two-pass forward (once
+// goes (doc/TCAST.md 6): the register path adds about 11 instructions per element and cast (amax 1,
+// group step and shuffles 2-3, rounding 7) and the exp of the probabilities; the staged path a
+// shared-memory write and read-back per element and about 60 instructions per element and cast; no
+// extra global memory traffic either way; the scores are cast twice in the two-pass forward (once
 // per pass) and once in each backward kernel, the probabilities once per kernel.
 //
 // Files (each a comment, its kernels or helpers, then its launchers):
