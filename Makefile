@@ -206,7 +206,9 @@ TOKENIZER := $(DATA)/gpt2_tokenizer.bin
 REF_DIR := $(BUILD)/ref
 REF_FILES := $(REF_DIR)/gpt2_ref.bin $(REF_DIR)/gpt2_ref_bf16.bin $(REF_DIR)/gpt2_ref_debug_state.bin $(REF_DIR)/gpt2_ref_debug_state_bf16.bin \
              $(REF_DIR)/gpt2_ref_debug_state_q115.bin $(REF_DIR)/gpt2_ref_debug_state_q115_tf.bin \
-             $(REF_DIR)/gpt2_ref_debug_state_tcast.bin $(REF_DIR)/gpt2_ref_debug_state_fp8.bin $(REF_DIR)/gpt2_ref_debug_state_tcfp12.bin
+             $(REF_DIR)/gpt2_ref_debug_state_tcast.bin $(REF_DIR)/gpt2_ref_debug_state_fp8.bin $(REF_DIR)/gpt2_ref_debug_state_tcfp12.bin \
+             $(REF_DIR)/gpt2_ref_bf16_hs64.bin $(REF_DIR)/gpt2_ref_debug_state_bf16_hs64.bin \
+             $(REF_DIR)/gpt2_ref_debug_state_tcast_attn.bin $(REF_DIR)/gpt2_ref_debug_state_tcast_all.bin
 
 # ---------------------------------------------------------------------------------------------
 # Targets
