@@ -23,7 +23,7 @@
 //    attention kernels cast at head sizes 64 and 128; this model has 32): same weights, NH = 2. Their casts
 //    act on tensors the GPU computes differently from float64, so their tolerances are wider, and
 //    check_tcast_active asks of them a smaller margin over the uncast head-size-64 state (each case's
-//    numbers below, from the GPU run that set them).
+//    numbers at TCAST_CASES, from the GPU run that set them).
 // usage in this build also: test_gpt2cu checkpoint debug_state uncast_debug_state (the third for
 // check_tcast_active; default DEFAULT_UNCAST_STATE). The TCAST_CASES always read their default files.
 #pragma once
@@ -68,12 +68,17 @@ struct TcastCase {
 };
 static constexpr const char* TCAST_CASE_CKPT = "build/ref/gpt2_ref_bf16_hs64.bin";
 static constexpr const char* TCAST_CASE_UNCAST_STATE = "build/ref/gpt2_ref_debug_state_bf16_hs64.bin";
-// Tolerances and margins: provisional (no GPU run yet): the CPU proxy of TCAST_PLAN's table in
-// gpt2_reference.py put every site + all operands at logits 9.2e-2 from the cast state, 1.2x closer to it
-// than to the uncast one.
+// Tolerances: 3-4x the errors of the first H100 run (2026-11-27, nvidia-h100-x1, tree 1befde9), margins below the
+// ratios it measured (check_tcast_active: error against the uncast head-size-64 state / against the case's state):
+//   attn: logits 5.5e-3, loss 3.6e-6, gradients <= 5.0e-3, step losses <= 1.2e-4; ratios 1.67 (logits), 1.77
+//         (gradients): the attention casts move this model's logits by only ~9e-3, twice the GPU's own distance
+//         from float64, so the margin is small but a plan that did not cast would sit below 1.
+//   all:  logits 6.9e-2, loss 1.4e-4, gradients <= 3.6e-2 (dlnfw), step losses <= 5.8e-4; ratios 1.44, 2.48: every
+//         cast's input differs from float64 by fp32 / BF16-level amounts, which a cast turns into whole MX steps
+//         where they straddle a rounding midpoint (TCAST_PLAN's table in gpt2_reference.py).
 static const TcastCase TCAST_CASES[] = {
-    {"attn", "attn_scores=mxfp8e4,attn_probs=mxfp8e4", "", "build/ref/gpt2_ref_debug_state_tcast_attn.bin", {2e-1, 1e-2, 2e-1, 2e-2}, 1.0},
-    {"all", "all=mxfp8e4", "", "build/ref/gpt2_ref_debug_state_tcast_all.bin", {2e-1, 1e-2, 2e-1, 2e-2}, 1.0},
+    {"attn", "attn_scores=mxfp8e4,attn_probs=mxfp8e4", "", "build/ref/gpt2_ref_debug_state_tcast_attn.bin", {2e-2, 1e-4, 2e-2, 5e-4}, 1.3},
+    {"all", "all=mxfp8e4", "", "build/ref/gpt2_ref_debug_state_tcast_all.bin", {2e-1, 5e-4, 1e-1, 2e-3}, 1.2},
 };
 static constexpr int TCAST_NUM_CASES = (int)(sizeof(TCAST_CASES) / sizeof(TCAST_CASES[0]));
 
