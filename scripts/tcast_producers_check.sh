@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # tcast_producers_check.sh - the GPU check of the TensorCast casts fused into their producers (issue 26
 # item 2, doc/TCAST.md 5.5): builds the TCAST=1 trainer and the harnesses tcast_producers and tcast, runs
-# both (bit-exactness: GELU, GELU', LayerNorm and residual + LayerNorm with their casts, both dY casts from
-# one read), then times d12 B=64 T=1024 on Gutenberg for 25 steps in three configurations: the empty plan,
-# --cast-gemm x=mxfp8e4,w=mxfp8e4,dy=mxfp8e5 (fused) and the same with --cast-fuse 0 (every cast a separate
-# pass), and runs 8 steps of a stochastic-rounding plan fused and unfused. Prints a table last: mean step
+# both (bit-exactness: GELU, GELU', LayerNorm and residual + LayerNorm with their casts), then times d12
+# B=64 T=1024 on Gutenberg for 25 steps in three configurations: the empty plan, --cast-gemm
+# x=mxfp8e4,w=mxfp8e4,dy=mxfp8e5 (fused) and the same with --cast-fuse 0 (every cast a separate pass), and
+# runs 8 steps of a stochastic-rounding plan fused and unfused. Prints a table last: mean step
 # time over steps 6..25, ratio to the empty plan, and whether each fused run's loss / norm lines equal the
 # unfused run's byte for byte (they must).
 # usage: scripts/tcast_producers_check.sh   (from the repository root; data: dev/data/gutenberg.py)

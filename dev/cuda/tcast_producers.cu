@@ -34,21 +34,10 @@
 // Expected fused: res-ln with every type but the per-tensor int8_e, without statistics, on the warp path
 // (the plain ln, layer 0's ln1 only, takes the fallback by design).
 //
-// Both layouts of a dY from one read (tcast_cast_dual_from; the dgrad cast along dim 1 and the wgrad cast
-// along dim 0, each with its own seed):
-//   dual-st    a stored tensor (TcastSrcStored: the attproj, fcproj and qkv layers' dY)
-//   dual-dgelu the GELU' product written back in place (the fc layer's dY)
-// against the producer (for dgelu) and then tcast_cast along dim 1 and along dim 0 of the stored tensor;
-// y_rows, y_cols and the stored tensor compared bit for bit, with and without statistics (with them: the
-// fallback). Expected in one kernel: the tile types with tiles of 2 .. 32 (mxfp*, mxint8, bfp16); the rest
-// (unscaled, tile 64, per tensor) take the two casts. Shapes as above plus 64 x 1600 (a partial last strip
-// of 256 columns).
-//
 // Timing (skipped with --check-only): at the d12 B=64 MLP shape 65536 x 3072, mxfp8e4 along dim 1 (the
 // GELU -> fcproj x cast) and mxfp8e5 along dim 1 (the GELU' -> fc dy cast): the producer + cast pass
 // against the fused kernel, with the bytes each moves and the device copy rate of the same run; and the
-// LayerNorm (plain and with the residual add) with mxfp8e4 at 65536 x 768; the two dY casts of a stored
-// tensor and of GELU' (mxfp8e5, 65536 x 3072) separately and in one pass.
+// LayerNorm (plain and with the residual add) with mxfp8e4 at 65536 x 768.
 // Exit status 1 if any check fails.
 #include <stdint.h>
 #include <stdio.h>
@@ -227,91 +216,6 @@ static void run_ln_case(Tally& t, bool residual, const char* text, int rows, int
     t.check(name, ok && fused_as_designed);
 }
 
-// One dual case: source dgelu (in place) or stored, data type text, (rows, cols), with and without statistics.
-static void run_dual_case(Tally& t, bool dgelu, const char* text, int rows, int cols, uint64_t seed, TcastCastContext* ctx,
-                          bool expect_fused) {
-    TcastDataType dt;
-    char err[256];
-    if (tcast_parse_datatype(text, &dt, err, sizeof(err)) != 0) {
-        printf("  bad data type %s: %s\n", text, err);
-        t.check(text, false);
-        return;
-    }
-    if (tcast_cast_shape_ok(dt, rows, cols, 1, err, sizeof(err)) != 0 || tcast_cast_shape_ok(dt, rows, cols, 0, err, sizeof(err)) != 0) {
-        printf("  (skipped: %s)\n", err);
-        return;
-    }
-    const size_t n = (size_t)rows * cols;
-    std::vector<float> hpre, hd;
-    make_inputs(rows, cols, seed, hpre, hd);
-    DeviceBuffer<floatX> pre(n), d_in(n), ref_store(n), ref_r(n), ref_c(n), store(n), yr(n), yc(n);
-    DeviceBuffer<TcastDeviceStats> st_ref(1), st(1);
-    upload(pre, hpre);
-    upload(d_in, hd);
-    const uint64_t seed_r = 0x2468aceull + seed, seed_c = 0x13579bdull + seed;
-    bool ok = true, fused_as_designed = true;
-    for (int with_stats = 0; with_stats < 2; with_stats++) {
-        poison_all(ref_store, ref_r, ref_c, store, yr, yc);
-        st_ref.zero();
-        st.zero();
-        TcastDeviceStats* sr = with_stats ? st_ref.ptr : NULL;
-        TcastDeviceStats* sf = with_stats ? st.ptr : NULL;
-        cudaCheck(cudaMemcpy(ref_store.ptr, d_in.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
-        cudaCheck(cudaMemcpy(store.ptr, d_in.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
-        if (dgelu) gemm_dgelu_apply(ref_store.ptr, pre.ptr, n, 0);
-        tcast_cast(ref_r.ptr, ref_store.ptr, rows, cols, 1, dt, seed_r, sr, ctx, 0);
-        tcast_cast(ref_c.ptr, ref_store.ptr, rows, cols, 0, dt, seed_c, sr, ctx, 0);
-        const bool want = expect_fused && !with_stats;
-        if (dgelu) {
-            const TcastSrcDgelu src = tcast_src_dgelu(store.ptr, pre.ptr);
-            fused_as_designed = fused_as_designed && tcast_cast_dual_fusable(src, yr.ptr, yc.ptr, cols, dt, with_stats) == want;
-            tcast_cast_dual_from(yr.ptr, yc.ptr, src, rows, cols, dt, seed_r, seed_c, sf, ctx, 0);
-        } else {
-            const TcastSrcStored src{store.ptr};
-            fused_as_designed = fused_as_designed && tcast_cast_dual_fusable(src, yr.ptr, yc.ptr, cols, dt, with_stats) == want;
-            tcast_cast_dual_from(yr.ptr, yc.ptr, src, rows, cols, dt, seed_r, seed_c, sf, ctx, 0);
-        }
-        cudaCheck(cudaDeviceSynchronize());
-        ok = ok && same_bits(download_raw(ref_r), download_raw(yr)) && same_bits(download_raw(ref_c), download_raw(yc));
-        ok = ok && same_bits(download_raw(ref_store), download_raw(store));
-        if (with_stats) ok = ok && same_stats(st_ref, st);
-    }
-    size_t nan = 0;
-    for (float v : download(yr)) nan += v != v;
-    for (float v : download(yc)) nan += v != v;
-    ok = ok && nan == 0;  // cast values, not the poison
-    char name[160];
-    snprintf(name, sizeof(name), "%-10s %-22s %4d x %-4d dims 1+0 %s", dgelu ? "dual-dgelu" : "dual-st", text, rows, cols,
-             expect_fused ? "fused" : "fallback");
-    t.check(name, ok && fused_as_designed);
-}
-
-// ms of the two dY casts (GELU' fused into the first when dgelu) and of the one-pass kernel, at rows x cols.
-static void time_dual_case(bool dgelu, const char* text, int rows, int cols, float copy_gbs, TcastCastContext* ctx) {
-    TcastDataType dt;
-    char err[256];
-    if (tcast_parse_datatype(text, &dt, err, sizeof(err)) != 0) return;
-    const size_t n = (size_t)rows * cols;
-    DeviceBuffer<floatX> pre(n), d(n), yr(n), yc(n);
-    upload(pre, random_normal(n, 13, 3.0f));
-    upload(d, random_normal(n, 14));
-    const float sep = time_median_ms([&] {
-        if (dgelu) tcast_cast_from(yr.ptr, tcast_src_dgelu(d.ptr, pre.ptr), rows, cols, 1, dt, 1, NULL, ctx, 0);
-        else tcast_cast(yr.ptr, d.ptr, rows, cols, 1, dt, 1, NULL, ctx, 0);
-        tcast_cast(yc.ptr, d.ptr, rows, cols, 0, dt, 2, NULL, ctx, 0);
-    });
-    const float fused = time_median_ms([&] {
-        if (dgelu) tcast_cast_dual_from(yr.ptr, yc.ptr, tcast_src_dgelu(d.ptr, pre.ptr), rows, cols, dt, 1, 2, NULL, ctx, 0);
-        else tcast_cast_dual_from(yr.ptr, yc.ptr, TcastSrcStored{d.ptr}, rows, cols, dt, 1, 2, NULL, ctx, 0);
-    });
-    // bytes per element: stored: (2 + 2) + (2 + 2) vs 2 + 2 + 2; GELU': (2 + 2 + 2 + 2) + (2 + 2) vs 2 + 2 + 2 + 2 + 2
-    // (the timed GELU' runs on its own output again each repeat: the same traffic)
-    const double b_sep = dgelu ? 12.0 : 8.0, b_fused = dgelu ? 10.0 : 6.0;
-    printf("  %-10s %-10s %d x %d: two casts %.3f ms (%.0f%% of copy), one pass %.3f ms (%.0f%% of copy), saved %.3f ms\n",
-           dgelu ? "dual-dgelu" : "dual-st", text, rows, cols, sep, 100.0 * b_sep * n / (sep * 1e-3) / 1e9 / copy_gbs, fused,
-           100.0 * b_fused * n / (fused * 1e-3) / 1e9 / copy_gbs, sep - fused);
-}
-
 // ms of the LayerNorm (residual: with the add) followed by the cast, and of the fused kernel, at rows x C.
 static void time_ln_case(bool residual, const char* text, int rows, int C, float copy_gbs, TcastCastContext* ctx) {
     TcastDataType dt;
@@ -403,20 +307,6 @@ int main(int argc, char** argv) {
                 run_ln_case(t, residual != 0, ty.text, rows, C, seed++, &ctx, residual && ty.fused && warp_path);
         }
     }
-    const int dual_shapes[4][2] = {{96, 768}, {64, 1600}, {256, 3072}, {4096, 3072}};
-    for (int si = 0; si < 4; si++) {
-        const int rows = dual_shapes[si][0], cols = dual_shapes[si][1];
-        printf("\ndY both layouts, shape %d x %d:\n", rows, cols);
-        for (const auto& ty : types) {
-            if (si == 3 && strcmp(ty.text, "mxfp8e4") != 0 && strcmp(ty.text, "e4m3fn@stochastic") != 0) continue;  // big: a subset
-            TcastDataType dt;
-            char err[256];
-            const bool parsed = tcast_parse_datatype(ty.text, &dt, err, sizeof(err)) == 0;
-            const int tile = parsed && dt.has_scale ? dt.scale.tile : -1;
-            const bool expect = tile >= 2 && tile <= 32;  // (every type of the list takes a fast quantizer)
-            for (int dg = 0; dg < 2; dg++) run_dual_case(t, dg != 0, ty.text, rows, cols, seed++, &ctx, expect);
-        }
-    }
     if (timing) {
         const float copy = copy_bandwidth_gbs();
         printf("\ntiming (device copy %.0f GB/s):\n", copy);
@@ -426,8 +316,6 @@ int main(int argc, char** argv) {
         time_case(P_DGELU, "mxfp8e5", 65536, 3072, copy, &big);
         time_ln_case(false, "mxfp8e4", 65536, 768, copy, &big);
         time_ln_case(true, "mxfp8e4", 65536, 768, copy, &big);
-        time_dual_case(false, "mxfp8e5", 65536, 3072, copy, &big);
-        time_dual_case(true, "mxfp8e5", 65536, 3072, copy, &big);
         tcast_cast_context_free(&big);
     }
     tcast_cast_context_free(&ctx);

@@ -40,10 +40,6 @@
 //       0 cols <= capacity; a per-tensor cast needs 1. Casts sharing a context must be ordered
 //       (one stream): the scratch is reused by every call.
 //
-//   tcast_cast_dual_from(y_rows, y_cols, src, rows, cols, dt, seed_rows, seed_cols, stats, ctx, stream)
-//       Both layouts of one operand (along dim 1 into y_rows, along dim 0 into y_cols) from one read:
-//       the dgrad and wgrad casts of a dY (doc/TCAST.md 5.5). See the function.
-//
 // Kernel design (doc section 4 step by step; all reductions are integer max / min / or on float32
 // bit patterns, so every result is deterministic and independent of the launch geometry):
 //
@@ -225,10 +221,8 @@ static inline void tcast_launch_vec_(floatX* y, const Src& src, int rows, int co
             const int U = tile > 0 ? (tile > TCAST_CHUNK_ROWS ? tile : TCAST_CHUNK_ROWS) : TCAST_CHUNK_ROWS;
             const int nunits = ceil_div(rows, U);
             const dim3 grid((unsigned)ceil_div(cols, TCAST_STRIP_COLS), (unsigned)(nunits < 65535 ? nunits : 65535));
-            if (tile > 0)
-                tcast_cols_kernel<Q, S, true><<<grid, TCAST_THREADS, 0, stream>>>(y, src, rows, cols, tile, gs, k, stats, TcastNoRowSink());
-            else
-                tcast_cols_kernel<Q, S, false><<<grid, TCAST_THREADS, 0, stream>>>(y, src, rows, cols, tile, gs, k, stats, TcastNoRowSink());
+            if (tile > 0) tcast_cols_kernel<Q, S, true><<<grid, TCAST_THREADS, 0, stream>>>(y, src, rows, cols, tile, gs, k, stats);
+            else tcast_cols_kernel<Q, S, false><<<grid, TCAST_THREADS, 0, stream>>>(y, src, rows, cols, tile, gs, k, stats);
         } else {
             // row path: tiles along dim 1, channel scales per row, per-tensor and unscaled (either dim)
             const size_t npk = n / 8;
@@ -345,48 +339,4 @@ static inline void tcast_cast_from(floatX* y, const Src& src, int rows, int cols
     tcast_source_run_kernel<Src><<<tcast_blocks_(npk, 256), 256, 0, stream>>>(src, npk);
     cudaCheckLaunch();
     tcast_cast(y, src.stored(), rows, cols, dim, dt, seed, stats, ctx, stream);
-}
-
-// Whether tcast_cast_dual_from casts both layouts in one kernel: tiles of 2 .. 32 (the column kernel then
-// reads every element once, so in-place producers qualify too; MX types: 32, bfp16: 8), the exponent or RNE
-// quantizer, no sparsity, no statistics, vector shapes.
-template <class Src>
-static inline bool tcast_cast_dual_fusable(const Src& src, const floatX* y_rows, const floatX* y_cols, int cols, const TcastDataType& dt,
-                                           bool with_stats) {
-    const int tile = dt.has_scale ? dt.scale.tile : -1;
-    if (with_stats || dt.sparse_n > 0 || tile < 2 || tile > TCAST_CHUNK_ROWS || tcast_cast_path(dt, false) == TCAST_PATH_GENERAL)
-        return false;
-    return src.vec_ok() && ((uintptr_t)y_rows % 16) == 0 && ((uintptr_t)y_cols % 16) == 0 && cols % 8 == 0;
-}
-
-// Both layouts a GEMM operand takes (doc/TCAST.md 5.2: dY along OC for dgrad, along N for wgrad) from one
-// read of the source (tcast_source.cuh) of a row-major (rows, cols) tensor: y_rows = cast along dim 1 with
-// seed_rows, y_cols = cast along dim 0 with seed_cols, the bits of tcast_cast_from(y_rows, src, ..., 1, ...)
-// followed by tcast_cast(y_cols, src.stored(), ..., 0, ...) (dev/cuda/tcast_producers.cu). Where
-// tcast_cast_dual_fusable holds: one column-kernel pass with a row sink (each warp holds 4 whole 256-column
-// row segments, so the row tiles of up to 256 elements merge across its lanes); else those two calls.
-// stats: NULL, or counters both casts add to (then the two calls). y_rows, y_cols: distinct (rows, cols)
-// buffers aliasing nothing of the source. Errors (exit): those of tcast_cast_from and tcast_cast.
-template <class Src>
-static inline void tcast_cast_dual_from(floatX* y_rows, floatX* y_cols, const Src& src, int rows, int cols, const TcastDataType& dt,
-                                        uint64_t seed_rows, uint64_t seed_cols, TcastDeviceStats* stats, TcastCastContext* ctx,
-                                        cudaStream_t stream) {
-    char err[256];
-    if (tcast_cast_shape_ok(dt, rows, cols, 1, err, sizeof(err)) != 0 || tcast_cast_shape_ok(dt, rows, cols, 0, err, sizeof(err)) != 0)
-        tcast_cast_die_(err);
-    if (!tcast_cast_dual_fusable(src, y_rows, y_cols, cols, dt, stats != NULL)) {
-        tcast_cast_from(y_rows, src, rows, cols, 1, dt, seed_rows, stats, ctx, stream);
-        tcast_cast(y_cols, src.stored(), rows, cols, 0, dt, seed_cols, stats, ctx, stream);
-        return;
-    }
-    const int tile = dt.scale.tile;
-    const TcastKernelArgs kc = tcast_kernel_args(dt, seed_cols), kr = tcast_kernel_args(dt, seed_rows);
-    const dim3 grid((unsigned)ceil_div(cols, TCAST_STRIP_COLS), (unsigned)min(ceil_div(rows, TCAST_CHUNK_ROWS), 65535));
-    if (tcast_cast_path(dt, false) == TCAST_PATH_RNE)
-        tcast_cols_kernel<TcastQRne, false, true><<<grid, TCAST_THREADS, 0, stream>>>(y_cols, src, rows, cols, tile, NULL, kc, NULL,
-                                                                                      TcastRowSink<TcastQRne>{y_rows, tile, kr});
-    else
-        tcast_cols_kernel<TcastQExp, false, true><<<grid, TCAST_THREADS, 0, stream>>>(y_cols, src, rows, cols, tile, NULL, kc, NULL,
-                                                                                      TcastRowSink<TcastQExp>{y_rows, tile, kr});
-    cudaCheckLaunch();
 }

@@ -164,23 +164,16 @@ __device__ __forceinline__ void tcast_lanes_cast_packet(floatX* y, const TcastKe
     tcast_store16(y + idx0, tcast_pack8(b));
 }
 
-// A second output cast along rows, written by a kernel whose warps hold rows' packets at warp stride (the
-// LayerNorm forward's rows, layernorm.cuh Sink contract; the column kernel's 4 rows per warp): each packet
-// (valid or not, every lane of the warp together) is cast by tcast_lanes_cast_packet into y. Q: the
-// quantizer (TcastQExp or TcastQRne: no statistics). TcastNoRowSink: no second output (no code).
+// A second output cast along rows, written by the LayerNorm forward's row kernel as it stores its rows
+// (layernorm.cuh Sink contract: its warps hold a row's packets at warp stride): each packet (valid or not,
+// every lane of the warp together) is cast by tcast_lanes_cast_packet into y. Q: the quantizer (TcastQExp
+// or TcastQRne: no statistics).
 template <class Q>
 struct TcastRowSink {
     floatX* y;
     int tile;  // 2 .. 256 elements along the row, or -1 (unscaled)
     TcastKernelArgs k;
     static constexpr bool kOn = true;
-    // b: float32 bit patterns of the 8 BF16 values at flat indices e0 .. e0 + 7 (zeros where !valid); not changed
-    __device__ __forceinline__ void bits(const uint32_t (&b)[8], bool valid, size_t e0) const {
-        uint32_t c[8];
-        #pragma unroll
-        for (int i = 0; i < 8; i++) c[i] = b[i];
-        tcast_lanes_cast_packet<Q>(y, k, tile, c, valid, e0);
-    }
     // the LayerNorm's Sink contract: o holds the stored values
     __device__ __forceinline__ void packet(const x128& o, bool valid, size_t e0) const {
         uint32_t b[8];
@@ -189,18 +182,12 @@ struct TcastRowSink {
         tcast_lanes_cast_packet<Q>(y, k, tile, b, valid, e0);
     }
 };
-struct TcastNoRowSink {
-    static constexpr bool kOn = false;
-    __device__ __forceinline__ void bits(const uint32_t (&)[8], bool, size_t) const {}
-};
 
 // ------------------------------------------------------------------------------------------------
 // Column path (sections 4.2-4.4 along dim 0): block = strip of 256 columns (blockIdx.x) x units of
 // U rows (blockIdx.y, grid-stride), U = max(tile, 32) for tiles, 32 for given scales. Thread (warp
 // w, lane): columns c .. c + 7 (c = strip + 8 lane) and rows w*4 .. w*4 + 3 of each 32-row chunk.
 //   TILE:  tiles of `tile` rows (tile | rows).   !TILE: gs[c] per column (channel, dim 0).
-//   R:     a second output along rows (TcastRowSink: the dgrad layout of a dY whose wgrad layout this is,
-//          from the same read; tcast_cast_dual_from), fed each packet as first loaded; TcastNoRowSink: none.
 // cols % 8 == 0; x, y 16-byte aligned; y may equal x.
 
 // The thread's 4 x 8 block of chunk `r0c` (rows r0c + w*4 + kk): loads (zeros where invalid).
@@ -229,18 +216,6 @@ __device__ __forceinline__ void tcast_cols_cast_pair(const TcastKernelArgs& k, c
     }
 }
 
-// The thread's 4 x 8 block of chunk r0c, as loaded, to the row sink (its lanes hold consecutive packets of
-// each of its rows: lane l columns c = strip + 8 l). Every thread of the block calls.
-template <class R>
-__device__ __forceinline__ void tcast_cols_rows_out(const R& rsink, int cols, int r0c, int c, const uint32_t (&b)[TCAST_COL_RPT][8],
-                                                    const bool (&rv)[TCAST_COL_RPT]) {
-    if constexpr (R::kOn) {
-        const int w = threadIdx.x >> 5;
-        #pragma unroll
-        for (int kk = 0; kk < TCAST_COL_RPT; kk++) rsink.bits(b[kk], rv[kk], (size_t)(r0c + w * TCAST_COL_RPT + kk) * cols + c);
-    }
-}
-
 __device__ __forceinline__ void tcast_cols_store(floatX* y, int cols, int r0c, int c, const uint32_t (&b)[TCAST_COL_RPT][8],
                                                  const bool (&rv)[TCAST_COL_RPT]) {
     const int w = threadIdx.x >> 5;
@@ -249,11 +224,10 @@ __device__ __forceinline__ void tcast_cols_store(floatX* y, int cols, int r0c, i
         if (rv[kk]) tcast_store16(y + (size_t)(r0c + w * TCAST_COL_RPT + kk) * cols + c, tcast_pack8(b[kk]));
 }
 
-// (with a row sink: 2 blocks per SM, <= 128 registers; under the quantizer's 85 it spills)
-template <class Q, bool STATS, bool TILE, class Src, class R = TcastNoRowSink>
-__global__ void __launch_bounds__(TCAST_THREADS, R::kOn ? 2 : Q::MIN_BLOCKS)
+template <class Q, bool STATS, bool TILE, class Src>
+__global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
     tcast_cols_kernel(floatX* y, const __grid_constant__ Src x, int rows, int cols, int tile, const TcastGroupScale* gs,
-                      const __grid_constant__ TcastKernelArgs k, TcastDeviceStats* stats, const __grid_constant__ R rsink) {
+                      const __grid_constant__ TcastKernelArgs k, TcastDeviceStats* stats) {
     typedef typename Q::Acc Acc;
     typedef typename Q::Param Param;
     // Shared bytes: tiles of 8 .. 1024 rows: per-warp partials Acc[8 warps][256 columns], then (same
@@ -282,7 +256,6 @@ __global__ void __launch_bounds__(TCAST_THREADS, R::kOn ? 2 : Q::MIN_BLOCKS)
         bool rv[TCAST_COL_RPT];
         if (!TILE || tile <= 4) {
             tcast_cols_load(x, rows, cols, r0, c, cvalid, b, rv);
-            tcast_cols_rows_out(rsink, cols, r0, c, b, rv);
             const size_t idx0 = (size_t)(r0 + w * TCAST_COL_RPT) * cols + c;  // flat index of (row kk = 0, column c)
             #pragma unroll
             for (int j = 0; j < 8; j++) {
@@ -313,7 +286,6 @@ __global__ void __launch_bounds__(TCAST_THREADS, R::kOn ? 2 : Q::MIN_BLOCKS)
             for (int j = 0; j < 8; j++) acc[j] = Q::init();
             for (int ch = 0; ch < nch; ch++) {
                 tcast_cols_load(x, rows, cols, r0 + ch * TCAST_CHUNK_ROWS, c, cvalid, b, rv);
-                tcast_cols_rows_out(rsink, cols, r0 + ch * TCAST_CHUNK_ROWS, c, b, rv);  // (phase A loads each chunk once)
                 #pragma unroll
                 for (int kk = 0; kk < TCAST_COL_RPT; kk++) {
                     #pragma unroll

@@ -26,13 +26,11 @@
 // is cast (the model then changes the stored output after the kernel), on --cast-stats steps, and for the
 // types tcast_layernorm_fusable refuses (they keep the cast in the forward call: same bits either way).
 //
-// dY's two layouts (issue 26 item 2, second part): when a backward call runs both products, dy's dgrad cast
-// (along OC) and wgrad cast (along N) come from one read of dout (tcast_cast_dual_from: the column kernel,
-// whose warps hold whole 32-row tiles of 256 columns, writes the row-tiled copy too), produced on the way
-// by the deferred GELU' for the fc layer. x's wgrad cast stays a pass in the backward (doc/TCAST.md 5.5).
+// dY's two layouts stay two passes: its dgrad cast (along OC, with the deferred GELU' for the fc layer) and
+// its wgrad cast (along N). One read for both (the column kernel writing the row layout too) measured slower
+// on an H100 than the two casts and was removed (doc/TCAST.md 5.5); x's wgrad cast is a pass as well.
 //
-// Memory: two (N, max width) floatX scratch buffers (x, dy), a third (N, 4C) for dy's wgrad layout when
-// dy is cast and --cast-fuse 1, and, per weight, its two cast copies
+// Memory: two (N, max width) floatX scratch buffers (x, dy) and, per weight, its two cast copies
 // (along Cin and along OC) cached for the weight version (ctx->weight_version): 2 x the parameters.
 #pragma once
 
@@ -56,8 +54,7 @@ struct TcastGemmState {
     const floatX* wte;              // the LM head's weight
     floatX* scratch_x;              // (N, Cin) cast x
     floatX* scratch_dy;             // (N, OC) cast dy
-    floatX* scratch_dy2;            // (N, OC <= 4C) dy's wgrad cast made with its dgrad cast (--cast-fuse 1)
-    size_t scratch_x_elems, scratch_dy_elems, scratch_dy2_elems;
+    size_t scratch_x_elems, scratch_dy_elems;
     TcastWeight* weights;
     int num_weights, cap_weights;
     // the producer taken over for the next call (kind GEMM_DEFER_NONE: none): out = GELU(pre) or
@@ -146,31 +143,6 @@ static inline GemmDefer tcast_gemm_take_deferred(GemmContext* ctx, const floatX*
     if (kind == GEMM_DEFER_GELU) gemm_gelu_apply<false>(s->def_out, (floatX*)s->def_pre, n, ctx->stream);
     else gemm_dgelu_apply(s->def_out, s->def_pre, n, ctx->stream);
     return GEMM_DEFER_NONE;
-}
-
-// dy's dgrad cast (along OC, into scratch_dy) and wgrad cast (along N, into scratch_dy2) from one read of
-// dout (tcast_cast_dual_from), produced on the way by the deferred GELU' `kind` (GEMM_DEFER_NONE: dout is
-// stored); returns scratch_dy. NULL when that does not fuse (--cast-fuse 0, --cast-stats steps, a type
-// tcast_cast_dual_fusable refuses, a dy wider than scratch_dy2): the caller casts the two separately.
-static inline const floatX* tcast_gemm_dy_both(GemmContext* ctx, GemmDefer kind, const floatX* dout, int N, int OC,
-                                               const floatX* weight) {
-    TcastGemmState* s = tcast_gemm_state(ctx);
-    TcastRuntime* rt = s->rt;
-    const TcastPlan* plan = &rt->plan;
-    if (!plan->fuse || !plan->op_on[TCAST_OP_DY] || rt->recording || (size_t)N * OC > s->scratch_dy2_elems) return NULL;
-    const TcastDataType& dt = plan->op[TCAST_OP_DY];
-    const uint64_t seed_dgrad = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_DGRAD);
-    const uint64_t seed_wgrad = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_WGRAD);
-    if (kind == GEMM_DEFER_DGELU) {
-        const TcastSrcDgelu src = tcast_src_dgelu(s->def_out, s->def_pre);
-        if (!tcast_cast_dual_fusable(src, s->scratch_dy, s->scratch_dy2, OC, dt, false)) return NULL;
-        tcast_cast_dual_from(s->scratch_dy, s->scratch_dy2, src, N, OC, dt, seed_dgrad, seed_wgrad, NULL, &rt->cast_ctx, ctx->stream);
-    } else {
-        const TcastSrcStored src{dout};
-        if (!tcast_cast_dual_fusable(src, s->scratch_dy, s->scratch_dy2, OC, dt, false)) return NULL;
-        tcast_cast_dual_from(s->scratch_dy, s->scratch_dy2, src, N, OC, dt, seed_dgrad, seed_wgrad, NULL, &rt->cast_ctx, ctx->stream);
-    }
-    return s->scratch_dy;
 }
 
 // Whether this layer's products are cast (the LM head only with --cast-lm-head 1).
@@ -263,17 +235,13 @@ static bool tcast_gemm_backward(GemmContext* ctx, floatX* dinp, floatX* dweight,
         d = GEMM_DEFER_NONE;
     }
     if (!takes) return false;
-    const floatX* dy_wgrad = NULL;  // dy's wgrad cast, when made together with its dgrad cast
     if (dinp) {  // dgrad: reduction over OC
-        const floatX* dyc = dweight ? tcast_gemm_dy_both(ctx, d, dout, N, OC, weight) : NULL;
-        if (dyc) dy_wgrad = s->scratch_dy2;
-        else dyc = tcast_gemm_operand_produced(ctx, TCAST_OP_DY, d, dout, s->scratch_dy, N, OC, weight, TCAST_ROLE_DGRAD);
+        const floatX* dyc = tcast_gemm_operand_produced(ctx, TCAST_OP_DY, d, dout, s->scratch_dy, N, OC, weight, TCAST_ROLE_DGRAD);
         const floatX* wc = plan->op_on[TCAST_OP_W] ? tcast_gemm_weight(ctx, weight, OC, C, 0) : weight;
         gemm_backend_backward_dinp(ctx, dinp, dyc, wc, N, C, OC, NULL);
     }
     if (dweight) {  // wgrad: reduction over N (the scratch of dgrad's dy is free again: same stream)
-        const floatX* dyc =
-            dy_wgrad ? dy_wgrad : tcast_gemm_operand(ctx, TCAST_OP_DY, dout, s->scratch_dy, N, OC, 0, weight, TCAST_ROLE_WGRAD);
+        const floatX* dyc = tcast_gemm_operand(ctx, TCAST_OP_DY, dout, s->scratch_dy, N, OC, 0, weight, TCAST_ROLE_WGRAD);
         const floatX* xc = tcast_gemm_operand(ctx, TCAST_OP_X, inp, s->scratch_x, N, C, 0, weight, TCAST_ROLE_WGRAD);
         gemm_backend_backward_dweight(ctx, dweight, dyc, xc, N, C, OC);
     }
@@ -287,7 +255,6 @@ static void tcast_gemm_destroy(GemmContext* ctx) {
     TcastGemmState* s = tcast_gemm_state(ctx);
     cudaCheck(cudaFree(s->scratch_x));
     cudaCheck(cudaFree(s->scratch_dy));
-    cudaCheck(cudaFree(s->scratch_dy2));
     for (int i = 0; i < s->num_weights; i++)
         for (int k = 0; k < 2; k++)
             if (s->weights[i].cast[k]) cudaCheck(cudaFree(s->weights[i].cast[k]));
@@ -310,9 +277,6 @@ static inline void gemm_tcast_attach(GemmContext* ctx, TcastRuntime* rt, const f
     s->scratch_dy_elems = plan->op_on[TCAST_OP_DY] ? (size_t)max_rows * (plan->lm_head && Vp > 4 * C ? Vp : 4 * C) : 0;
     if (s->scratch_x_elems) cudaCheck(cudaMalloc(&s->scratch_x, s->scratch_x_elems * sizeof(floatX)));
     if (s->scratch_dy_elems) cudaCheck(cudaMalloc(&s->scratch_dy, s->scratch_dy_elems * sizeof(floatX)));
-    // the dual dy casts (tcast_gemm_dy_both) up to the fc layer's 4C; the LM head's Vp-wide dlogits keep two passes
-    s->scratch_dy2_elems = plan->op_on[TCAST_OP_DY] && plan->fuse ? (size_t)max_rows * 4 * C : 0;
-    if (s->scratch_dy2_elems) cudaCheck(cudaMalloc(&s->scratch_dy2, s->scratch_dy2_elems * sizeof(floatX)));
     s->backend.state = s;
     s->backend.name = "cuBLASLt BF16 with TensorCast operand casts";
     s->backend.forward = tcast_gemm_forward;
