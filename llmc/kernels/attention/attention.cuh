@@ -235,13 +235,13 @@ static inline void attn_amax_bits(unsigned int* amax, const floatX* x, size_t n,
 static inline bool attention_uses_cudnn() { return kAttentionCudnn && !attention_tcast_active(); }
 
 // The attention backend of this run: its name for the start-up table, "cuDNN 9.19.0 (frontend 1.32.0)",
-// "flash kernels (built-in)" or, in a cuDNN build whose run casts an attention site, "flash kernels (built-in:
-// attention sites cast, cuDNN not used)"; its tag for the numeric configuration line, "cudnn" or "flash".
+// "flash kernels (built-in)" or, in a cuDNN build whose run casts an attention site, "flash kernels (built-in;
+// attention sites cast)"; its tag for the numeric configuration line, "cudnn" or "flash".
 // Call them after the mode has configured its casts (the trainer: after attach_activations).
 static inline const char* attention_backend_name() {
     if constexpr (kAttentionCudnn) {
         if (attention_uses_cudnn()) return attention_cudnn_version();
-        return "flash kernels (built-in: attention sites cast, cuDNN not used)";
+        return "flash kernels (built-in; attention sites cast)";
     }
     return "flash kernels (built-in)";
 }
