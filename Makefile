@@ -17,8 +17,9 @@
 #   FP8=1 | TCFP12=1           linear layers as FP8 / TCFP-12 dual-FP8 GEMMs
 #   TCAST=1                    TensorCast datatypes at run time (BF16 storage; not with ENABLE_Q115, FP8, TCFP12)
 #   USE_CUDNN=1|0              attention on cuDNN's fused SDPA | the built-in flash kernels (build/<variant>_flash);
-#                              default: cuDNN where found and the mode admits it (BF16 / FP16 storage, FP8, TCFP-12;
-#                              not ENABLE_Q115, TCAST=1, PRECISION=FP32); CUDNN_HOME=... / CUDNN_FRONTEND_PATH=...
+#                              default: cuDNN where found and the mode admits it (BF16 / FP16 storage, FP8, TCFP-12,
+#                              TCAST=1 (runs that cast an attention site take the built-in kernels); not ENABLE_Q115,
+#                              PRECISION=FP32); CUDNN_HOME=... / CUDNN_FRONTEND_PATH=...
 #   GPU_ARCH=90                compute capability to build for (90 = Hopper sm_90)  [90]
 #   NO_MULTI_GPU=1 NO_USE_MPI=1  build without NCCL / without MPI
 #   NVCC=... / CUDA_HOME=...   another CUDA toolkit (e.g. CUDA 12.4: make cuda $(scripts/cuda12_toolchain.sh))

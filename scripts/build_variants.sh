@@ -12,7 +12,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-# variant (= its build/<variant> folder) and the make flags that select it, in build order
+# variant (= its build/<variant> folder) and the make flags that select it, in build order. bf16, fp16, fp8,
+# tcfp12 and tcast take cuDNN's attention where make finds it (their default), and compile the built-in kernels
+# as well (tcast: with the TensorCast cast instantiations, which its runs with attention casts use);
+# bf16_flash covers the builds without cuDNN (the attention code differs only by if constexpr (kAttentionCudnn)).
 VARIANTS=(
     "bf16     PRECISION=BF16"
     "bf16_flash PRECISION=BF16 USE_CUDNN=0"

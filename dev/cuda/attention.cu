@@ -4,8 +4,8 @@
 //   nvcc -O3 -arch=sm_90 -std=c++17 -I. dev/cuda/attention.cu -o /tmp/attention && /tmp/attention
 //   (add -DENABLE_FP16 or -DENABLE_FP32 for the other precisions; bf16 is the default;
 //    -DENABLE_BF16 -DENABLE_Q115 for SF16, where the attention hooks quantize to Q1.15;
-//    -DENABLE_BF16 -DENABLE_TCAST for the TensorCast build: the checks below with no cast configured,
-//    then the TensorCast suite described at the end of this comment;
+//    -DENABLE_BF16 -DENABLE_TCAST for the TensorCast build: the checks below with no cast configured
+//    (so on cuDNN in a cuDNN build), then the TensorCast suite described at the end of this comment;
 //    -DENABLE_BF16 -DATTN_TC_HOST_TEST: only the TensorCast host self-tests, no GPU needed)
 // Flags:
 //   --check-only   correctness checks only, no timing
@@ -32,7 +32,8 @@
 // run of this harness with exit status 1 and `error: cuDNN attention ...` (cudnn_bad_shape_check).
 //
 // TensorCast build (run_tcast_suite; llmc/kernels/attention/attention_tcast.cuh, doc/TCAST.md 5.1): after the checks
-// above (no cast configured: the BF16 kernels), (1) host self-tests: the reference row cast against
+// above (no cast configured: the build's plain attention, cuDNN's in a cuDNN build, as in a training run
+// that casts no attention site; attention_uses_cudnn), (1) host self-tests: the reference row cast against
 // tcast_cast_host, the kernels' inline group / element fast paths against tcast_group_scale /
 // tcast_quantize bit for bit (flags included) on adversarial values for ~150 datatypes and every round
 // mode, the random bits, the start-up refusals of attention_tcast_supported; (2) for 18 site
@@ -44,9 +45,10 @@
 // (T = 64, 300, 100, 256 with HS 64): structured inputs that make the fp32 scores exact on
 // the host and expose every P^ the forward, the dK/dV kernel and (T <= HS) the dQ kernel use, compared
 // bit for bit (details at tc_run_probe), plus the --cast-stats counters; (3) timing of the d12 shape
-// (B=64, T=1024, NH=12, HS=64) without casts, with mxfp8e4 at both sites and at each alone: the table of
-// plain vs cast TFLOP/s and time ratios is the last thing the run prints (tc_timing_table), ending with
-// the line of the 1.5x bar (both sites cast, forward + backward).
+// (B=64, T=1024, NH=12, HS=64) on the built-in kernels without casts ("plain"), with mxfp8e4 at both sites
+// and at each alone, and in a cuDNN build cuDNN's attention (what a run without attention casts takes): the
+// table of TFLOP/s and time ratios to plain is the last thing the run prints (tc_timing_table), ending with
+// the line of the 1.5x bar (both sites cast, forward + backward, against the built-in plain kernels).
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -1492,13 +1494,15 @@ static bool tc_run_probe(const TcCase& cs, int ci, int T, int HS, cudaStream_t s
     return pass;
 }
 
-// The TensorCast timing (run_tcast_suite): plain attention and the cast configurations on the d12 shape,
-// printed by tc_timing_table as the last lines of the run. fwd_ms < 0: not timed.
+// The TensorCast timing (run_tcast_suite): plain attention on the built-in kernels, the cast configurations
+// and (cuDNN builds) cuDNN's attention on the d12 shape, printed by tc_timing_table as the last lines of the
+// run. fwd_ms < 0: not timed.
 struct TcTiming {
     TcCase c;
+    bool cudnn = false;  // cuDNN's attention (no cast), not the built-in kernels
     float fwd_ms = -1.f, bwd_ms = -1.f;
 };
-static TcTiming tc_timing[4];
+static TcTiming tc_timing[5];
 static Shape tc_timing_shape;
 
 // TFLOP/s of plain attention (row 0) and of each cast configuration, with the ratios of their times to
@@ -1514,7 +1518,8 @@ static void tc_timing_table() {
     for (const TcTiming& t : tc_timing) {
         if (t.fwd_ms <= 0) continue;
         char name[64];
-        if (!t.c.scores && !t.c.probs) snprintf(name, sizeof name, "plain (no cast)");
+        if (t.cudnn) snprintf(name, sizeof name, "cuDNN (no cast)");
+        else if (!t.c.scores && !t.c.probs) snprintf(name, sizeof name, "plain (no cast, built-in)");
         else snprintf(name, sizeof name, "scores=%s probs=%s", tc_name(t.c.scores), tc_name(t.c.probs));
         printf("%-32s | %9.4f | %9.1f | %9.4f | %9.1f | %9.1f | %6.2f | %6.2f | %12.2f\n", name, t.fwd_ms,
                fwd_flops(sh) / (t.fwd_ms * 1e-3) / 1e12, t.bwd_ms, bwd_flops(sh) / (t.bwd_ms * 1e-3) / 1e12,
@@ -1566,21 +1571,32 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
     }
     tc_unconfigure(st);
     if (timing) {
-        // Plain attention (no cast configured: the BF16 kernels) against the TC kernels with mxfp8e4 at both
-        // sites and at each alone, on the d12 shape. The table goes to stdout at the very end of the run
+        // Plain attention on the built-in kernels (no cast configured: the BF16 kernels) against the TC kernels
+        // with mxfp8e4 at both sites and at each alone, on the d12 shape, and in a cuDNN build cuDNN's attention
+        // (attention_forward / attention_backward with no cast configured). The built-in launchers
+        // (attention_forward_mode, attention_backward_builtin) time the first four in every build, so that the
+        // ratios compare kernels with and without casts. The table goes to stdout at the very end of the run
         // (tc_timing_table), so that the 1.5x bar of the casts (both sites, forward + backward) reads off last.
         const Shape sh = {64, 1024, 12, 64};
         Buffers buf(sh, 4242);
         const int C = buf.C();
         const TcCase tcases[] = {{nullptr, nullptr}, {"mxfp8e4", "mxfp8e4"}, {"mxfp8e4", nullptr}, {nullptr, "mxfp8e4"}};
-        for (int k = 0; k < 4; k++) {
-            const TcCase& c = tcases[k];
+        for (int k = 0; k < 5; k++) {
+            const bool cudnn = k == 4;
+            if (cudnn && !kAttentionCudnn) break;
+            const TcCase c = cudnn ? TcCase{nullptr, nullptr} : tcases[k];
             if (c.scores || c.probs) tc_configure(c, st);
             else tc_unconfigure(st);
             tc_timing[k].c = c;
-            tc_timing[k].fwd_ms = time_median_ms([&] { attention_forward(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7); }, 5, 25, st);
+            tc_timing[k].cudnn = cudnn;
+            tc_timing[k].fwd_ms = time_median_ms([&] {
+                if (cudnn) attention_forward(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
+                else attention_forward_mode<kAttnProbsFromLse>(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
+            }, 5, 25, st);
             tc_timing[k].bwd_ms = time_median_ms([&] {
-                attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
+                if (cudnn) attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
+                else attention_backward_builtin(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, sh.T, C, sh.NH, st,
+                                                nullptr, 7);
             }, 5, 25, st);
         }
         tc_timing_shape = sh;

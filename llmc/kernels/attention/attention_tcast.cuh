@@ -311,9 +311,10 @@ static AttnTcastSite attn_tc_host[2];                     // mirror of attn_tc_s
 static TcastDeviceStats* attn_tc_stats_dev[2] = {NULL, NULL};
 
 // Set the attention casts for every later attention_forward / attention_backward: scores and probs
-// are the datatypes of the attn_scores / attn_probs sites, NULL = not cast (both NULL: the plain
-// BF16 kernels run). Stops with `error:` for a datatype the kernels cannot take (the head size is
-// checked at the first launch; tcast_attention_check (llmc/modes/tcast/mode.cuh) checks everything before the GPU is touched).
+// are the datatypes of the attn_scores / attn_probs sites, NULL = not cast (both NULL: plain attention,
+// cuDNN's in a cuDNN build, else the plain BF16 kernels; attention.cuh attention_uses_cudnn). Stops with
+// `error:` for a datatype the kernels cannot take (the head size is checked at the first launch;
+// tcast_attention_check (llmc/modes/tcast/mode.cuh) checks everything before the GPU is touched).
 // Synchronous (cudaMemcpyToSymbol): call once at start-up, not between kernels in flight.
 static inline void attention_tcast_configure(const TcastDataType* scores, const TcastDataType* probs) {
     const TcastDataType* dts[2] = {scores, probs};
@@ -335,8 +336,8 @@ static inline void attention_tcast_stats(TcastDeviceStats* scores, TcastDeviceSt
     attn_tc_stats_dev[1] = probs;
 }
 
-// True when some attention site is cast (the launchers then run the TC instantiations); constant
-// false in the builds without them.
+// True when some attention site is cast (the launchers then run the TC instantiations, and a cuDNN build
+// its built-in kernels instead of cuDNN); constant false in the builds without them.
 static inline bool attention_tcast_active() { return kModeAttentionCasts && (attn_tc_host[0].on || attn_tc_host[1].on); }
 // True when the probabilities are cast (the forward then runs its two-pass mode).
 static inline bool attention_tcast_probs() { return attn_tc_host[1].on != 0; }
