@@ -689,7 +689,7 @@ def vcast(x, dtype, dim: Optional[int] = -1, seed: int = 0):
     hist: dict = {}
     sc = dt.scale
     if sc is None:
-        # unscaled (1.3), or a fixed scale 2^N (section 4, "Fixed scale"): every element alone,
+        # unscaled (1.3), or a fixed scale 2^N (section 4d): every element alone,
         # v = x / 2^N (exact in float64: |N| <= 127 keeps every float32 in range), cast by 1.3,
         # times 2^N (exact), then one rounding to float32; no scale is derived, no histogram entry
         n = dt.fixed or 0

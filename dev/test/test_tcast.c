@@ -6,7 +6,7 @@
  * points; channel / tensor scales; dims; M:N sparsity; stochastic rounding; unscaled casts), and
  * random comparisons against a reference written here from the doc in double arithmetic (frexp,
  * ldexp, floor) and plain float32 operations, independent of the header's integer code.
- * Fixed scales pN (section 2, 4 "Fixed scale"): parsing and refusals, casts against the same
+ * Fixed scales pN (section 2, 4d): parsing and refusals, casts against the same
  * reference with x / 2^N, and q115 (= int16_p-1) against the SF16 build's simulate_q115
  * (llmc/numerics/q115.h) on every float32 of the critical binades and a dense sweep of the rest.
  *   cc -std=gnu11 -O2 -Wall -Wextra -I. dev/test/test_tcast.c -lm -o /tmp/test_tcast && /tmp/test_tcast
@@ -984,9 +984,9 @@ static void test_unscaled(void) {
 }
 
 // ----------------------------------------------------------------------------------------------
-// Fixed scales pN (sections 2 and 4 "Fixed scale")
+// Fixed scales pN (sections 2 and 4d)
 
-// Section 4 "Fixed scale" on one element, from the doc: NaN -> NaN; +-Inf -> +-Inf (ieee) or
+// Section 4d on one element, from the doc: NaN -> NaN; +-Inf -> +-Inf (ieee) or
 // +-max * 2^N; else the 1.3 cast of the exact real x / 2^N, times 2^N, rounded once to float32.
 static float ref_fixed(float x, const RefF* f, int n, int mode, uint32_t u) {
     int sat;

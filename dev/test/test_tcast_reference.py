@@ -789,7 +789,7 @@ def test_stochastic_c_reproducible(tmp_path):
 # ------------------------------------------------------------------ f. fixed scales pN
 
 def test_reference_fixed_scale_rules():
-    """Section 4 "Fixed scale" by hand: q115 = int16_p-1 is n / 2^15, |n| <= 32767, RNE, +0 for zero,
+    """Section 4d by hand: q115 = int16_p-1 is n / 2^15, |n| <= 32767, RNE, +0 for zero,
     NaN -> NaN, Inf -> +-max, no histogram entry; p0 of a float is its unscaled cast."""
     x = np.float32([[1.0, -1.0, 0.5, 2.0 ** -16, 3 * 2.0 ** -17, np.inf, -np.inf, np.nan, -0.0, 1 - 2.0 ** -16,
                      -(2.0 ** -140), 5 * 2.0 ** -16]])

@@ -10,7 +10,7 @@
  *     can be passed by value to a CUDA kernel; built on the host by the parsers of tcast_spec.h);
  *   - float32 bit helpers and float32 arithmetic with RNE at every operation;
  *   - element casts (tcast_quantize_exp / _int / _uint / _uint_izero, tcast_cast_element, and
- *     tcast_cast_fixed for the fixed scales pN: 1.3, 4a-4c and 4 "Fixed scale", with saturation /
+ *     tcast_cast_fixed for the fixed scales pN: 1.3, 4a-4c and 4d, with saturation /
  *     flush flags for 4.5);
  *   - group accumulation and scales (TcastGroupAcc, tcast_group_scale: 4a-4c, specials 4.3), the
  *     scale histogram bins (4.5), the per-group element cast tcast_quantize, per-element random bits
@@ -109,7 +109,7 @@ typedef struct {
 // A data type (section 3): number, optional scale, modifiers, name.
 // A fixed scale pN (section 2) is not a TcastScaleSpec: it derives nothing from the data, so the type
 // casts like an unscaled one (has_scale = 0: every element alone, specials per element, no groups),
-// with the element format's grid times 2^fixed_exp (section 4, "Fixed scale").
+// with the element format's grid times 2^fixed_exp (section 4d).
 typedef struct {
     TcastNumberSpec number;
     int has_scale;             // 1: a scale spec SCALE[_ZERO][_tX[dY]] (groups with derived scales)
@@ -312,7 +312,7 @@ static inline HOST_DEVICE float tcast_quantize_exp(const TcastNumberSpec* f, flo
     return tcast_f32_from_bits(rb);
 }
 
-// Sections 1.3 and 4 "Fixed scale": the element-wise cast of x to the float format f (an int format
+// Sections 1.3 and 4d: the element-wise cast of x to the float format f (an int format
 // works too, in its fixed-point view) times the fixed scale 2^s, s = N of pN (0: the unscaled cast of
 // 1.3), with round mode r: NaN -> NaN; +-Inf -> +-Inf (ieee) or +-max * 2^s (fn, fnuz, ints; rounded
 // to float32, so Inf again if it exceeds FLT_MAX); zeros keep their sign except in fnuz mode and for
