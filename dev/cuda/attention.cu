@@ -36,19 +36,19 @@
 // that casts no attention site; attention_uses_cudnn), (1) host self-tests: the reference row cast against
 // tcast_cast_host, the kernels' inline group / element fast paths against tcast_group_scale /
 // tcast_quantize bit for bit (flags included) on adversarial values for ~150 datatypes and every round
-// mode, the random bits, the start-up refusals of attention_tcast_supported; (2) for 18 site
+// mode, the random bits, the start-up refusals of attention_tcast_supported; (2) for 21 site
 // configurations (each site alone and both: mxfp8e4, mxfp4e2, mxint8, e4m3fn unscaled, int8_b32, uints
 // with int and float zero points, M:N sparsity 2:4 / 8:32 / 1:2 / 16:32, @stochastic, @nearest, @zero,
-// @midmax, tiles 2..64): tc_run_case on four shapes (T = 200, 1000, 333, 64; HS 64, the only cast head size; several
+// @midmax, tiles 2..64, e7m2 with a narrow RNE range, fixed scales q115 / int8_p1 / e4m3fn_p-3): tc_run_case on four shapes (T = 200, 1000, 333, 64; HS 64, the only cast head size; several
 // B*NH) against a float64 reference that casts each row with the library's primitives (tolerances at
 // tc_run_case), bit-reproducible twice, amax outputs exact; and tc_run_probe on four probe shapes
 // (T = 64, 300, 100, 256 with HS 64): structured inputs that make the fp32 scores exact on
 // the host and expose every P^ the forward, the dK/dV kernel and (T <= HS) the dQ kernel use, compared
 // bit for bit (details at tc_run_probe), plus the --cast-stats counters; (3) timing of the d12 shape
 // (B=64, T=1024, NH=12, HS=64) on the built-in kernels without casts ("plain"), with mxfp8e4 at both sites
-// and at each alone, and in a cuDNN build cuDNN's attention (what a run without attention casts takes): the
-// table of TFLOP/s and time ratios to plain is the last thing the run prints (tc_timing_table), ending with
-// the line of the 1.5x bar (both sites cast, forward + backward, against the built-in plain kernels).
+// and at each alone, q115 at both, and in a cuDNN build cuDNN's attention (what a run without attention casts
+// takes): the table of TFLOP/s and time ratios to plain is the last thing the run prints (tc_timing_table),
+// ending with the line of the 1.5x bar (both sites cast, forward + backward, against the built-in plain kernels).
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -803,7 +803,10 @@ static bool tc_host_selftest() {
         for (int i = 0; tcast_predefined(i, &pn, &pnum, &psc) == 0; i++) names.push_back(pn);
         const char* base[] = {"mxfp8e4", "mxfp4e2", "mxint8", "mxfp6e3", "mxfp8e5", "bfp16", "e4m3fn", "e5m2",
                               "bfloat16", "e2m1fnuz", "int8_e8m0_t16", "e4m3fnuz_e8m0_t32", "e3m2fnuz_e8m0_t2", "int4_e8m0_t64",
-                              "e2m3fnuz_e5m0_t8", "int8_b32", "uint8_bi32", "uint4_ff32", "e7m2_e8m0_t32"};
+                              "e2m3fnuz_e5m0_t8", "int8_b32", "uint8_bi32", "uint4_ff32", "e7m2_e8m0_t32",
+                              // fixed scales pN (doc/TCAST.md 4d; q115 is predefined): offset exponents at both
+                              // ends of -127..127 (the RNE family refuses emin + N < -127 and M or max_F 2^N past float32)
+                              "int8_p-3", "e4m3fn_p2", "e5m2_p-10", "int16_p-1", "e2m1fnuz_p120", "int4_p-127", "e7m2_p-100"};
         const char* mods[] = {"", "@nearest", "@zero", "@stochastic", "@midmax", "@stochastic@midmax"};
         for (const char* b : base)
             for (const char* m : mods) names.push_back(std::string(b) + m);
@@ -889,8 +892,9 @@ static bool tc_host_selftest() {
             }
             AttnGroupQ q;
             if (!dt.has_scale) {
-                q.g = gref;  // unscaled: attn_tc_group_unscaled
-                q.fast = attn_tc_maxb(&S, 0, &q.maxb);
+                q.g = gref;  // unscaled (or a fixed scale pN): attn_tc_group_unscaled
+                q.g.s = dt.fixed_exp;
+                q.fast = attn_tc_maxb(&S, dt.fixed_exp, &q.maxb);
             } else if (attn_tc_group_fast(&S, am, &q)) {
                 n_fast_grp++;
             } else {
@@ -1017,7 +1021,7 @@ static bool tc_host_selftest() {
         {64, "mxfp8e4", 1},  {128, "mxfp8e4", 0},     {80, "mxfp8e4", 0},          {32, "e4m3fn", 0},
         {64, "e4m3fn", 1},   {64, "int8_b", 0},       {64, "e4m3fn_e8m0_t0", 0},   {64, "e4m3fn_e8m0_t128", 0},
         {64, "mxfp8e4@2:4", 1}, {64, "mxfp8e4@3:6", 0}, {64, "e4m3fn_e8m0_t64@8:32", 1}, {64, "uint8_bi32", 1},
-        {64, "e4m3fn_e8m0_t8d0", 0},
+        {64, "e4m3fn_e8m0_t8d0", 0}, {64, "q115", 1},      {64, "int8_p-3@2:4", 1},    {128, "q115", 0},
     };
     int n_ref_bad = 0;
     for (const auto& c : cases) {
@@ -1502,7 +1506,7 @@ struct TcTiming {
     bool cudnn = false;  // cuDNN's attention (no cast), not the built-in kernels
     float fwd_ms = -1.f, bwd_ms = -1.f;
 };
-static TcTiming tc_timing[5];
+static TcTiming tc_timing[6];  // the cases of run_tcast_suite's timing, then cuDNN
 static Shape tc_timing_shape;
 
 // TFLOP/s of plain attention (row 0) and of each cast configuration, with the ratios of their times to
@@ -1560,6 +1564,10 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
         // register path takes most score tiles, refuses some (diagonal groups of a few small keys) and
         // most probability tiles, whose groups then go through the staged path in the same kernel
         {"e7m2_e8m0_t32", "e7m2_e8m0_t32"},
+        // fixed scales pN (doc/TCAST.md 4d): q115 (SF16's Q1.15) at both sites in registers (the RNE
+        // family with the offset exponent -1: scores beyond +-1 saturate); staged, with the element fast path
+        {"q115", "q115"},
+        {"int8_p1@stochastic", "e4m3fn_p-3@nearest"},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     // (the cast kernels are instantiated for HS = 64 only: llmc/kernels/attention/attention.cuh attn_tc_require_tc)
@@ -1580,9 +1588,10 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
         const Shape sh = {64, 1024, 12, 64};
         Buffers buf(sh, 4242);
         const int C = buf.C();
-        const TcCase tcases[] = {{nullptr, nullptr}, {"mxfp8e4", "mxfp8e4"}, {"mxfp8e4", nullptr}, {nullptr, "mxfp8e4"}};
-        for (int k = 0; k < 5; k++) {
-            const bool cudnn = k == 4;
+        const TcCase tcases[] = {{nullptr, nullptr}, {"mxfp8e4", "mxfp8e4"}, {"mxfp8e4", nullptr}, {nullptr, "mxfp8e4"}, {"q115", "q115"}};
+        const int ncases = (int)(sizeof(tcases) / sizeof(tcases[0]));
+        for (int k = 0; k <= ncases; k++) {
+            const bool cudnn = k == ncases;
             if (cudnn && !kAttentionCudnn) break;
             const TcCase c = cudnn ? TcCase{nullptr, nullptr} : tcases[k];
             if (c.scores || c.probs) tc_configure(c, st);

@@ -435,7 +435,7 @@ class TcastPlan:
             raise ValueError(f"{flag} {key}={text}: stochastic rounding is not reproducible here "
                              "(the reference does not derive the trainer's per-call seeds)")
         if attention and dt.scale is not None and not 0 < dt.scale.tile <= TCAST_ATTN_TILE_MAX:
-            raise ValueError(f"{flag} {key}={text}: the attention sites take unscaled or tile-scaled datatypes "
+            raise ValueError(f"{flag} {key}={text}: the attention sites take unscaled, fixed-scale (pN) or tile-scaled datatypes "
                              f"(tiles of up to {TCAST_ATTN_TILE_MAX} keys)")
         if attention and dt.sparse is not None and dt.sparse[1] > TCAST_ATTN_TILE_MAX:
             raise ValueError(f"{flag} {key}={text}: sparsity group larger than {TCAST_ATTN_TILE_MAX} keys")

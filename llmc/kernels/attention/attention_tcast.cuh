@@ -13,7 +13,7 @@
 // its row's groups; keys j > i and j >= T enter as +0. Along the row, in this order:
 //   1. M:N sparsity (if any): groups of N keys aligned at key 0 (N a power of two <= 32); in each,
 //      the M largest magnitudes survive (ties: lower key), the others become +0 (tcast_sparse_*).
-//   2. The cast: unscaled types element by element; tile-scaled types (tile X = 2..64, a power of
+//   2. The cast: unscaled and fixed-scale (pN) types element by element; tile-scaled types (tile X = 2..64, a power of
 //      two) in groups of X keys aligned at key 0: TcastGroupAcc over the group (integer max / min of
 //      bit patterns: order-free, so a shuffle or shared-memory reduction gives the same bits as a
 //      sequential one), tcast_group_scale, tcast_quantize per element. Random bits (@stochastic):
@@ -87,7 +87,8 @@ static inline HOST_DEVICE uint32_t attn_tc_rbits(uint64_t state, uint64_t index)
 
 // A group's scale as the element casts use it.
 struct AttnGroupQ {
-    TcastGroupScale g;
+    TcastGroupScale g;  // g.s: the exponent attn_tc_quant_fast scales by: the group's (EXP) or the type's fixed
+                        // exponent dt.fixed_exp (UNSCALED; 0 unless pN, and tcast_quantize reads dt's own)
     uint32_t maxb;  // fast: float32 bits of max_F * 2^s
     int fast;       // 1: elements may take attn_tc_quant_fast (EXP or UNSCALED groups, maxb normal)
 };
@@ -126,14 +127,15 @@ static inline HOST_DEVICE AttnGroupQ attn_tc_group_general(const AttnTcastSite* 
     acc.tmax = hi;
     AttnGroupQ q;
     q.g = tcast_group_scale(&S->dt, acc);
+    if (q.g.mode == TCAST_GROUP_UNSCALED) q.g.s = S->dt.fixed_exp;
     q.maxb = 0;
     q.fast = 0;
     if (q.g.mode == TCAST_GROUP_EXP || q.g.mode == TCAST_GROUP_UNSCALED) q.fast = attn_tc_maxb(S, q.g.s, &q.maxb);
     return q;
 }
 
-// The element fast path (see the header comment): x in a group with exponent s (0 for unscaled
-// types) and saturation bound maxb = bits of max_F * 2^s. Returns 1 with *out (and *flags, if
+// The element fast path (see the header comment): x in a group with exponent s (unscaled types: the
+// fixed exponent, 0 unless pN) and saturation bound maxb = bits of max_F * 2^s. Returns 1 with *out (and *flags, if
 // non-NULL) set when it applies, bit-identical to tcast_quantize_exp / tcast_cast_element; 0 when
 // the caller must use tcast_quantize (subnormal or huge x, quantum beyond the value, Inf / NaN).
 // With |x| = m 2^(E-150), the group's quantum at |x| is 2^(E-150+shift) with
@@ -178,8 +180,8 @@ static inline HOST_DEVICE int attn_tc_quant_fast(const TcastNumberSpec* f, Tcast
     return 0;
 }
 
-// ---- The RNE family: round-to-nearest-even casts of exponent-scaled (MX float / int) and unscaled
-// float data, without per-element branches. For a group with exponent s and an element x (finite),
+// ---- The RNE family: round-to-nearest-even casts of exponent-scaled (MX float / int), unscaled float
+// and fixed-scaled (pN) float / int data, without per-element branches. For a group with exponent s and an element x (finite),
 // tcast_quantize_exp rounds |x| to the quantum Q = 2^(max(e, emin + s) - mbits), e = floor(log2 |x|),
 // RNE, saturates at max_F 2^s and rounds the result to float32 (a no-op when Q >= 2^-149). With
 // M = 1.5 * 2^23 * Q (a normal float32 whose ulp is Q and M / Q even), x + M lands in M's binade
@@ -201,15 +203,16 @@ struct AttnTcRneQ {
 };
 
 // The group step: amax = bits of the group's max |x| (NaN / Inf patterns included), scaled = the
-// type has an exponent scale (else s = 0 and amax only screens out NaN / Inf / huge values). Returns
-// 1 with *q set when every element of the group may take attn_tc_rne_elem, else 0.
+// type has an exponent scale (else s = the fixed exponent dt.fixed_exp, 0 unless pN: doc/TCAST.md 4d,
+// a known s, and amax only screens out NaN / Inf / huge values). Returns 1 with *q set when every
+// element of the group may take attn_tc_rne_elem, else 0.
 static inline HOST_DEVICE int attn_tc_rne_group(const AttnTcastSite* S, uint32_t amax, int scaled, AttnTcRneQ* q) {
     // Branch-free (selects only): the kernels evaluate it for several groups per lane back to back.
     // An all-zero group keeps s = 0 (every element is +-0: any valid M and max do).
     const int ea = (int)(amax >> 23), live = scaled && amax != 0u;
     int s = ea - 127 - S->dt.number.emax;  // tcast_exp_scale, @max, normal amax
     s = s < S->dt.scale.scale.emin ? S->dt.scale.scale.emin : s;
-    s = live ? s : 0;
+    s = live ? s : scaled ? 0 : S->dt.fixed_exp;
     const int ethr = S->rne_emin + s, etop = ea > ethr ? ea : ethr, emaxf = (int)(S->maxb0 >> 23) + s;
     // refused: NaN / Inf in the group; a subnormal amax; the NaN group (s above the scale's range);
     // a quantum below emin + s = -127; M at 2^128 or more; max_F 2^s not a normal float32
@@ -293,7 +296,7 @@ static inline int attention_tcast_supported(int HS, const TcastDataType* dt, cha
     if (HS > 0 && HS != 64)
         return tcast_fail_(why, n, "the attention casts run in the tensor-core kernels, instantiated for head size 64 (head size %d)", HS) + 1;
     if (dt->has_scale && dt->scale.tile <= 0)
-        return tcast_fail_(why, n, "per-tensor and channel scales would need the whole T x T matrix; use an unscaled or a tile-scaled datatype") + 1;
+        return tcast_fail_(why, n, "per-tensor and channel scales would need the whole T x T matrix; use an unscaled, fixed-scale (pN) or tile-scaled datatype") + 1;
     if (dt->has_scale && (dt->scale.tile < 2 || dt->scale.tile > 64))
         return tcast_fail_(why, n, "tile %d: the attention kernels take tiles of 2..64 keys", dt->scale.tile) + 1;
     if (dt->has_scale && dt->scale.dim_given && dt->scale.dim != -1 && dt->scale.dim != 1)

@@ -7,7 +7,7 @@
 // Design (doc/TCAST.md 6). After the MMA that produces a tile of raw dot products the kernel's TC step
 // (attn_tc_step_q: forward passes and dQ; attn_tc_step_k: dK/dV) forms v = raw * scale (future keys 0)
 // in its C fragments and then, site by site:
-//   * RNE family (round-even MX float / int and unscaled float types, chosen at configure time,
+//   * RNE family (round-even MX float / int, unscaled float and fixed-scale pN types, chosen at configure time,
 //     AttnTcastSite::frag): the cast in registers, attn_tc_frag_rne / attn_tc_frag_rne_k. Per group
 //     the amax (quad shuffles in the query-major kernels, shared memory across the dK/dV kernel's
 //     warps), one branch-free group step (attn_tc_rne_group) and a vote; per element seven
@@ -56,16 +56,17 @@ __device__ __forceinline__ AttnGroupQ attn_tc_group(int site, uint32_t amax, int
     return attn_tc_group_slow(site, amax, lo, hi);
 }
 
-// The group of an unscaled site (every element alone).
+// The group of an unscaled site (every element alone), with the type's fixed scale exponent (0 unless pN).
 __device__ __forceinline__ AttnGroupQ attn_tc_group_unscaled(int site) {
     AttnGroupQ q;
+    const int s = attn_tc_site[site].dt.fixed_exp;
     q.g.mode = TCAST_GROUP_UNSCALED;
-    q.g.s = 0;
+    q.g.s = s;
     q.g.scale = 0.0f;
     q.g.zero = 0.0f;
     q.g.izero = 0;
     q.g.hist = -1;
-    q.fast = attn_tc_maxb(&attn_tc_site[site], 0, &q.maxb);
+    q.fast = attn_tc_maxb(&attn_tc_site[site], s, &q.maxb);
     return q;
 }
 
