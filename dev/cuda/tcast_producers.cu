@@ -83,20 +83,28 @@ static bool same_stats(const DeviceBuffer<TcastDeviceStats>& a, const DeviceBuff
     return memcmp(ha.data(), hb.data(), sizeof(TcastDeviceStats)) == 0 && ha[0].values > 0;
 }
 
+// The data type of a case, parsed, and whether its tile fits a (rows, cols) cast along dim: false (the
+// case does not run) for an unparsable text (a failed check) or a tile that does not divide the shape
+// (skipped with its reason: tcast_cast would stop).
+static bool case_datatype(Tally& t, const char* text, int rows, int cols, int dim, TcastDataType* dt) {
+    char err[256];
+    if (tcast_parse_datatype(text, dt, err, sizeof(err)) != 0) {
+        printf("  bad data type %s: %s\n", text, err);
+        t.check(text, false);
+        return false;
+    }
+    if (tcast_cast_shape_ok(*dt, rows, cols, dim, err, sizeof(err)) != 0) {
+        printf("  (skipped: %s)\n", err);
+        return false;
+    }
+    return true;
+}
+
 // One case: producer p, data type text, shape, dim; with and without statistics.
 static void run_case(Tally& t, Producer p, const char* text, int rows, int cols, int dim, uint64_t seed, TcastCastContext* ctx,
                      bool expect_fused) {
     TcastDataType dt;
-    char err[256];
-    if (tcast_parse_datatype(text, &dt, err, sizeof(err)) != 0) {
-        printf("  bad data type %s: %s\n", text, err);
-        t.check(text, false);
-        return;
-    }
-    if (tcast_cast_shape_ok(dt, rows, cols, dim, err, sizeof(err)) != 0) {  // a tile that does not divide the shape
-        printf("  (skipped: %s)\n", err);
-        return;
-    }
+    if (!case_datatype(t, text, rows, cols, dim, &dt)) return;
     const size_t n = (size_t)rows * cols;
     std::vector<float> hpre, hd;
     make_inputs(rows, cols, seed, hpre, hd);
@@ -157,16 +165,7 @@ static void run_case(Tally& t, Producer p, const char* text, int rows, int cols,
 static void run_ln_case(Tally& t, bool residual, const char* text, int rows, int C, uint64_t seed, TcastCastContext* ctx,
                         bool expect_fused) {
     TcastDataType dt;
-    char err[256];
-    if (tcast_parse_datatype(text, &dt, err, sizeof(err)) != 0) {
-        printf("  bad data type %s: %s\n", text, err);
-        t.check(text, false);
-        return;
-    }
-    if (tcast_cast_shape_ok(dt, rows, C, 1, err, sizeof(err)) != 0) {
-        printf("  (skipped: %s)\n", err);
-        return;
-    }
+    if (!case_datatype(t, text, rows, C, 1, &dt)) return;
     const size_t n = (size_t)rows * C;
     std::vector<float> ha = random_normal(n, seed), hb = random_normal(n, seed ^ 0x5bd1e995ull);
     std::vector<float> hw = random_normal(C, seed ^ 0x1234ull, 0.5f), hbias = random_normal(C, seed ^ 0x4321ull, 0.2f);
