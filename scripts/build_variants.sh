@@ -34,7 +34,10 @@ VARIANTS=(
 #     kernels are the same in q115_tf: SF16_TRUE_FORWARD changes only the GEMM outputs);
 #   the FP8 layer (gemm_fp8, fp8_quant, fp8_epilogues, lowp_producers) in bf16 only: it takes BF16 / fp32 buffers
 #     explicitly, whatever floatX is, and the FP8 / TCFP-12 builds do not change it;
-#   tcast: the TensorCast cast kernels, in the TCAST=1 build.
+#   tcast: the TensorCast cast kernels, in the TCAST=1 build;
+#   tcast_producers in bf16: the cast kernels and producers it checks compile the same in any BF16 build (it
+#     includes no mode), so the TCAST build adds only its own compile time; gemm_algos (the cuBLASLt algorithm
+#     survey) in bf16: it times BF16 GEMMs only.
 # A dev/cuda harness missing here is compiled in bf16 (and named in the log); a name here without its
 # .cu file is skipped.
 HARNESS_TABLE="
@@ -52,6 +55,8 @@ gemm_fp8       bf16
 fp8_epilogues  bf16
 lowp_producers bf16
 tcast          tcast
+tcast_producers bf16
+gemm_algos     bf16
 "
 
 only="" harnesses=table
