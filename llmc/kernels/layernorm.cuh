@@ -188,44 +188,10 @@ static inline void layernorm_check_args(const char* who, int N, int C, const voi
         }
 }
 
-// The launch shape of a row: TPR threads per row (32: warp path, LN_THREADS: block path), PPT packets each.
-template <int TPR_, int PPT_>
-struct LnShape {
-    static constexpr int TPR = TPR_, PPT = PPT_;
-};
-
-// Calls launch(LnShape<TPR, PPT>(), blocks) with the shape of the forward for (N, C) (N > 0): the warp path
-// while a lane holds at most 16 packets, else the block path; C too large: error (exit).
-template <class F>
-static inline void layernorm_forward_shape(const char* who, int N, int C, F&& launch) {
-    const int P = C / x128::size;
-    const int ppl = ceil_div(P, 32);  // packets per lane on the warp path
-    const int warp_blocks = ceil_div(N, LN_THREADS / 32);
-    if (ppl <= 1) launch(LnShape<32, 1>(), warp_blocks);
-    else if (ppl <= 2) launch(LnShape<32, 2>(), warp_blocks);
-    else if (ppl <= 3) launch(LnShape<32, 3>(), warp_blocks);
-    else if (ppl <= 4) launch(LnShape<32, 4>(), warp_blocks);
-    else if (ppl <= 5) launch(LnShape<32, 5>(), warp_blocks);
-    else if (ppl <= 6) launch(LnShape<32, 6>(), warp_blocks);
-    else if (ppl <= 7) launch(LnShape<32, 7>(), warp_blocks);
-    else if (ppl <= 8) launch(LnShape<32, 8>(), warp_blocks);
-    else if (ppl <= 10) launch(LnShape<32, 10>(), warp_blocks);
-    else if (ppl <= 12) launch(LnShape<32, 12>(), warp_blocks);
-    else if (ppl <= 16) launch(LnShape<32, 16>(), warp_blocks);
-    else {
-        const int ppt = ceil_div(P, LN_THREADS);  // packets per thread on the block path
-        if (ppt <= 4) launch(LnShape<LN_THREADS, 4>(), N);
-        else if (ppt <= 8) launch(LnShape<LN_THREADS, 8>(), N);
-        else if (ppt <= 16) launch(LnShape<LN_THREADS, 16>(), N);
-        else {
-            fprintf(stderr, "error: %s: C = %d too large (at most %d)\n", who, C, 16 * LN_THREADS * x128::size);
-            exit(EXIT_FAILURE);
-        }
-    }
-}
-
-// Whether the forward of C channels runs on the warp path (a warp per row; layernorm_forward_sink needs it).
-static inline bool layernorm_forward_warp_path(int C) { return ceil_div(C / x128::size, 32) <= 16; }
+// The forward's warp path (a warp per row) holds at most this many packets per lane; wider rows take the
+// block path. layernorm_forward_sink needs the warp path.
+static constexpr int LN_WARP_PPL_MAX = 16;
+static inline bool layernorm_forward_warp_path(int C) { return ceil_div(C / x128::size, 32) <= LN_WARP_PPL_MAX; }
 
 template <bool FUSED, bool AMAX>
 static inline void layernorm_forward_dispatch(const char* who, floatX* residual, floatX* out, float* mean, float* rstd,
@@ -233,11 +199,34 @@ static inline void layernorm_forward_dispatch(const char* who, floatX* residual,
                                               const floatX* bias, int N, int C, unsigned int* amax_out,
                                               cudaStream_t stream) {
     if (N == 0) return;
-    layernorm_forward_shape(who, N, C, [&](auto shape, int blocks) {
-        using S = decltype(shape);
-        layernorm_forward_kernel<S::TPR, S::PPT, FUSED, AMAX><<<blocks, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1,
-                                                                                             inp2, weight, bias, N, C, amax_out);
-    });
+    const int P = C / x128::size;
+    const int ppl = ceil_div(P, 32);  // packets per lane on the warp path
+    const int warp_blocks = ceil_div(N, LN_THREADS / 32);
+#define LN_FWD(TPR, PPT, BLOCKS) \
+    layernorm_forward_kernel<TPR, PPT, FUSED, AMAX><<<BLOCKS, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1, \
+                                                                                       inp2, weight, bias, N, C, amax_out)
+    if (ppl <= 1) LN_FWD(32, 1, warp_blocks);
+    else if (ppl <= 2) LN_FWD(32, 2, warp_blocks);
+    else if (ppl <= 3) LN_FWD(32, 3, warp_blocks);
+    else if (ppl <= 4) LN_FWD(32, 4, warp_blocks);
+    else if (ppl <= 5) LN_FWD(32, 5, warp_blocks);
+    else if (ppl <= 6) LN_FWD(32, 6, warp_blocks);
+    else if (ppl <= 7) LN_FWD(32, 7, warp_blocks);
+    else if (ppl <= 8) LN_FWD(32, 8, warp_blocks);
+    else if (ppl <= 10) LN_FWD(32, 10, warp_blocks);
+    else if (ppl <= 12) LN_FWD(32, 12, warp_blocks);
+    else if (ppl <= LN_WARP_PPL_MAX) LN_FWD(32, LN_WARP_PPL_MAX, warp_blocks);
+    else {
+        const int ppt = ceil_div(P, LN_THREADS);  // packets per thread on the block path
+        if (ppt <= 4) LN_FWD(LN_THREADS, 4, N);
+        else if (ppt <= 8) LN_FWD(LN_THREADS, 8, N);
+        else if (ppt <= 16) LN_FWD(LN_THREADS, 16, N);
+        else {
+            fprintf(stderr, "error: %s: C = %d too large (at most %d)\n", who, C, 16 * LN_THREADS * x128::size);
+            exit(EXIT_FAILURE);
+        }
+    }
+#undef LN_FWD
     cudaCheckLaunch();
 }
 
@@ -319,7 +308,7 @@ static inline void layernorm_forward_sink(floatX* residual, floatX* out, float* 
     if (ppl <= 2) LN_SINK(2);
     else if (ppl <= 4) LN_SINK(4);
     else if (ppl <= 8) LN_SINK(8);
-    else LN_SINK(16);
+    else LN_SINK(LN_WARP_PPL_MAX);
 #undef LN_SINK
     cudaCheckLaunch();
 }
