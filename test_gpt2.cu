@@ -62,15 +62,13 @@ static void read_state(const char* ckpt, const char* state_path, DebugState* ref
             ref->sf16_mode, BOUNDARY_MODE_NAME, ModeTest::kStateMode);
 }
 
-// This build against one reference state (dev/reference/gpt2_reference.py) of the checkpoint ckpt: the
-// forward (logits, loss), every gradient, the state's training steps, and determinism; a row per check,
-// each recorded (ref_check.cuh). Also the CheckStateFn the mode's more_states calls.
-static void check_state(const char* ckpt, const char* state_path, const TestTolerances& tol) {
+// This build against one reference state ref (dev/reference/gpt2_reference.py, read from state_path) of the
+// checkpoint ckpt: the forward (logits, loss), every gradient, the state's training steps, and determinism; a
+// row per check, each recorded (ref_check.cuh).
+static void check_against(const char* ckpt, const DebugState& ref, const char* state_path, const TestTolerances& tol) {
     GPT2 model;
     GPT2Config cfg;
     checkpoint_read_header(ckpt, &cfg);
-    DebugState ref;
-    read_state(ckpt, state_path, &ref);
     const int B = ref.B, T = ref.T, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     build_model(&model, ckpt, B, T);
     printf("%s build (boundaries: %s) vs %s (%s weights, checkpoint %s)\n", PRECISION_MODE_NAME, BOUNDARY_MODE_NAME, state_path,
@@ -147,9 +145,15 @@ static void check_state(const char* ckpt, const char* state_path, const TestTole
     record(same_params);
     free(final_params[0]);
     free(final_params[1]);
-
-    debug_state_free(&ref);
     gpt2_free(&model);
+}
+
+// The CheckStateFn the mode's more_states calls: check_against the state at state_path.
+static void check_state(const char* ckpt, const char* state_path, const TestTolerances& tol) {
+    DebugState ref;
+    read_state(ckpt, state_path, &ref);
+    check_against(ckpt, ref, state_path, tol);
+    debug_state_free(&ref);
 }
 
 int main(int argc, char** argv) {
@@ -164,10 +168,10 @@ int main(int argc, char** argv) {
         die("usage: %s [checkpoint debug_state%s]", argv[0], ModeTest::kExtraUsage);
     }
 
-    check_state(ckpt, state_path, tol);
-    g_mode.more_states(check_state);
     DebugState ref;
     read_state(ckpt, state_path, &ref);
+    check_against(ckpt, ref, state_path, tol);
+    g_mode.more_states(check_state);
     g_mode.finish(ckpt, ref, build_model);
     debug_state_free(&ref);
     printf("\n%d passed, %d failed\n", g_passed, g_failed);

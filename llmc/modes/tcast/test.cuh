@@ -138,12 +138,11 @@ struct ModeTest : ModeTestDefaults {
 
     const char* uncast_path = DEFAULT_UNCAST_STATE;
     // The plans, parsed and checked as the trainer parses --cast / --cast-gemm / --cast-lm-head (they
-    // outlive every model of this test), and the one attach applies, with the uncast state and margin
-    // check_gradients uses for it.
+    // outlive every model of this test), and the one attach applies; the TCAST_CASES entry under check
+    // (-1: the fixed plan), whose uncast state and margin check_gradients uses.
     TcastPlan plan_fixed, plan_grid, plan_case[TCAST_NUM_CASES];
     const TcastPlan* plan = &plan_fixed;
-    const char* active_uncast = NULL;  // NULL: uncast_path
-    double min_ratio = TCAST_MIN_UNCAST_RATIO;
+    int active_case = -1;
     bool plans_ready = false;
 
     void take_args(char** extra) { uncast_path = extra[0]; }
@@ -161,7 +160,9 @@ struct ModeTest : ModeTestDefaults {
                          const size_t* param_sizes) {
         size_t nparams = 0;
         for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) nparams += param_sizes[t];
-        check_tcast_active(active_uncast ? active_uncast : uncast_path, min_ratio, &cfg, &ref, logits, loss, grads, nparams);
+        const TcastCase* c = active_case >= 0 ? &TCAST_CASES[active_case] : NULL;
+        check_tcast_active(c ? TCAST_CASE_UNCAST_STATE : uncast_path, c ? c->min_uncast_ratio : TCAST_MIN_UNCAST_RATIO, &cfg, &ref,
+                           logits, loss, grads, nparams);
     }
     // Each of TCAST_CASES: its plan on the head-size-64 model against its state, then back to the fixed plan.
     void more_states(CheckStateFn check) {
@@ -169,13 +170,11 @@ struct ModeTest : ModeTestDefaults {
             const TcastCase& c = TCAST_CASES[i];
             printf("\n  TensorCast case %s: --cast %s --cast-gemm '%s'\n", c.name, c.cast, c.cast_gemm);
             plan = &plan_case[i];
-            active_uncast = TCAST_CASE_UNCAST_STATE;
-            min_ratio = c.min_uncast_ratio;
+            active_case = i;
             check(TCAST_CASE_CKPT, c.state, c.tol);
         }
         plan = &plan_fixed;
-        active_uncast = NULL;
-        min_ratio = TCAST_MIN_UNCAST_RATIO;
+        active_case = -1;
     }
     // After a forward under the full plan every tensor stored at a cast site is a fixed point of that site's
     // cast along its channel dimension (an MX cast with max scale mode is idempotent: the cast amax stays in
