@@ -36,7 +36,8 @@ VARIANTS=(
 #     explicitly, whatever floatX is, and the FP8 / TCFP-12 builds do not change it;
 #   tcast: the TensorCast cast kernels, in the TCAST=1 build;
 #   tcast_producers in bf16: the cast kernels and producers it checks compile the same in any BF16 build (it
-#     includes no mode), so the TCAST build adds only its own compile time; gemm_algos (the cuBLASLt algorithm
+#     includes no mode's hooks: only the TensorCast runtime, llmc/modes/tcast/tcast_runtime.cuh, for its GEMM-front
+#     check), so the TCAST build adds only its own compile time; gemm_algos (the cuBLASLt algorithm
 #     survey) in bf16: it times BF16 GEMMs only.
 # A dev/cuda harness missing here is compiled in bf16 (and named in the log); a name here without its
 # .cu file is skipped.

@@ -34,10 +34,25 @@
 // Expected fused: res-ln with every type but the per-tensor int8_e, without statistics, on the warp path
 // (the plain ln, layer 0's ln1 only, takes the fallback by design).
 //
+// The fc layer's GELU with its site casts (tcast_gelu_cast, llmc/kernels/tcast/tcast_gelu.cuh): pre = cast_a(pre)
+// (matmul_out), out = cast_b(GELU(pre)) (gelu_out), against the passes the trainer ran before (tcast_cast of pre,
+// gemm_gelu_apply or gelu.cuh's gelu_forward, tcast_cast of out, the same seeds); pre' and out' bit for bit (out
+// poisoned, pre fresh per run), without and with statistics (both sites' counters compared). Pairs: MX floats and
+// ints, bfp16, unscaled e4m3fn, q115 (int16_p-1), equal and different tiles (2, 4, 8, 32, 64, 256, 512, 1024), round
+// to nearest even, ties away and stochastic (exponent and RNE quantizers in all four combinations), one site off,
+// gelu.cuh's GELU form, and what must take passes (per-tensor, general-path and M:N types); cols 3072, 4096 and 6400
+// with odd row counts (6400: units of 1024 elements straddle rows and the last one is partial). Each case checks the
+// route too (which casts ran inside the GELU kernel). Then 65536 x 3072 compared on the device (the grid-stride
+// loop), --cast-fuse 0 (the passes), and the GEMM front's fc forward with a TcastRuntime attached (fuse 1 and 0)
+// against a plain GEMM plus the passes with the trainer's seeds.
+//
 // Timing (skipped with --check-only): at the d12 B=64 MLP shape 65536 x 3072, mxfp8e4 along dim 1 (the
 // GELU -> fcproj x cast) and mxfp8e5 along dim 1 (the GELU' -> fc dy cast): the producer + cast pass
-// against the fused kernel, with the bytes each moves and the device copy rate of the same run; and the
-// LayerNorm (plain and with the residual add) with mxfp8e4 at 65536 x 768.
+// against the fused kernel, with the bytes each moves and the device copy rate of the same run; the
+// LayerNorm (plain and with the residual add) with mxfp8e4 at 65536 x 768; the GELU with its site casts at
+// 65536 x 3072 (mxfp8e4 both, each alone, mxfp6e2@stochastic both): passes against one kernel; and the fc forward
+// (65536 x 768 -> 3072) with only gelu_out cast: cuBLASLt's GELU epilogue + a cast pass against a plain GEMM + the
+// GELU-and-cast kernel (matmul_forward takes the latter).
 // Exit status 1 if any check fails.
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +74,9 @@ int main() {
 
 #include "llmc/kernels/tcast/tcast_cast.cuh"
 #include "llmc/kernels/tcast/tcast_producers.cuh"
+#include "llmc/kernels/tcast/tcast_gelu.cuh"
+#include "llmc/kernels/gemm/gemm.cuh"
+#include "llmc/modes/tcast/tcast_runtime.cuh"
 
 enum Producer { P_GELU = 0, P_GELU_SITE = 1, P_DGELU = 2 };
 static const char* const PRODUCER_NAMES[3] = {"gelu", "gelu-site", "dgelu"};
@@ -215,6 +233,208 @@ static void run_ln_case(Tally& t, bool residual, const char* text, int rows, int
     t.check(name, ok && fused_as_designed);
 }
 
+// ------------------------------------------------------------------------------------------------
+// The fc layer's GELU with its site casts (tcast_gelu_cast, tcast_gelu.cuh)
+
+static const char* gelu_form_name(BoundaryGelu form) { return form == BOUNDARY_GELU_KERNEL ? "gelu.cuh" : "front"; }
+
+// The pre-activation of a GELU case: normal values (std 3, around GELU's bend) times per-row magnitudes 2^-10 .. 2^4,
+// with a tail of 1 in 64 values 8x larger (groups with different scales, GELU saturated at both ends).
+static std::vector<float> make_pre(int rows, int cols, uint64_t seed) {
+    std::vector<float> pre = random_normal((size_t)rows * cols, seed, 3.0f);
+    HostRng rng(seed ^ 0x9e3779b97f4a7c15ull);
+    for (int r = 0; r < rows; r++) {
+        const float mag = ldexpf(1.0f, (int)(rng.u32() % 15) - 10);
+        for (int c = 0; c < cols; c++) pre[(size_t)r * cols + c] *= mag * (rng.u32() % 64 == 0 ? 8.0f : 1.0f);
+    }
+    return pre;
+}
+
+// The separate passes tcast_gelu_cast replaces (today's order, doc/TCAST.md 5.5): pre = cast_a(pre) in place, out =
+// GELU(pre) by the trainer's kernel `form`, out = cast_b(out) in place; a.dt / b.dt NULL: that site is not cast.
+static void gelu_sites_reference(floatX* out, floatX* pre, int rows, int cols, const TcastSiteCast& a, const TcastSiteCast& b,
+                                 BoundaryGelu form, TcastCastContext* ctx) {
+    const size_t n = (size_t)rows * cols;
+    if (a.dt) tcast_cast(pre, pre, rows, cols, 1, *a.dt, a.seed, a.stats, ctx, 0);
+    if (form == BOUNDARY_GELU_KERNEL) gelu_forward(out, pre, n, 0);
+    else gemm_gelu_apply<false>(out, pre, n, 0);
+    if (b.dt) tcast_cast(out, out, rows, cols, 1, *b.dt, b.seed, b.stats, ctx, 0);
+}
+
+// A data type text of a GELU case, parsed into dt (NULL text: the site is off, *on = false). False: the case does not
+// run (a bad text fails it; a tile that does not divide cols skips it).
+static bool gelu_case_type(Tally& t, const char* text, int rows, int cols, TcastDataType* dt, bool* on) {
+    *on = text != NULL;
+    return !text || case_datatype(t, text, rows, cols, 1, dt);
+}
+
+// One GELU case: pre's cast ta (matmul_out; NULL: off), out's cast tb (gelu_out; NULL: off), the GELU kernel form,
+// (rows, cols); tcast_gelu_cast against the passes, bit for bit on pre' and out' (outputs poisoned, pre fresh each
+// run), without and with statistics (then also the counters of both sites); expect: the route without statistics
+// (with them, cast a is never in the kernel; cast b may still run inside the GELU source, which counts).
+static void run_gelu_sites_case(Tally& t, const char* ta, const char* tb, BoundaryGelu form, int rows, int cols, uint64_t seed,
+                                TcastCastContext* ctx, TcastGeluRoute expect) {
+    TcastDataType dta, dtb;
+    bool on_a, on_b;
+    if (!gelu_case_type(t, ta, rows, cols, &dta, &on_a) || !gelu_case_type(t, tb, rows, cols, &dtb, &on_b)) return;
+    const size_t n = (size_t)rows * cols;
+    DeviceBuffer<floatX> pre0(n), ref_pre(n), ref_out(n), pre(n), out(n);
+    DeviceBuffer<TcastDeviceStats> st_ref_a(1), st_ref_b(1), st_a(1), st_b(1);
+    upload(pre0, make_pre(rows, cols, seed));
+    const uint64_t seed_a = 0xA5A5ull + seed, seed_b = 0x5A5Aull + 3 * seed;
+    bool ok = true, route_ok = true;
+    TcastGeluRoute route = {false, false};
+    for (int with_stats = 0; with_stats < 2; with_stats++) {
+        poison_all(ref_out, out);
+        st_ref_a.zero();
+        st_ref_b.zero();
+        st_a.zero();
+        st_b.zero();
+        cudaCheck(cudaMemcpy(ref_pre.ptr, pre0.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        cudaCheck(cudaMemcpy(pre.ptr, pre0.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        const TcastSiteCast ra = {on_a ? &dta : NULL, seed_a, with_stats ? st_ref_a.ptr : NULL};
+        const TcastSiteCast rb = {on_b ? &dtb : NULL, seed_b, with_stats ? st_ref_b.ptr : NULL};
+        const TcastSiteCast fa = {ra.dt, seed_a, with_stats ? st_a.ptr : NULL}, fb = {rb.dt, seed_b, with_stats ? st_b.ptr : NULL};
+        gelu_sites_reference(ref_out.ptr, ref_pre.ptr, rows, cols, ra, rb, form, ctx);
+        const TcastGeluRoute r = tcast_gelu_route(out.ptr, pre.ptr, cols, fa, fb, form, true);
+        if (!with_stats) {
+            route = r;
+            route_ok = route_ok && r.pre_fused == expect.pre_fused && r.out_fused == expect.out_fused;
+        } else {
+            route_ok = route_ok && !r.pre_fused && (on_b || !r.out_fused);  // (b may still run in the GELU source, counted)
+        }
+        tcast_gelu_cast(out.ptr, pre.ptr, rows, cols, fa, fb, form, true, ctx, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        ok = ok && same_bits(download_raw(ref_pre), download_raw(pre)) && same_bits(download_raw(ref_out), download_raw(out));
+        if (with_stats && on_a) ok = ok && same_stats(st_ref_a, st_a);
+        if (with_stats && on_b) ok = ok && same_stats(st_ref_b, st_b);
+    }
+    const std::vector<float> ho = download(out);  // cast values, not the poison (the inputs are finite)
+    size_t nan = 0;
+    for (float v : ho) nan += v != v;
+    ok = ok && nan == 0;
+    char name[200];
+    snprintf(name, sizeof(name), "gelu-sites %-18s %-18s %-8s %3d x %-4d %s", ta ? ta : "-", tb ? tb : "-", gelu_form_name(form), rows,
+             cols, route.pre_fused ? (route.out_fused ? "one kernel" : "kernel a, pass b") : (route.out_fused ? "pass a, kernel b" : "passes"));
+    t.check(name, ok && route_ok);
+}
+
+// tcast_gelu_cast with fuse = false (--cast-fuse 0) runs the passes, and a large tensor (the grid-stride loop: more
+// units than warps) fused, compared on the device.
+static void run_gelu_sites_big(Tally& t, const char* ta, const char* tb, int rows, int cols, bool fuse, TcastCastContext* ctx) {
+    TcastDataType dta, dtb;
+    bool on_a, on_b;
+    if (!gelu_case_type(t, ta, rows, cols, &dta, &on_a) || !gelu_case_type(t, tb, rows, cols, &dtb, &on_b)) return;
+    const size_t n = (size_t)rows * cols;
+    DeviceBuffer<floatX> ref_pre(n), ref_out(n), pre(n), out(n);
+    upload(ref_pre, make_pre(rows, cols, 77));
+    cudaCheck(cudaMemcpy(pre.ptr, ref_pre.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
+    poison_all(ref_out, out);
+    const TcastSiteCast a = {on_a ? &dta : NULL, 11, NULL}, b = {on_b ? &dtb : NULL, 12, NULL};
+    gelu_sites_reference(ref_out.ptr, ref_pre.ptr, rows, cols, a, b, BOUNDARY_GELU_FRONT, ctx);
+    const TcastGeluRoute r = tcast_gelu_route(out.ptr, pre.ptr, cols, a, b, BOUNDARY_GELU_FRONT, fuse);
+    tcast_gelu_cast(out.ptr, pre.ptr, rows, cols, a, b, BOUNDARY_GELU_FRONT, fuse, ctx, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    const size_t bad = device_mismatch(ref_pre.ptr, pre.ptr, n * sizeof(floatX)) + device_mismatch(ref_out.ptr, out.ptr, n * sizeof(floatX));
+    const size_t nan = device_nonfinite(out.ptr, n);
+    const bool route_ok = fuse ? (r.pre_fused && r.out_fused) : (!r.pre_fused && !r.out_fused);
+    char name[200];
+    snprintf(name, sizeof(name), "gelu-sites %-18s %-18s fuse %d %d x %d (%zu words differ)", ta, tb, fuse ? 1 : 0, rows, cols, bad);
+    t.check(name, bad == 0 && nan == 0 && route_ok);
+}
+
+// The GEMM front with TensorCast site casts attached (a TcastRuntime as the trainer's, no --cast-gemm): the fc forward
+// matmul_forward(out, inp, w, bias, pre, gelu_id) with --cast-fuse 1 and 0 against a plain GEMM into pre followed by
+// the passes with the trainer's seeds (tcast_seed of the weight id for matmul_out, of gelu_id for gelu_out).
+static void run_front_case(Tally& t, const char* cast_text, int N, int C, int OC, uint64_t seed) {
+    const size_t n = (size_t)N * OC;
+    DeviceBuffer<floatX> inp((size_t)N * C), w((size_t)OC * C), bias(OC), ref_pre(n), ref_out(n), pre(n), out(n);
+    upload(inp, random_normal((size_t)N * C, seed));
+    upload(w, random_normal((size_t)OC * C, seed + 1, 0.1f));
+    upload(bias, random_normal(OC, seed + 2, 0.5f));
+    const unsigned long long gelu_id = 8 * 3 + 4;  // (a layer's GELU id, as gpt2_cast_id makes them)
+    GemmContext plain;
+    gemm_context_init(&plain, 0);
+    bool ok = true;
+    for (int fuse = 1; fuse >= 0; fuse--) {
+        TcastOptions opt;
+        CliFlag flags[TCAST_NUM_FLAGS];
+        tcast_flags(&opt, flags);
+        opt.cast = cast_text;
+        opt.fuse = fuse;
+        TcastPlan plan;
+        tcast_plan_init(&plan, &opt);
+        TcastRuntime* rt = tcast_runtime_create(&plan, N, OC, 0xC0FFEEull, w.ptr);
+        rt->step = 7;
+        GemmContext ctx;
+        gemm_context_init(&ctx, 0);
+        ctx.casts = &rt->casts;
+        poison_all(ref_pre, ref_out, pre, out);
+        matmul_forward(&plain, ref_pre.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, NULL);
+        const TcastSiteCast a = {plan.site_on[MATMUL_OUT] ? &plan.site[MATMUL_OUT] : NULL, tcast_seed(rt, 0, (int)MATMUL_OUT, TCAST_ROLE_SITE), NULL};
+        const TcastSiteCast b = {plan.site_on[GELU_OUT] ? &plan.site[GELU_OUT] : NULL, tcast_seed(rt, gelu_id, (int)GELU_OUT, TCAST_ROLE_SITE), NULL};
+        gelu_sites_reference(ref_out.ptr, ref_pre.ptr, N, OC, a, b, BOUNDARY_GELU_FRONT, &rt->cast_ctx);
+        matmul_forward(&ctx, out.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, pre.ptr, gelu_id);
+        cudaCheck(cudaDeviceSynchronize());
+        ok = ok && same_bits(download_raw(ref_pre), download_raw(pre)) && same_bits(download_raw(ref_out), download_raw(out));
+        gemm_context_free(&ctx);
+        rt->casts.destroy(&rt->casts);
+    }
+    gemm_context_free(&plain);
+    char name[200];
+    snprintf(name, sizeof(name), "front fc forward --cast %-26s %d x %d -> %d, fuse 1 and 0", cast_text, N, C, OC);
+    t.check(name, ok);
+}
+
+// ms of the GELU with its casts at rows x cols: the passes against tcast_gelu_cast (a, b: the two sites' types, NULL:
+// off), with the bytes each moves per element.
+static void time_gelu_sites(const char* ta, const char* tb, int rows, int cols, float copy_gbs, TcastCastContext* ctx) {
+    TcastDataType dta, dtb;
+    char err[256];
+    if ((ta && tcast_parse_datatype(ta, &dta, err, sizeof(err)) != 0) || (tb && tcast_parse_datatype(tb, &dtb, err, sizeof(err)) != 0)) return;
+    const size_t n = (size_t)rows * cols;
+    DeviceBuffer<floatX> pre(n), out(n);
+    upload(pre, random_uniform(n, 5, -8.0f, 8.0f));  // (cheaper to draw than make_pre's; the rates do not depend on it)
+    const TcastSiteCast a = {ta ? &dta : NULL, 1, NULL}, b = {tb ? &dtb : NULL, 2, NULL};
+    const float sep = time_median_ms([&] { tcast_gelu_cast(out.ptr, pre.ptr, rows, cols, a, b, BOUNDARY_GELU_FRONT, false, ctx, 0); });
+    const float fused = time_median_ms([&] { tcast_gelu_cast(out.ptr, pre.ptr, rows, cols, a, b, BOUNDARY_GELU_FRONT, true, ctx, 0); });
+    // bytes per element: each cast pass 2 + 2, GELU 2 + 2; one kernel: pre 2 (+ 2 written back when cast) + out 2
+    const double b_sep = 4.0 * (1 + (ta != NULL) + (tb != NULL)), b_fused = ta ? 6.0 : 4.0;
+    printf("  gelu-sites %-9s %-9s %d x %d: passes %.3f ms (%.0f%% of copy), one kernel %.3f ms (%.0f%% of copy), saved %.3f ms\n",
+           ta ? ta : "-", tb ? tb : "-", rows, cols, sep, 100.0 * b_sep * n / (sep * 1e-3) / 1e9 / copy_gbs, fused,
+           100.0 * b_fused * n / (fused * 1e-3) / 1e9 / copy_gbs, sep - fused);
+}
+
+// The fc forward with only gelu_out cast (tb), d12 B=64 shape: cuBLASLt's GELU_AUX_BIAS epilogue then the cast pass of
+// the GELU output, against a plain GEMM (bias epilogue) then GELU + cast in one kernel (the trainer's choice,
+// matmul_forward); and, for scale, the plain GEMM alone.
+static void time_gelu_epilogue_choice(const char* tb, int N, int C, int OC, TcastCastContext* ctx) {
+    TcastDataType dtb;
+    char err[256];
+    if (tcast_parse_datatype(tb, &dtb, err, sizeof(err)) != 0) return;
+    const size_t n = (size_t)N * OC;
+    DeviceBuffer<floatX> inp((size_t)N * C), w((size_t)OC * C), bias(OC), pre(n), out(n);
+    upload(inp, random_normal((size_t)N * C, 21));
+    upload(w, random_normal((size_t)OC * C, 22, 0.05f));
+    upload(bias, random_normal(OC, 23, 0.5f));
+    GemmContext g;
+    gemm_context_init(&g, 0);
+    const TcastSiteCast none = {NULL, 0, NULL}, b = {&dtb, 3, NULL};
+    const float epi = time_median_ms([&] {
+        matmul_forward(&g, out.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, pre.ptr);  // no casts attached: the epilogue
+        tcast_cast(out.ptr, out.ptr, N, OC, 1, dtb, 3, NULL, ctx, 0);
+    });
+    const float plain = time_median_ms([&] { matmul_forward(&g, pre.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, NULL); });
+    const float fused = time_median_ms([&] {
+        matmul_forward(&g, pre.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, NULL);
+        tcast_gelu_cast(out.ptr, pre.ptr, N, OC, none, b, BOUNDARY_GELU_FRONT, true, ctx, 0);
+    });
+    gemm_context_free(&g);
+    printf("  fc forward %d x %d -> %d, gelu_out=%s only: GELU epilogue + cast pass %.3f ms, plain GEMM + one kernel %.3f ms "
+           "(plain GEMM alone %.3f ms): %s\n", N, C, OC, tb, epi, fused, plain,
+           fused <= epi ? "the trainer's choice (plain GEMM) is the faster" : "THE EPILOGUE IS FASTER: revisit matmul_forward's choice");
+}
+
 // ms of the LayerNorm (residual: with the add) followed by the cast, and of the fused kernel, at rows x C.
 static void time_ln_case(bool residual, const char* text, int rows, int C, float copy_gbs, TcastCastContext* ctx) {
     TcastDataType dt;
@@ -306,6 +526,54 @@ int main(int argc, char** argv) {
                 run_ln_case(t, residual != 0, ty.text, rows, C, seed++, &ctx, residual && ty.fused && warp_path);
         }
     }
+    // the fc layer's GELU with its site casts (pre: matmul_out, out: gelu_out), tcast_gelu_cast
+    const BoundaryGelu FRONT = BOUNDARY_GELU_FRONT, KERNEL = BOUNDARY_GELU_KERNEL;
+    struct { const char* a; const char* b; BoundaryGelu form; bool pre_fused, out_fused; } gcases[] = {
+        {"mxfp8e4", "mxfp8e4", FRONT, true, true},                           // --cast all=mxfp8e4: RNE, RNE
+        {"mxfp6e2", "mxfp4e2", FRONT, true, true},                           // two types, tiles 32
+        {"mxint8", "bfp16", FRONT, true, true},                              // tiles 32 and 8
+        {"bfp16", "mxfp6e2", FRONT, true, true},                             // tiles 8 and 32
+        {"e4m3fn", "q115", FRONT, true, true},                               // unscaled float, fixed scale int16_p-1
+        {"q115", "mxfp8e4", FRONT, true, true},
+        {"mxfp8e4@stochastic", "mxfp6e2@stochastic", FRONT, true, true},     // exponent quantizer both
+        {"mxfp6e2@stochastic", "mxfp8e4", FRONT, true, true},                // exponent, RNE
+        {"mxfp8e4", "mxint8@nearest", FRONT, true, true},                    // RNE, exponent (ties away)
+        {"e4m3fn_e8m0_t2", "e4m3fn_e8m0_t4", FRONT, true, true},             // tiles inside a packet
+        {"e4m3fn_e8m0_t512", "e5m2_e8m0_t1024", FRONT, true, true},          // tiles over a lane's packets
+        {"e5m2_e8m0_t256@stochastic", "e2m1fnuz_e8m0_t64", FRONT, true, true},
+        {"mxfp8e4", NULL, FRONT, true, false},                               // gelu_out off
+        {"mxfp6e2@stochastic", NULL, FRONT, true, false},
+        {NULL, "mxfp8e4", FRONT, false, true},                               // matmul_out off: the GELU source
+        {NULL, "q115", FRONT, false, true},
+        {NULL, "mxfp8e4", KERNEL, false, true},                              // gelu.cuh's GELU (-ge 0, -r 1)
+        {NULL, "mxfp6e2@stochastic", KERNEL, false, true},
+        {"mxfp8e4", "mxfp8e4", KERNEL, false, true},                         // the two-stage kernel is the front's GELU only
+        {"int8_e", "mxfp8e4", FRONT, false, true},                           // per-tensor pre: a pass
+        {"mxfp8e4", "int8_e", FRONT, true, false},                           // per-tensor out: a pass
+        {"uint8_ff32", "bfp16", FRONT, false, true},                         // general path pre
+        {"mxfp8e4", "int8_f32", FRONT, true, false},                         // general path out
+        {"mxfp8e4@2:4", "mxfp8e4", FRONT, false, true},                      // M:N pre
+    };
+    const int gshapes[3][2] = {{97, 3072}, {33, 4096}, {45, 6400}};
+    for (int si = 0; si < 3; si++) {
+        printf("\nGELU with its site casts, shape %d x %d:\n", gshapes[si][0], gshapes[si][1]);
+        for (const auto& gc : gcases)
+            run_gelu_sites_case(t, gc.a, gc.b, gc.form, gshapes[si][0], gshapes[si][1], seed++, &ctx, TcastGeluRoute{gc.pre_fused, gc.out_fused});
+    }
+    {
+        printf("\nGELU with its site casts, large tensors and --cast-fuse 0:\n");
+        TcastCastContext big;
+        tcast_cast_context_init(&big, 65536, 3072);
+        run_gelu_sites_big(t, "mxfp8e4", "mxfp8e4", 65536, 3072, true, &big);
+        run_gelu_sites_big(t, "mxfp6e2@stochastic", "mxfp8e4", 65536, 3072, true, &big);
+        run_gelu_sites_big(t, "mxfp8e4", "mxfp8e4", 4096, 3072, false, &big);
+        tcast_cast_context_free(&big);
+        printf("\nthe GEMM front's fc forward with the site casts attached:\n");
+        run_front_case(t, "matmul_out=mxfp8e4,gelu_out=mxfp8e4", 256, 768, 3072, 31);
+        run_front_case(t, "gelu_out=mxfp8e4", 256, 768, 3072, 32);
+        run_front_case(t, "matmul_out=mxfp6e2@stochastic", 256, 768, 3072, 33);
+        run_front_case(t, "all=bfp16", 96, 1024, 4096, 34);
+    }
     if (timing) {
         const float copy = copy_bandwidth_gbs();
         printf("\ntiming (device copy %.0f GB/s):\n", copy);
@@ -315,6 +583,11 @@ int main(int argc, char** argv) {
         time_case(P_DGELU, "mxfp8e5", 65536, 3072, copy, &big);
         time_ln_case(false, "mxfp8e4", 65536, 768, copy, &big);
         time_ln_case(true, "mxfp8e4", 65536, 768, copy, &big);
+        time_gelu_sites("mxfp8e4", "mxfp8e4", 65536, 3072, copy, &big);
+        time_gelu_sites("mxfp8e4", NULL, 65536, 3072, copy, &big);
+        time_gelu_sites(NULL, "mxfp8e4", 65536, 3072, copy, &big);
+        time_gelu_sites("mxfp6e2@stochastic", "mxfp6e2@stochastic", 65536, 3072, copy, &big);
+        time_gelu_epilogue_choice("mxfp8e4", 65536, 768, 3072, &big);
         tcast_cast_context_free(&big);
     }
     tcast_cast_context_free(&ctx);

@@ -14,6 +14,8 @@
 // tensor right after the kernel that wrote it (boundary_tensor_cast, called by llmc/model/model.cuh and
 // the GEMM front), through the BoundaryCasts a mode attaches to the model at run time (doc/TCAST.md 5.1;
 // llmc/modes/tcast/). Without one (NULL: every other build, and an empty --cast plan) the calls do nothing.
+// The fc layer's GELU is the exception: its input's and output's casts and the GELU itself are one call
+// (boundary_gelu), which the mode may run as one kernel (doc/TCAST.md 5.5).
 #pragma once
 
 #include <stddef.h>
@@ -41,6 +43,15 @@ __device__ __forceinline__ float boundary_value(float v) {
 // ------------------------------------------------------------------------------------------------
 // Whole-tensor casts, attached at run time (struct filled by the mode that owns it).
 
+// A tensor id (in the stochastic-rounding seeds of the casts) that names no tensor: "this call does not cast it".
+#define BOUNDARY_NO_ID (~0ull)
+
+// Which of the trainer's two GELU kernels computes a GELU output: the GEMM front's unfused GELU
+// (gemm_kernels.cuh gemm_gelu_stored: the fc forward with -ge 1) or gelu.cuh's gelu_forward (the fc forward with
+// -ge 0, and the -r 1 recomputation in the backward). They compute the same function by different formulas, so
+// their stored values differ in the last bit now and then; a cast fused with GELU computes the one it replaces.
+enum BoundaryGelu { BOUNDARY_GELU_FRONT = 0, BOUNDARY_GELU_KERNEL = 1 };
+
 struct BoundaryCasts {
     int site_on[NUM_BOUNDARY_SITES];  // 1: the site's stored tensors are cast
     const floatX* params;             // parameter base: a weight's offset is its layer's id in seeds
@@ -52,6 +63,13 @@ struct BoundaryCasts {
     // The seed of one attention call's score / probability casts (the attention kernels derive the two
     // sites' random bits from it); the backward passes the forward's, so it recomputes the same casts.
     unsigned long long (*attention_seed)(const BoundaryCasts* bc, unsigned long long id);
+    // The fc layer's GELU with the site casts around it (doc/TCAST.md 5.5): for the row-major (rows, cols) floatX
+    // pre-activation pre, first pre = MATMUL_OUT cast of pre in place when pre_id != BOUNDARY_NO_ID (its id, the fc
+    // weight's offset) and the site is on; then out = GELU(pre) by the kernel `form` (BoundaryGelu), cast by GELU_OUT
+    // when out_id != BOUNDARY_NO_ID and that site is on. The same bits as those passes one after the other; one kernel
+    // where the data types allow. Asynchronous on stream. Called through boundary_gelu only.
+    void (*gelu)(BoundaryCasts* bc, floatX* out, floatX* pre, size_t rows, size_t cols, unsigned long long pre_id,
+                 unsigned long long out_id, int form, cudaStream_t stream);
     void (*destroy)(BoundaryCasts* bc);  // frees what the mode allocated, bc included (gpt2_free calls it)
 };
 
@@ -62,6 +80,21 @@ static inline bool boundary_tensor_active(const BoundaryCasts* bc, BoundarySite 
 static inline void boundary_tensor_cast(BoundaryCasts* bc, BoundarySite site, unsigned long long id, floatX* x, size_t rows,
                                         size_t cols, cudaStream_t stream) {
     if (boundary_tensor_active(bc, site)) bc->cast(bc, site, id, x, rows, cols, stream);
+}
+
+// Whether boundary_gelu would cast anything: casts attached with a GELU hook, and pre's MATMUL_OUT (pre_id given) or
+// out's GELU_OUT (out_id given) site on.
+static inline bool boundary_gelu_active(const BoundaryCasts* bc, unsigned long long pre_id, unsigned long long out_id) {
+    return bc && bc->gelu && ((pre_id != BOUNDARY_NO_ID && bc->site_on[MATMUL_OUT]) || (out_id != BOUNDARY_NO_ID && bc->site_on[GELU_OUT]));
+}
+
+// out = GELU(pre) with the site casts of pre (pre_id) and out (out_id), BoundaryCasts::gelu, when boundary_gelu_active;
+// else false and nothing done (the caller runs its GELU kernel: no site cast applies).
+static inline bool boundary_gelu(BoundaryCasts* bc, floatX* out, floatX* pre, size_t rows, size_t cols, unsigned long long pre_id,
+                                 unsigned long long out_id, BoundaryGelu form, cudaStream_t stream) {
+    if (!boundary_gelu_active(bc, pre_id, out_id)) return false;
+    bc->gelu(bc, out, pre, rows, cols, pre_id, out_id, (int)form, stream);
+    return true;
 }
 
 // The id of a linear layer's output in seeds: its weight's offset in the parameters (0 without casts).

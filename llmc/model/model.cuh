@@ -321,6 +321,16 @@ static inline void gpt2_stored(GPT2* m, BoundarySite site, int tensor_id, int la
 enum { CAST_ID_LN1, CAST_ID_LN2, CAST_ID_RESIDUAL2, CAST_ID_RESIDUAL3, CAST_ID_GELU, CAST_ID_ENCODER, CAST_ID_LOGITS, CAST_ID_ATTN };
 static inline unsigned long long gpt2_cast_id(int layer, int which) { return (unsigned long long)(layer + 1) * 8 + which; }
 
+// out = GELU(pre) of layer l's MLP with gelu.cuh's kernel (the -ge 0 forward; the -r 1 recomputation in the backward,
+// with the forward's seed id) and the GELU_OUT site cast of out: where casts are attached, their boundary_gelu (one
+// kernel where the type allows, doc/TCAST.md 5.5); else gelu_forward alone (no site cast applies). pre and out
+// (rows, cols) row-major; pre is only read (its MATMUL_OUT cast, if any, was the forward GEMM's).
+static inline void gpt2_gelu(GPT2* m, floatX* out, floatX* pre, size_t rows, size_t cols, int layer) {
+    if (boundary_gelu(m->casts, out, pre, rows, cols, BOUNDARY_NO_ID, gpt2_cast_id(layer, CAST_ID_GELU), BOUNDARY_GELU_KERNEL, m->stream))
+        return;
+    gelu_forward(out, pre, rows * cols, m->stream);
+}
+
 // out = LayerNorm(inp1), or residual = inp1 + inp2 and out = LayerNorm(residual) when inp2 != NULL (one fused
 // kernel), out being the input of the next matmul_forward, whose weight is `consumer`: that GEMM's backend may
 // run the LayerNorm itself together with what it needs of out (the TensorCast backend: the x operand's cast,
@@ -405,13 +415,14 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         gpt2_stored(m, LAYERNORM_OUT, TS_LN2, l, ln2, N, C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         if (m->gelu_fusion) {
-            matmul_forward(g, fch_gelu, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, fch);
+            // (the front also applies the GELU output's GELU_OUT cast: with fch's MATMUL_OUT cast, one kernel)
+            matmul_forward(g, fch_gelu, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, fch,
+                           gpt2_cast_id(l, CAST_ID_GELU));
         } else {
             matmul_forward(g, fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, NULL);
             prof_mark(m->prof, PROF_GELU, s);
-            gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
+            gpt2_gelu(m, fch_gelu, fch, N, 4 * C, l);
         }
-        boundary_tensor_cast(m->casts, GELU_OUT, gpt2_cast_id(l, CAST_ID_GELU), fch_gelu, N, 4 * C, s);
         gpt2_stored(m, MATMUL_OUT, TS_FCH, l, fch, N, 4 * C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, a.output, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, N, 4 * C, C, NULL);
@@ -533,8 +544,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
         // (not needed when the FP8 backend kept its quantized copy of the fcproj input from the forward)
         if (m->recompute >= 1 && gemm_backward_reads_input(g, p.fcprojw + (size_t)l * 4 * C * C, N)) {
             prof_mark(m->prof, PROF_GELU, s);
-            gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
-            boundary_tensor_cast(m->casts, GELU_OUT, gpt2_cast_id(l, CAST_ID_GELU), fch_gelu, N, 4 * C, s);
+            gpt2_gelu(m, fch_gelu, fch, N, 4 * C, l);
         }
 
         // MLP block: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))

@@ -45,7 +45,10 @@
 // in the plain builds) cannot be applied on the fused path; the unfused GELU kernel applies
 // boundary_value<GELU_OUT> to its output. So the SF16 MATMUL_OUT pass lives here (with GELU unfused),
 // and so does the TensorCast build's MATMUL_OUT cast (boundary_tensor_cast on ctx->casts, attached at
-// run time), nowhere else. The TensorCast operand casts (--cast-gemm) are a backend (llmc/modes/tcast/gemm_tcast.cuh).
+// run time), nowhere else. With GELU, when the caller names the GELU output's cast id (gelu_id), the
+// pre-activation's MATMUL_OUT cast, GELU and the output's GELU_OUT cast are the attached casts' one call
+// (boundary_gelu: one kernel where the types allow, doc/TCAST.md 5.5), after a GEMM without the GELU
+// epilogue. The TensorCast operand casts (--cast-gemm) are a backend (llmc/modes/tcast/gemm_tcast.cuh).
 #pragma once
 
 #include <stdint.h>
@@ -210,11 +213,17 @@ static inline bool gemm_dgelu_fused_for(int C) { return C <= GEMM_DGELU_FUSED_MA
 // fp32 accumulation, one rounding to floatX per stored value. GELU: fused in the cuBLASLt epilogue
 // (GELU_AUX_BIAS / GELU_AUX) when ctx->fuse_gelu, OC % 8 == 0 and cuBLASLt has an algorithm, else a
 // GEMM into pre_gelu followed by gemm_gelu_forward_kernel (out = gelu of the rounded pre_gelu).
+// gelu_id (with pre_gelu): the GELU output's id in the seeds of its GELU_OUT site cast, which this call then
+// applies (BoundaryCasts; nothing without casts attached); BOUNDARY_NO_ID (the default): the caller casts out
+// itself, if at all. When ctx->casts cast pre_gelu (MATMUL_OUT) or out (GELU_OUT, gelu_id given), GELU is
+// never in the cuBLASLt epilogue: boundary_gelu computes it, in one kernel with the casts where it can (the
+// epilogue, then a cast pass of out, moves 16 bytes per element of out where a plain GEMM and that kernel
+// move 12; doc/TCAST.md 5.5).
 // Requirements: every pointer 16-byte aligned, C and OC multiples of 16 / sizeof(floatX), out and
 // pre_gelu not overlapping the inputs; violations end the program with "error: matmul_forward: ...".
 // No scratch. Deterministic (fixed cached algorithm per shape).
 void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
-                    int OC, floatX* pre_gelu) {
+                    int OC, floatX* pre_gelu, unsigned long long gelu_id = BOUNDARY_NO_ID) {
     char err[256];
     if (!matmul_forward_args_ok(err, sizeof(err), out, inp, weight, bias, N, C, OC, pre_gelu)) {
         fprintf(stderr, "error: %s\n", err);
@@ -223,18 +232,25 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
     // SF16: the GEMM output (after bias) is quantized as stored, before anything reads it; so GELU is
     // never fused into the cuBLASLt epilogue: it must read the quantized pre-activation (and quantizes its
     // own output). With GELU the quantization pass and the GELU are one kernel.
-    // TensorCast (run time): the output is cast as stored, a pass of its own, so GELU is not fused either.
+    // TensorCast (run time): the output is cast as stored, a pass of its own, so GELU is not fused either;
+    // with GELU, the casts of pre_gelu and out and GELU itself are one call of the attached casts (site_gelu).
     constexpr bool bound = !boundary_is_identity<MATMUL_OUT>();
     const bool cast = boundary_tensor_active(ctx->casts, MATMUL_OUT);
+    const unsigned long long pre_id = cast ? boundary_weight_id(ctx->casts, weight) : BOUNDARY_NO_ID;
+    const bool site_gelu = pre_gelu && boundary_gelu_active(ctx->casts, pre_id, gelu_id);
     floatX* y = pre_gelu ? pre_gelu : out;
     const size_t n = (size_t)N * OC;
     // the low-precision backend (if any and if it takes this layer) computes y without GELU
     const bool done = ctx->lowp && ctx->lowp->forward(ctx, y, inp, weight, bias, N, C, OC);
-    if (!done && !bound && !cast && pre_gelu && ctx->fuse_gelu && OC % 8 == 0 &&
+    if (!done && !bound && !cast && !site_gelu && pre_gelu && ctx->fuse_gelu && OC % 8 == 0 &&
         gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu))
         return;  // GELU fused into the cuBLASLt epilogue
     if (!done) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
-    if (cast) boundary_tensor_cast(ctx->casts, MATMUL_OUT, boundary_weight_id(ctx->casts, weight), y, N, OC, ctx->stream);
+    if (site_gelu) {
+        boundary_gelu(ctx->casts, out, pre_gelu, N, OC, pre_id, gelu_id, BOUNDARY_GELU_FRONT, ctx->stream);
+        return;
+    }
+    if (cast) boundary_tensor_cast(ctx->casts, MATMUL_OUT, pre_id, y, N, OC, ctx->stream);
     // the GELU output is the next layer's input (fcproj): the backend that ran this GEMM may compute it in its
     // quantization of that input (defer), else its amax comes with it when the backend wants it
     if (pre_gelu) {

@@ -49,6 +49,69 @@ __device__ __forceinline__ void tcast_packet_small_tiles(const TcastKernelArgs& 
     }
 }
 
+// One unit of the row path, cast in place: the TCAST_ROW_PACKETS packets b[j] that this lane holds at warp
+// stride (8 values each as float32 bit patterns of BF16 values; flat packet index pk[j]; valid[j]: inside the
+// tensor, else b[j] is all zero, the identity of every accumulation, and no tile is partly valid). Groups: tiles
+// of `tile` elements along a row (TILE), else the uniform scale pu, or gs[row] (gs_rows). Each valid packet, once
+// cast, is handed to emit(j) (the row kernel stores it). All 32 lanes of the warp call together (shuffles).
+template <class Q, bool STATS, bool TILE, class Emit>
+__device__ __forceinline__ void tcast_rows_unit(const TcastKernelArgs& k, int tile, const typename Q::Param& pu, const TcastGroupScale* gs,
+                                                int gs_rows, int cols, bool small32, uint32_t (&b)[TCAST_ROW_PACKETS][8],
+                                                const size_t (&pk)[TCAST_ROW_PACKETS], const bool (&valid)[TCAST_ROW_PACKETS],
+                                                TcastCounts& cnt, unsigned* s_hist, Emit&& emit) {
+    const int lane = threadIdx.x & 31;
+    // tiles of 8 .. 1024: lanes per tile (shuffle span) and packets per tile inside one lane
+    const int G = TILE ? min(max(tile / 8, 1), 32) : 1, JG = TILE ? max(tile / 256, 1) : 1;
+    if (TILE && tile <= 4) {
+        #pragma unroll
+        for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
+            if (!valid[j]) continue;
+            if (tile == 2) tcast_packet_small_tiles<Q, STATS, 2>(k, b[j], pk[j] * 8, cnt, s_hist);
+            else tcast_packet_small_tiles<Q, STATS, 4>(k, b[j], pk[j] * 8, cnt, s_hist);
+            emit(j);
+        }
+        return;
+    }
+    // tiles of 8 .. 1024: merge the accumulations over the tile's lanes and packets
+    typename Q::Acc acc[TCAST_ROW_PACKETS];
+    if (TILE) {
+        #pragma unroll
+        for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
+            acc[j] = Q::init();
+            #pragma unroll
+            for (int e = 0; e < 8; e++) Q::add(acc[j], b[j][e]);
+        }
+        for (int off = 1; off < G; off <<= 1) {  // G uniform: every lane shuffles
+            #pragma unroll
+            for (int j = 0; j < TCAST_ROW_PACKETS; j++) Q::merge(acc[j], Q::shfl_xor(acc[j], off));
+        }
+        if (JG >= 2) {  // tiles of 512 / 1024: packets (0,1), (2,3) / all four of a lane
+            Q::merge(acc[0], acc[1]);
+            Q::merge(acc[2], acc[3]);
+            if (JG >= 4) Q::merge(acc[0], acc[2]);
+            acc[1] = acc[0];
+            if (JG >= 4) acc[2] = acc[0];
+            acc[3] = acc[2];
+        }
+    }
+    // then one packet at a time: its scale, its elements, its emit (short live ranges)
+    #pragma unroll
+    for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
+        typename Q::Param p = pu;
+        if (TILE) {
+            const TcastGroupScale g = Q::scale(k, acc[j]);
+            p = Q::param(k, g);
+            if (STATS && valid[j] && lane % G == 0 && j % JG == 0) tcast_hist_add(s_hist, g.hist);
+        } else if (gs_rows && valid[j]) {
+            const size_t e0 = pk[j] * 8;
+            p = Q::param(k, gs[small32 ? (size_t)((uint32_t)e0 / (uint32_t)cols) : e0 / (size_t)cols]);
+        }
+        if (!valid[j]) continue;
+        tcast_cast_packet<Q, STATS>(k, p, b[j], pk[j] * 8, cnt);
+        emit(j);
+    }
+}
+
 template <class Q, bool STATS, bool TILE, class Src>
 __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
     tcast_rows_kernel(floatX* y, const __grid_constant__ Src x, size_t npk, int cols, int tile, const TcastGroupScale* gs, int gs_rows,
@@ -59,8 +122,6 @@ __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
     const int lane = threadIdx.x & 31;
     const size_t nunits = (npk + TCAST_ROW_PACKETS * 32 - 1) / (TCAST_ROW_PACKETS * 32);
     const size_t nwarps = (size_t)gridDim.x * TCAST_WARPS;
-    // tiles of 8 .. 1024: lanes per tile (shuffle span) and packets per tile inside one lane
-    const int G = TILE ? min(max(tile / 8, 1), 32) : 1, JG = TILE ? max(tile / 256, 1) : 1;
     // the uniform scale (unscaled, per tensor); a placeholder for the other modes
     const typename Q::Param pu = Q::param(k, !TILE && !gs_rows && gs ? gs[0] : tcast_unscaled_group());
     const bool small32 = npk * 8 <= 0xFFFFFFFFull;  // 32-bit row division suffices
@@ -75,55 +136,8 @@ __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
             valid[j] = pk[j] < npk;
             x.load8(valid[j], pk[j] * 8, b[j]);
         }
-        if (TILE && tile <= 4) {
-            #pragma unroll
-            for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
-                if (!valid[j]) continue;
-                if (tile == 2) tcast_packet_small_tiles<Q, STATS, 2>(k, b[j], pk[j] * 8, cnt, s_hist);
-                else tcast_packet_small_tiles<Q, STATS, 4>(k, b[j], pk[j] * 8, cnt, s_hist);
-                tcast_store16(y + pk[j] * 8, tcast_pack8(b[j]));
-            }
-            continue;
-        }
-        // tiles of 8 .. 1024: merge the accumulations over the tile's lanes and packets (invalid
-        // packets hold zeros, the identity of every accumulation; no tile is partly valid)
-        typename Q::Acc acc[TCAST_ROW_PACKETS];
-        if (TILE) {
-            #pragma unroll
-            for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
-                acc[j] = Q::init();
-                #pragma unroll
-                for (int e = 0; e < 8; e++) Q::add(acc[j], b[j][e]);
-            }
-            for (int off = 1; off < G; off <<= 1) {  // G uniform: every lane shuffles
-                #pragma unroll
-                for (int j = 0; j < TCAST_ROW_PACKETS; j++) Q::merge(acc[j], Q::shfl_xor(acc[j], off));
-            }
-            if (JG >= 2) {  // tiles of 512 / 1024: packets (0,1), (2,3) / all four of a lane
-                Q::merge(acc[0], acc[1]);
-                Q::merge(acc[2], acc[3]);
-                if (JG >= 4) Q::merge(acc[0], acc[2]);
-                acc[1] = acc[0];
-                if (JG >= 4) acc[2] = acc[0];
-                acc[3] = acc[2];
-            }
-        }
-        // then one packet at a time: its scale, its elements, its store (short live ranges)
-        #pragma unroll
-        for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
-            typename Q::Param p = pu;
-            if (TILE) {
-                const TcastGroupScale g = Q::scale(k, acc[j]);
-                p = Q::param(k, g);
-                if (STATS && valid[j] && lane % G == 0 && j % JG == 0) tcast_hist_add(s_hist, g.hist);
-            } else if (gs_rows && valid[j]) {
-                const size_t e0 = pk[j] * 8;
-                p = Q::param(k, gs[small32 ? (size_t)((uint32_t)e0 / (uint32_t)cols) : e0 / (size_t)cols]);
-            }
-            if (!valid[j]) continue;
-            tcast_cast_packet<Q, STATS>(k, p, b[j], pk[j] * 8, cnt);
-            tcast_store16(y + pk[j] * 8, tcast_pack8(b[j]));
-        }
+        tcast_rows_unit<Q, STATS, TILE>(k, tile, pu, gs, gs_rows, cols, small32, b, pk, valid, cnt, s_hist,
+                                        [&](int j) { tcast_store16(y + pk[j] * 8, tcast_pack8(b[j])); });
     }
     if (STATS) {
         tcast_counts_flush(stats, cnt);

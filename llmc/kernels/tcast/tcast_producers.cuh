@@ -2,20 +2,49 @@
 // tcast_cast_from (tcast_cast.cuh, tcast_source.cuh) that compute the values the producing kernel stores,
 // with the same device functions and roundings, so that producer + cast in one kernel gives the bits of
 // the producer followed by the stand-alone cast (dev/cuda/tcast_producers.cu checks it):
-//   tcast_src_gelu(pre, store)   GELU of the fc pre-activation, gemm.cuh's gemm_gelu_stored (the FP8
-//                                build's LowpSrcGelu); store: where its BF16 output goes (NULL: nowhere)
+//   tcast_src_gelu(pre, store, form)  GELU of the fc pre-activation as one of the trainer's two GELU kernels
+//                                stores it (boundary.cuh BoundaryGelu: gemm_kernels.cuh's gemm_gelu_stored, the
+//                                default, or gelu.cuh's gelu_stored); store: where its BF16 output goes (NULL: nowhere)
 //   tcast_src_dgelu(d, pre)      GELU' product d = d * gelu_tanh'(pre), gemm_dgelu_stored, written back
 //                                into d (in place: tcast_cast_from reads each element once)
 // Row-major (rows, cols) tensors, cols % 8 == 0, 16-byte aligned pointers.
 // The LayerNorm forward is not elementwise (a row's statistics come first), so it is not a source: it casts
 // its own output row by row as it stores it, through the sink of its row kernel (layernorm.cuh):
 //   tcast_layernorm_cast(y, ...)  LayerNorm (or residual add + LayerNorm) and y = cast(out) along C
+// Nor is the fc layer's GELU with the casts of both its input and its output (the input's group scales come
+// before GELU): tcast_gelu.cuh has that row kernel, and uses tcast_src_gelu when only the output is cast.
 #pragma once
 
 #include "llmc/kernels/tcast/tcast_source.cuh"
 #include "llmc/kernels/tcast/tcast_cast.cuh"    // tcast_cast, tcast_cast_path, tcast_lanes_cast_packet
-#include "llmc/kernels/fp8/lowp_producers.cuh"  // LowpSrcGelu, gemm_dgelu_stored
+#include "llmc/kernels/fp8/lowp_producers.cuh"  // gemm_gelu_stored, gemm_dgelu_stored
+#include "llmc/kernels/gelu.cuh"                // gelu_stored
 #include "llmc/kernels/layernorm.cuh"           // layernorm_forward_sink
+#include "llmc/kernels/boundary.cuh"            // BoundaryGelu
+
+// out = GELU(pre) as the trainer's GELU kernel `form` stores it (BoundaryGelu; lowp_producers.cuh contract), also into
+// store unless NULL. (The FP8 build's LowpSrcGelu is the BOUNDARY_GELU_FRONT form alone; TensorCast needs both,
+// without doubling the cast kernels: the form is a launch-uniform branch, not a template argument.)
+struct TcastGelu {
+    const floatX* pre;
+    floatX* store;
+    int form;
+    __device__ __forceinline__ void packet(float* v, size_t idx) const {
+        const x128 p = load128cs(pre + idx);
+        x128 o;
+        if (form == BOUNDARY_GELU_KERNEL) {  // (one branch per packet, not a select per element of both formulas)
+            #pragma unroll
+            for (int k = 0; k < x128::size; k++) o[k] = gelu_stored((float)p[k]);
+        } else {
+            #pragma unroll
+            for (int k = 0; k < x128::size; k++) o[k] = gemm_gelu_stored((float)p[k]);
+        }
+        #pragma unroll
+        for (int k = 0; k < x128::size; k++) v[k] = (float)o[k];
+        if (store) store128(store + idx, o);
+    }
+    bool vec_ok() const { return ((uintptr_t)pre & 15) == 0 && ((uintptr_t)store & 15) == 0; }
+};
 
 // d = d * gelu_tanh'(pre) in place, as gemm_gelu_backward_kernel stores it (lowp_producers.cuh contract).
 struct TcastDgeluInPlace {
@@ -35,11 +64,13 @@ struct TcastDgeluInPlace {
     bool vec_ok() const { return ((uintptr_t)d & 15) == 0 && ((uintptr_t)pre & 15) == 0; }
 };
 
-typedef TcastSrcProducer<LowpSrcGelu, false> TcastSrcGelu;
+typedef TcastSrcProducer<TcastGelu, false> TcastSrcGelu;
 typedef TcastSrcProducer<TcastDgeluInPlace, true> TcastSrcDgelu;
 
-// GELU of pre; its BF16 values also into store unless NULL (store must not alias pre).
-static inline TcastSrcGelu tcast_src_gelu(const floatX* pre, floatX* store) { return TcastSrcGelu{LowpSrcGelu{pre, store}, store}; }
+// GELU of pre by the kernel form (BoundaryGelu); its BF16 values also into store unless NULL (store must not alias pre).
+static inline TcastSrcGelu tcast_src_gelu(const floatX* pre, floatX* store, BoundaryGelu form = BOUNDARY_GELU_FRONT) {
+    return TcastSrcGelu{TcastGelu{pre, store, (int)form}, store};
+}
 // GELU' product of d (holding dY W on entry, the fc layer's dY on exit) and pre.
 static inline TcastSrcDgelu tcast_src_dgelu(floatX* d, const floatX* pre) { return TcastSrcDgelu{TcastDgeluInPlace{d, pre}, d}; }
 

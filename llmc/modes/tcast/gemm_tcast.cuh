@@ -17,8 +17,9 @@
 // (tcast_cast_from with tcast_producers.cuh's sources): one pass writes the BF16 activation / gradient
 // (still stored: the wgrad casts and the bias gradient read it) and the cast copy, instead of the producer
 // and a cast pass reading it back. The bits are those of the separate passes (dev/cuda/tcast_producers.cu).
-// It declines GELU when the gelu_out site is cast (the model casts the stored GELU output right after the
-// fc forward) and either when the next call does not cast that operand.
+// It declines GELU when the gelu_out site is cast (the GELU output is then cast as stored, together with GELU by the
+// front's boundary_gelu, tcast_gelu.cuh, which offers no defer; a caller that casts the stored output itself needs it
+// written) and either when the next call does not cast that operand.
 // Through the front's layernorm hook it also runs the residual + LayerNorm forwards (ln1 of layers 1..L-1,
 // ln2, lnf) whose output is the next forward call's x, casting x along C as the rows are normalized
 // (tcast_layernorm_cast; the BF16 output is still stored for the LayerNorm backward and the wgrad cast): the

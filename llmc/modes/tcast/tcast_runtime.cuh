@@ -1,7 +1,8 @@
 // tcast_runtime.cuh - the TensorCast build's run-time cast state (doc/TCAST.md section 5): the plan
 // in force (llmc/modes/tcast/tcast_config.h), the cast kernels' workspace, the stochastic-rounding seeds
 // and the --cast-stats counters. It is the model's BoundaryCasts (llmc/kernels/boundary.cuh), through which
-// the model and the GEMM front cast the stored site tensors; llmc/modes/tcast/gemm_tcast.cuh casts the
+// the model and the GEMM front cast the stored site tensors (and run the fc layer's GELU with the casts of its
+// input and output, llmc/kernels/tcast/tcast_gelu.cuh); llmc/modes/tcast/gemm_tcast.cuh casts the
 // linear-layer operands with it, and the attention kernels take their seeds from it.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "llmc/modes/tcast/tcast_config.h"
 #include "llmc/kernels/tcast/tcast_stats.cuh"
 #include "llmc/kernels/tcast/tcast_cast.cuh"
+#include "llmc/kernels/tcast/tcast_gelu.cuh"
 
 // What the --cast-stats counters are kept for: the boundary sites, then the GEMM operands.
 #define TCAST_STAT_SLOTS (NUM_BOUNDARY_SITES + TCAST_NUM_OPS)
@@ -57,6 +59,20 @@ static void tcast_boundary_cast(BoundaryCasts* bc, BoundarySite site, unsigned l
                                 cudaStream_t stream) {
     tcast_site_cast((TcastRuntime*)bc, site, id, x, rows, cols, stream);
 }
+// The fc layer's GELU with its site casts (BoundaryCasts::gelu): tcast_gelu_cast with the plan's matmul_out cast of
+// pre (pre_id given and the site on) and gelu_out cast of out (out_id given and the site on), each with the seed and
+// statistics slot tcast_site_cast gives it; inside the GELU kernel where --cast-fuse and the types allow.
+static void tcast_boundary_gelu(BoundaryCasts* bc, floatX* out, floatX* pre, size_t rows, size_t cols, unsigned long long pre_id,
+                                unsigned long long out_id, int form, cudaStream_t stream) {
+    TcastRuntime* rt = (TcastRuntime*)bc;
+    const TcastPlan* plan = &rt->plan;
+    TcastSiteCast a = {NULL, 0, NULL}, b = {NULL, 0, NULL};
+    if (pre_id != BOUNDARY_NO_ID && plan->site_on[MATMUL_OUT])
+        a = TcastSiteCast{&plan->site[MATMUL_OUT], tcast_seed(rt, pre_id, (int)MATMUL_OUT, TCAST_ROLE_SITE), tcast_stats_slot(rt, MATMUL_OUT)};
+    if (out_id != BOUNDARY_NO_ID && plan->site_on[GELU_OUT])
+        b = TcastSiteCast{&plan->site[GELU_OUT], tcast_seed(rt, out_id, (int)GELU_OUT, TCAST_ROLE_SITE), tcast_stats_slot(rt, GELU_OUT)};
+    tcast_gelu_cast(out, pre, (int)rows, (int)cols, a, b, (BoundaryGelu)form, plan->fuse != 0, &rt->cast_ctx, stream);
+}
 static unsigned long long tcast_boundary_attention_seed(const BoundaryCasts* bc, unsigned long long id) {
     return tcast_seed((const TcastRuntime*)bc, id, (int)ATTN_SCORES, TCAST_ROLE_ATTN);
 }
@@ -79,6 +95,7 @@ static inline TcastRuntime* tcast_runtime_create(const TcastPlan* plan, int max_
     rt->casts.params = params;
     rt->casts.cast = tcast_boundary_cast;
     rt->casts.attention_seed = tcast_boundary_attention_seed;
+    rt->casts.gelu = tcast_boundary_gelu;
     rt->casts.destroy = tcast_boundary_destroy;
     tcast_cast_context_init(&rt->cast_ctx, max_rows, max_cols);
     if (plan->stats > 0) cudaCheck(cudaMalloc(&rt->stats, TCAST_STAT_SLOTS * sizeof(TcastDeviceStats)));
