@@ -124,11 +124,11 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 #define ATTN_DKV_CFG_64 64, 1, 8, 64, true, 1
 #define ATTN_DKV_CFG_128 128, 1, 4, 32, false, 1
 // TC (TensorCast) instantiations, HS = 64 only: one configuration per kernel, set by measurement. Today's are
-// the plain kernels' (ATTN_*_CFG_64 above); dev/cuda/attention --tc-sweep (TCAST build) times the candidates
-// it lists (tc_sweep_*) against them on the d12 shape, checks that each gives the default's outputs bit for
-// bit, and prints the ATTN_TC_*_CFG line of the fastest: set these three to it. Free parameters: the
-// forward and dQ kernels' WM (16-row tiles per warp: the cast tile AttnTcTileQ<WM>), NW and MINB; their key
-// tile stays 64 (no casting group crosses one, and a query's tiles are then the same in every
+// the plain kernels' (ATTN_*_CFG_64 above); dev/cuda/attention --tc-sweep (TCAST build) times its candidates
+// (TcSweepFwd / TcSweepDq / TcSweepDkv) against them on the d12 shape, checks that each gives the default's
+// outputs bit for bit, and prints the ATTN_TC_*_CFG lines of the fastest: set these three to them. Free
+// parameters: the forward and dQ kernels' WM (16-row tiles per warp: the cast tile AttnTcTileQ<WM>), NW and
+// MINB; their key tile stays 64 (no casting group crosses one, and a query's tiles are then the same in every
 // configuration, which is what makes them bit-identical); the dK/dV kernel's cast tile AttnTcTileK fixes
 // WM = 1, NW = 8 and 64-query tiles, so only KV_REGS and MINB move. One instantiation each, whatever the
 // candidates: the trainer's TCAST build compiles no more TC kernels than before (attn_tc_require_tc).
