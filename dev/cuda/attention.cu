@@ -1896,7 +1896,8 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
     const double flops[3] = {fwd_flops(sh), bwd_flops(sh) * 3.0 / 5.0, bwd_flops(sh) * 4.0 / 5.0};
     const char* kname[3] = {"fwd", "dq", "dkv"};
     printf("\n--tc-sweep on (B,NH,T,HS) = (%d,%d,%d,%d), sites mxfp8e4 / mxfp8e4, median of 25 (FLOPs counted causal: fwd "
-           "2*B*NH*T^2*HS, dq 3/5 and dkv 4/5 of 2.5x fwd; x plain: time / the plain built-in kernel's, ATTN_*_CFG_64);\n"
+           "2*B*NH*T^2*HS without the two-pass forward's extra Q.K^T, dq 3/5 and dkv 4/5 of 2.5x fwd; x plain: time / the plain built-in\n"
+           "kernel's, ATTN_*_CFG_64); "
            "bits: (site configuration, shape) pairs whose outputs equal the default's bit for bit\n", sh.B, sh.NH, sh.T, sh.HS);
     printf("%-4s | %-30s | %4s | %5s | %6s | %7s | %8s | %8s | %7s\n", "kern", "config", "regs", "local", "CTA/SM", "bits", "ms",
            "TFLOP/s", "x plain");
