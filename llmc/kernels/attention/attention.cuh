@@ -123,7 +123,18 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 #define ATTN_DQ_CFG_128 128, 1, 4, 32, 1
 #define ATTN_DKV_CFG_64 64, 1, 8, 64, true, 1
 #define ATTN_DKV_CFG_128 128, 1, 4, 32, false, 1
-// TC (TensorCast) instantiations: the HS = 64 configurations above (key tiles of 64: no casting group crosses one).
+// TC (TensorCast) instantiations, HS = 64 only: one configuration per kernel, set by measurement. Today's are
+// the plain kernels' (ATTN_*_CFG_64 above); dev/cuda/attention --tc-sweep (TCAST build) times its candidates
+// (TcSweepFwd / TcSweepDq / TcSweepDkv) against them on the d12 shape, checks that each gives the default's
+// outputs bit for bit, and prints the ATTN_TC_*_CFG lines of the fastest: set these three to them. Free
+// parameters: the forward and dQ kernels' WM (16-row tiles per warp: the cast tile AttnTcTileQ<WM>), NW and
+// MINB; their key tile stays 64 (no casting group crosses one, and a query's tiles are then the same in every
+// configuration, which is what makes them bit-identical); the dK/dV kernel's cast tile AttnTcTileK fixes
+// WM = 1, NW = 8 and 64-query tiles, so only KV_REGS and MINB move. One instantiation each, whatever the
+// candidates: the trainer's TCAST build compiles no more TC kernels than before (attn_tc_require_tc).
+#define ATTN_TC_FWD_CFG 64, 2, 4, 64, 1        // HS, WM, NW, BC, MINB
+#define ATTN_TC_DQ_CFG 64, 1, 4, 64, 1         // HS, WM, NW, BC, MINB
+#define ATTN_TC_DKV_CFG 64, 1, 8, 64, true, 1  // HS, WM, NW, BR, KV_REGS, MINB
 
 // The attention casts run only in the tensor-core kernels: stop with `error:` otherwise.
 // The cast instantiations exist for HS = 64 only (every GPT-2 size: d12 .. d48), and the forward only
@@ -150,7 +161,7 @@ static inline bool attn_forward_tc_dispatch(T* out, float* lse, const T* qkv, in
         if constexpr (CASTS) {
             if (attention_tcast_active()) {  // TC instantiation, HS = 64, always the two-pass forward (see attn_tc_require_tc)
                 attn_tc_require_tc(HS, attn_aligned16(out) && attn_aligned16(qkv));
-                attention_forward_tc_cast<ATTN_FWD_CFG_64, true>(out, lse, qkv, B, Tn, NH, stream, amax, tcast_seed);
+                attention_forward_tc_cast<ATTN_TC_FWD_CFG, true>(out, lse, qkv, B, Tn, NH, stream, amax, tcast_seed);
                 return true;
             }
         }
@@ -170,8 +181,8 @@ static inline bool attn_backward_tc_dispatch(T* dqkv, float* Dbuf, const T* dout
         if constexpr (CASTS) {
             if (attention_tcast_active()) {
                 attn_tc_require_tc(HS, attn_aligned16(dqkv) && attn_aligned16(dout) && attn_aligned16(qkv) && attn_aligned16(out));
-                attention_backward_dq_tc_cast<ATTN_DQ_CFG_64>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax, tcast_seed);
-                attention_backward_dkv_tc_cast<ATTN_DKV_CFG_64>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, tcast_seed);
+                attention_backward_dq_tc_cast<ATTN_TC_DQ_CFG>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax, tcast_seed);
+                attention_backward_dkv_tc_cast<ATTN_TC_DKV_CFG>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, tcast_seed);
                 return true;
             }
         }

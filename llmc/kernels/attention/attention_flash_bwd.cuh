@@ -20,6 +20,8 @@ template <int HS, int WM, int NW, int BC, int MINB = 1>
 struct AttnBwdDqTC {
     static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     static constexpr size_t smem_bytes = (size_t)(2 * BR + 4 * BC) * LDS * sizeof(floatX) + BR * sizeof(float);
+    // TC instantiation: each warp's cast tile (AttnTcTileQ<WM>) after sDrow
+    static constexpr size_t tc_smem_bytes = smem_bytes + (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
 };
 
 // TC: the attention-site casts (P^ and s^ recomputed as in the forward; AMAX ignored, run-time amax;
@@ -159,6 +161,8 @@ struct AttnBwdDkvTC {
     static constexpr int NT = NW * 32, BK = 16 * WM * NW, LDS = HS + 8;
     static constexpr size_t smem_bytes =
         (size_t)(2 * BK + 4 * BR) * LDS * sizeof(floatX) + 4 * BR * sizeof(float);
+    // TC instantiation: the CTA's cast tile (AttnTcTileK) after sD
+    static constexpr size_t tc_smem_bytes = smem_bytes + (size_t)AttnTcTileK::words * sizeof(float);
 };
 
 // The dK/dV kernel's step once P^T (key-major, s) of a query tile is known: dV += P^T dO,
@@ -315,10 +319,9 @@ void attention_backward_dq_tc_cast(floatX* dqkv, float* Dbuf, const floatX* dout
                                    const float* lse, int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed) {
     using Cfg = AttnBwdDqTC<HS, WM, NW, BC, MINB>;
     auto kernel = attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, false, true>;
-    const size_t smem = Cfg::smem_bytes + (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
-    attn_set_smem(kernel, smem);
+    attn_set_smem(kernel, Cfg::tc_smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
-    kernel<<<grid, Cfg::NT, smem, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS), amax,
+    kernel<<<grid, Cfg::NT, Cfg::tc_smem_bytes, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS), amax,
                                             attn_tc_args(seed, false));
     cudaCheckLaunch();
 }
@@ -328,10 +331,9 @@ void attention_backward_dkv_tc_cast(floatX* dqkv, const floatX* dout, const floa
                                     int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed) {
     using Cfg = AttnBwdDkvTC<HS, WM, NW, BR, KV_REGS, MINB>;
     auto kernel = attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false, true>;
-    const size_t smem = Cfg::smem_bytes + (size_t)AttnTcTileK::words * sizeof(float);
-    attn_set_smem(kernel, smem);
+    attn_set_smem(kernel, Cfg::tc_smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
-    kernel<<<grid, Cfg::NT, smem, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
+    kernel<<<grid, Cfg::NT, Cfg::tc_smem_bytes, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
                                             attn_tc_args(seed, false));
     cudaCheckLaunch();
 }

@@ -24,6 +24,8 @@ template <int HS, int WM, int NW, int BC, int MINB = 1>
 struct AttnFwdTC {
     static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     static constexpr size_t smem_bytes = (size_t)(BR + 4 * BC) * LDS * sizeof(floatX);
+    // TC instantiation: each warp's cast tile (AttnTcTileQ<WM>) after the tiles
+    static constexpr size_t tc_smem_bytes = smem_bytes + (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
 };
 
 // TC (TensorCast, see the header comment of attention.cuh): the attention-site casts; CNT then counts --cast-stats
@@ -198,16 +200,21 @@ void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int
 // the forward, the --cast-stats counting instantiation while attention_tcast_stats is set. The
 // dynamic shared memory grows by the cast tiles (attention_tcast_cast.cuh). Only the dispatch of a
 // build whose mode sets kModeAttentionCasts instantiates them (attention.cuh).
-template <int HS, int WM, int NW, int BC, int MINB, bool PL>
+// STATS = false (dev/cuda/attention --tc-sweep candidates): the counting instantiation is not compiled, and
+// a call while --cast-stats counting is on stops with `error:`.
+template <int HS, int WM, int NW, int BC, int MINB, bool PL, bool STATS = true>
 void attention_forward_tc_cast(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
                                unsigned int* amax, uint64_t seed) {
     using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
     const bool count = attn_tc_counting();
-    auto kernel = count ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false, true>
-                        : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, false, true>;
-    const size_t smem = Cfg::smem_bytes + (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
-    attn_set_smem(kernel, smem);
+    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, false, true>;
+    if constexpr (STATS) {
+        if (count) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false, true>;
+    } else if (count) {
+        die("--cast-stats: this attention forward configuration (a dev/cuda/attention --tc-sweep candidate) has no counting kernel");
+    }
+    attn_set_smem(kernel, Cfg::tc_smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
-    kernel<<<grid, Cfg::NT, smem, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, attn_tc_args(seed, count));
+    kernel<<<grid, Cfg::NT, Cfg::tc_smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, attn_tc_args(seed, count));
     cudaCheckLaunch();
 }

@@ -250,13 +250,23 @@ static inline float attn_tc_fmax_(float a, float b) { return a > b ? a : b; }
 
 // The element step: tcast_quantize of x in a group with constants q (attn_tc_rne_group said yes),
 // round mode even; c = rne_c, sign = rne_sign of the site. Branch-free.
+// NONNEG (the probabilities: exp2 results and masked +0, never -0): for x with its sign bit clear the
+// result y = (x + M) - M is >= +0 (RN is monotone, and an exact zero difference is +0), so the clamp at
+// -max_F 2^s and the sign restore (x has none) change nothing and are left out: the same bits, two
+// instructions fewer per element. The host self-test checks both forms against tcast_quantize.
+template <bool NONNEG = false>
 static inline HOST_DEVICE float attn_tc_rne_elem(float x, AttnTcRneQ q, int32_t c, uint32_t sign) {
     const uint32_t xb = tcast_f32_bits(x);
     const int32_t me = (int32_t)((xb & 0x7F800000u) + (uint32_t)c);  // < 2^31 in an accepted group
     const float M = tcast_f32_from_bits((uint32_t)(me > q.mc ? me : q.mc));
     float y = tcast_sub_rn(tcast_add_rn(x, M), M);
-    y = attn_tc_fmin_(attn_tc_fmax_(y, -q.maxv), q.maxv);
-    return tcast_f32_from_bits(tcast_f32_bits(y) | (xb & sign));
+    if constexpr (NONNEG) {
+        (void)sign;
+        return attn_tc_fmin_(y, q.maxv);
+    } else {
+        y = attn_tc_fmin_(attn_tc_fmax_(y, -q.maxv), q.maxv);
+        return tcast_f32_from_bits(tcast_f32_bits(y) | (xb & sign));
+    }
 }
 
 // Host: the AttnTcastSite of a data type (after attention_tcast_supported accepted it).

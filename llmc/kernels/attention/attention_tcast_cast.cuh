@@ -280,8 +280,9 @@ __device__ __forceinline__ float attn_tc_amax_(float a, float x) {
 // back (one shuffle per group); an unscaled type needs one group step per lane (s = 0; the amax only
 // screens for NaN / Inf / huge values). Every group of the warp is checked first; if one fails anywhere
 // the warp leaves x unchanged and returns false (the caller then takes the staged general path), else
-// x <- the cast and true. Every lane calls (warp-uniform).
-template <int WM, int NS>
+// x <- the cast and true. Every lane calls (warp-uniform). NONNEG: x holds probabilities (sign bits clear),
+// cast by attn_tc_rne_elem<true>.
+template <bool NONNEG = false, int WM, int NS>
 __device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const AttnTcastSite& S, int lane) {
     static_assert(NS == 8, "query-major TC tiles hold 64 keys");
     const int scaled = S.tile > 1, tq = lane & 3;
@@ -328,7 +329,9 @@ __device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const At
     if (!__all_sync(0xffffffffu, ok)) return false;
     const int32_t c = S.rne_c;
     const uint32_t sg = S.rne_sign;
-    attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] = attn_tc_rne_elem(x[mi][n][r], attn_tc_rne_q(&S, mc[mi][r >> 1][n >> 2]), c, sg); });
+    attn_frag_each<WM, NS>([&](int mi, int n, int r) {
+        x[mi][n][r] = attn_tc_rne_elem<NONNEG>(x[mi][n][r], attn_tc_rne_q(&S, mc[mi][r >> 1][n >> 2]), c, sg);
+    });
     return true;
 }
 
@@ -363,7 +366,7 @@ __device__ __forceinline__ void attn_tc_step_q(float (&s)[WM][NS][4], float* til
                 attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lse2[mi][r >> 1])); });
             else if (diag)
                 attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<false>(col0, row0, mi, n, r)) s[mi][n][r] = -INFINITY; });
-            if (probs && (!S1.on || (S1.frag && attn_tc_frag_rne(s, S1, lane)))) site0 = 2;
+            if (probs && (!S1.on || (S1.frag && attn_tc_frag_rne<true>(s, S1, lane)))) site0 = 2;
         }
     }
     if (site0 < 2) {
@@ -425,7 +428,8 @@ __device__ __forceinline__ void attn_tc_put_k(float* tile, const float (&s)[WM][
 // that is also the CTA's vote; each lane reads the mc of its 16 columns (its warp's 16 keys lie in one
 // group). Unscaled types: one group step per lane and the vote. If a group fails anywhere the CTA
 // leaves x unchanged and returns false; else x <- the cast and true. Every thread of the CTA calls.
-template <int WM, int NS>
+// NONNEG: x holds probabilities (sign bits clear), cast by attn_tc_rne_elem<true>.
+template <bool NONNEG = false, int WM, int NS>
 __device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const AttnTcastSite& S, float* buf, int kw, int lane) {
     static_assert(WM == 1 && NS == 8, "key-major register casts: 16 keys x 64 queries per warp");
     constexpr int PLD = 68;  // partial row stride (words): 16-byte aligned rows, 4-bank shift per column
@@ -478,7 +482,7 @@ __device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const 
     }
     const int32_t c = S.rne_c;
     const uint32_t sg = S.rne_sign;
-    attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] = attn_tc_rne_elem(x[mi][n][r], attn_tc_rne_q(&S, mc[n][r & 1]), c, sg); });
+    attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] = attn_tc_rne_elem<NONNEG>(x[mi][n][r], attn_tc_rne_q(&S, mc[n][r & 1]), c, sg); });
     return true;
 }
 
@@ -528,7 +532,7 @@ __device__ __forceinline__ void attn_tc_step_k(float (&s)[WM][NS][4], float* til
             });
         else
             attn_frag_each_col<WM, NS, true>(L, tq, [&](int mi, int n, int r, float lq2) { s[mi][n][r] = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lq2)); });
-        if (!S1.on || (S1.frag && attn_tc_frag_rne_k(s, S1, tile, kw, lane))) site0 = 2;
+        if (!S1.on || (S1.frag && attn_tc_frag_rne_k<true>(s, S1, tile, kw, lane))) site0 = 2;
     }
     if (site0 < 2) {
         __syncthreads();  // the register casts' reads of the tile (partials, constants) are done
