@@ -50,9 +50,9 @@
 // GELU -> fcproj x cast) and mxfp8e5 along dim 1 (the GELU' -> fc dy cast): the producer + cast pass
 // against the fused kernel, with the bytes each moves and the device copy rate of the same run; the
 // LayerNorm (plain and with the residual add) with mxfp8e4 at 65536 x 768; the GELU with its site casts at
-// 65536 x 3072 (mxfp8e4 both, each alone, mxfp6e2@stochastic both): passes against one kernel; and the fc forward
-// (65536 x 768 -> 3072) with only gelu_out cast: cuBLASLt's GELU epilogue + a cast pass against a plain GEMM + the
-// GELU-and-cast kernel (matmul_forward takes the latter).
+// 65536 x 3072 (mxfp8e4 both, each alone, mxfp6e2 both): passes against one kernel; and the fc forward
+// (65536 x 768 -> 3072) with only gelu_out cast: cuBLASLt's GELU epilogue + a cast pass (matmul_forward takes it)
+// against a plain GEMM + the GELU-and-cast kernel.
 // Exit status 1 if any check fails.
 #include <stdint.h>
 #include <stdio.h>
@@ -406,8 +406,8 @@ static void time_gelu_sites(const char* ta, const char* tb, int rows, int cols, 
 }
 
 // The fc forward with only gelu_out cast (tb), d12 B=64 shape: cuBLASLt's GELU_AUX_BIAS epilogue then the cast pass of
-// the GELU output, against a plain GEMM (bias epilogue) then GELU + cast in one kernel (the trainer's choice,
-// matmul_forward); and, for scale, the plain GEMM alone.
+// the GELU output (the trainer's choice, matmul_forward: measured faster on an H200), against a plain GEMM (bias
+// epilogue) then GELU + cast in one kernel; and, for scale, the plain GEMM alone.
 static void time_gelu_epilogue_choice(const char* tb, int N, int C, int OC, TcastCastContext* ctx) {
     TcastDataType dtb;
     char err[256];
@@ -432,7 +432,7 @@ static void time_gelu_epilogue_choice(const char* tb, int N, int C, int OC, Tcas
     gemm_context_free(&g);
     printf("  fc forward %d x %d -> %d, gelu_out=%s only: GELU epilogue + cast pass %.3f ms, plain GEMM + one kernel %.3f ms "
            "(plain GEMM alone %.3f ms): %s\n", N, C, OC, tb, epi, fused, plain,
-           fused <= epi ? "the trainer's choice (plain GEMM) is the faster" : "THE EPILOGUE IS FASTER: revisit matmul_forward's choice");
+           epi <= fused ? "the trainer's choice (epilogue + pass) is the faster" : "THE PLAIN GEMM + ONE KERNEL IS FASTER: revisit matmul_forward's choice");
 }
 
 // ms of the LayerNorm (residual: with the add) followed by the cast, and of the fused kernel, at rows x C.
@@ -535,14 +535,14 @@ int main(int argc, char** argv) {
         {"bfp16", "mxfp6e2", FRONT, true, true},                             // tiles 8 and 32
         {"e4m3fn", "q115", FRONT, true, true},                               // unscaled float, fixed scale int16_p-1
         {"q115", "mxfp8e4", FRONT, true, true},
-        {"mxfp8e4@stochastic", "mxfp6e2@stochastic", FRONT, true, true},     // exponent quantizer both
-        {"mxfp6e2@stochastic", "mxfp8e4", FRONT, true, true},                // exponent, RNE
-        {"mxfp8e4", "mxint8@nearest", FRONT, true, true},                    // RNE, exponent (ties away)
+        {"mxfp8e4@stochastic", "mxfp6e2@stochastic", FRONT, false, true},    // exponent quantizer both: a pass, then the GELU source
+        {"mxfp6e2@stochastic", "mxfp8e4", FRONT, false, true},               // exponent, RNE: a pass, then the GELU source
+        {"mxfp8e4", "mxint8@nearest", FRONT, true, false},                   // RNE, exponent (ties away): kernel a, pass b
         {"e4m3fn_e8m0_t2", "e4m3fn_e8m0_t4", FRONT, true, true},             // tiles inside a packet
         {"e4m3fn_e8m0_t512", "e5m2_e8m0_t1024", FRONT, true, true},          // tiles over a lane's packets
-        {"e5m2_e8m0_t256@stochastic", "e2m1fnuz_e8m0_t64", FRONT, true, true},
+        {"e5m2_e8m0_t256@stochastic", "e2m1fnuz_e8m0_t64", FRONT, false, true},
         {"mxfp8e4", NULL, FRONT, true, false},                               // gelu_out off
-        {"mxfp6e2@stochastic", NULL, FRONT, true, false},
+        {"mxfp6e2@stochastic", NULL, FRONT, false, false},                   // the exponent quantizer: passes
         {NULL, "mxfp8e4", FRONT, false, true},                               // matmul_out off: the GELU source
         {NULL, "q115", FRONT, false, true},
         {NULL, "mxfp8e4", KERNEL, false, true},                              // gelu.cuh's GELU (-ge 0, -r 1)
@@ -565,7 +565,7 @@ int main(int argc, char** argv) {
         TcastCastContext big;
         tcast_cast_context_init(&big, 65536, 3072);
         run_gelu_sites_big(t, "mxfp8e4", "mxfp8e4", 65536, 3072, true, &big);
-        run_gelu_sites_big(t, "mxfp6e2@stochastic", "mxfp8e4", 65536, 3072, true, &big);
+        run_gelu_sites_big(t, "bfp16", "mxfp6e2", 65536, 3072, true, &big);
         run_gelu_sites_big(t, "mxfp8e4", "mxfp8e4", 4096, 3072, false, &big);
         tcast_cast_context_free(&big);
         printf("\nthe GEMM front's fc forward with the site casts attached:\n");
@@ -586,7 +586,7 @@ int main(int argc, char** argv) {
         time_gelu_sites("mxfp8e4", "mxfp8e4", 65536, 3072, copy, &big);
         time_gelu_sites("mxfp8e4", NULL, 65536, 3072, copy, &big);
         time_gelu_sites(NULL, "mxfp8e4", 65536, 3072, copy, &big);
-        time_gelu_sites("mxfp6e2@stochastic", "mxfp6e2@stochastic", 65536, 3072, copy, &big);
+        time_gelu_sites("mxfp6e2", "mxfp6e2", 65536, 3072, copy, &big);
         time_gelu_epilogue_choice("mxfp8e4", 65536, 768, 3072, &big);
         tcast_cast_context_free(&big);
     }

@@ -215,10 +215,10 @@ static inline bool gemm_dgelu_fused_for(int C) { return C <= GEMM_DGELU_FUSED_MA
 // GEMM into pre_gelu followed by gemm_gelu_forward_kernel (out = gelu of the rounded pre_gelu).
 // gelu_id (with pre_gelu): the GELU output's id in the seeds of its GELU_OUT site cast, which this call then
 // applies (BoundaryCasts; nothing without casts attached); BOUNDARY_NO_ID (the default): the caller casts out
-// itself, if at all. When ctx->casts cast pre_gelu (MATMUL_OUT) or out (GELU_OUT, gelu_id given), GELU is
-// never in the cuBLASLt epilogue: boundary_gelu computes it, in one kernel with the casts where it can (the
-// epilogue, then a cast pass of out, moves 16 bytes per element of out where a plain GEMM and that kernel
-// move 12; doc/TCAST.md 5.5).
+// itself, if at all. When ctx->casts cast pre_gelu (MATMUL_OUT), GELU is never in the cuBLASLt epilogue:
+// boundary_gelu computes it with both casts, in one kernel where it can (doc/TCAST.md 5.5); when they cast only
+// out (GELU_OUT, gelu_id given), GELU stays in the epilogue and the cast is a pass (measured faster than a plain
+// GEMM and GELU + cast in one kernel: 0.832 vs 0.906 ms at d12, H200).
 // Requirements: every pointer 16-byte aligned, C and OC multiples of 16 / sizeof(floatX), out and
 // pre_gelu not overlapping the inputs; violations end the program with "error: matmul_forward: ...".
 // No scratch. Deterministic (fixed cached algorithm per shape).
@@ -232,8 +232,8 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
     // SF16: the GEMM output (after bias) is quantized as stored, before anything reads it; so GELU is
     // never fused into the cuBLASLt epilogue: it must read the quantized pre-activation (and quantizes its
     // own output). With GELU the quantization pass and the GELU are one kernel.
-    // TensorCast (run time): the output is cast as stored, a pass of its own, so GELU is not fused either;
-    // with GELU, the casts of pre_gelu and out and GELU itself are one call of the attached casts (site_gelu).
+    // TensorCast (run time): the output is cast as stored, so GELU is not fused either; with GELU, the casts of
+    // pre_gelu and out and GELU itself are one call of the attached casts (site_gelu). Only out cast: epilogue + pass.
     constexpr bool bound = !boundary_is_identity<MATMUL_OUT>();
     const bool cast = boundary_tensor_active(ctx->casts, MATMUL_OUT);
     const unsigned long long pre_id = cast ? boundary_weight_id(ctx->casts, weight) : BOUNDARY_NO_ID;
@@ -242,9 +242,13 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
     const size_t n = (size_t)N * OC;
     // the low-precision backend (if any and if it takes this layer) computes y without GELU
     const bool done = ctx->lowp && ctx->lowp->forward(ctx, y, inp, weight, bias, N, C, OC);
-    if (!done && !bound && !cast && !site_gelu && pre_gelu && ctx->fuse_gelu && OC % 8 == 0 &&
-        gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu))
-        return;  // GELU fused into the cuBLASLt epilogue
+    if (!done && !bound && !cast && pre_gelu && ctx->fuse_gelu && OC % 8 == 0 &&
+        gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu)) {
+        // GELU fused into the cuBLASLt epilogue; a GELU_OUT cast of out (gelu_id) is then a pass of its own:
+        // measured faster than a plain GEMM + GELU and the cast in one kernel (doc/TCAST.md 5.5)
+        if (site_gelu) boundary_tensor_cast(ctx->casts, GELU_OUT, gelu_id, out, N, OC, ctx->stream);
+        return;
+    }
     if (!done) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
     if (site_gelu) {
         boundary_gelu(ctx->casts, out, pre_gelu, N, OC, pre_id, gelu_id, BOUNDARY_GELU_FRONT, ctx->stream);
