@@ -45,7 +45,10 @@
 // in the plain builds) cannot be applied on the fused path; the unfused GELU kernel applies
 // boundary_value<GELU_OUT> to its output. So the SF16 MATMUL_OUT pass lives here (with GELU unfused),
 // and so does the TensorCast build's MATMUL_OUT cast (boundary_tensor_cast on ctx->casts, attached at
-// run time), nowhere else. The TensorCast operand casts (--cast-gemm) are a backend (llmc/modes/tcast/gemm_tcast.cuh).
+// run time), nowhere else, except where the caller says for one call that the output's only reader casts it
+// (ctx->out_cast_by_reader: the model's residual + LayerNorm with its boundary casts in one kernel, which casts
+// the projection output as it reads it; the same bits). The TensorCast operand casts (--cast-gemm) are a
+// backend (llmc/modes/tcast/gemm_tcast.cuh).
 #pragma once
 
 #include <stdint.h>
@@ -212,6 +215,8 @@ static inline bool gemm_dgelu_fused_for(int C) { return C <= GEMM_DGELU_FUSED_MA
 // GEMM into pre_gelu followed by gemm_gelu_forward_kernel (out = gelu of the rounded pre_gelu).
 // Requirements: every pointer 16-byte aligned, C and OC multiples of 16 / sizeof(floatX), out and
 // pre_gelu not overlapping the inputs; violations end the program with "error: matmul_forward: ...".
+// ctx->out_cast_by_reader (reset here): 1 leaves the TensorCast MATMUL_OUT cast of out to its reader (out is
+// stored uncast); an error with pre_gelu (the GELU reads out).
 // No scratch. Deterministic (fixed cached algorithm per shape).
 void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
                     int OC, floatX* pre_gelu) {
@@ -220,12 +225,19 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
     }
+    const bool reader_casts = ctx->out_cast_by_reader != 0;  // for this call only
+    ctx->out_cast_by_reader = 0;
+    if (reader_casts && pre_gelu) {
+        fprintf(stderr, "error: matmul_forward: out_cast_by_reader with pre_gelu (the GELU reads the output before any reader)\n");
+        exit(EXIT_FAILURE);
+    }
     // SF16: the GEMM output (after bias) is quantized as stored, before anything reads it; so GELU is
     // never fused into the cuBLASLt epilogue: it must read the quantized pre-activation (and quantizes its
     // own output). With GELU the quantization pass and the GELU are one kernel.
-    // TensorCast (run time): the output is cast as stored, a pass of its own, so GELU is not fused either.
+    // TensorCast (run time): the output is cast as stored, a pass of its own, so GELU is not fused either;
+    // unless its reader casts it (reader_casts).
     constexpr bool bound = !boundary_is_identity<MATMUL_OUT>();
-    const bool cast = boundary_tensor_active(ctx->casts, MATMUL_OUT);
+    const bool cast = boundary_tensor_active(ctx->casts, MATMUL_OUT) && !reader_casts;
     floatX* y = pre_gelu ? pre_gelu : out;
     const size_t n = (size_t)N * OC;
     // the low-precision backend (if any and if it takes this layer) computes y without GELU
@@ -255,6 +267,7 @@ void matmul_forward_logits(GemmContext* ctx, floatX* out, const floatX* inp, con
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
     }
+    ctx->out_cast_by_reader = 0;  // (meant for one matmul_forward call; this call casts nothing here anyway)
     if (ctx->lowp && ctx->lowp->forward(ctx, out, inp, weight, NULL, N, C, OC)) return;
     gemm_backend_forward(ctx, out, inp, weight, NULL, N, C, OC, NULL);
 }

@@ -1,8 +1,9 @@
 // tcast_runtime.cuh - the TensorCast build's run-time cast state (doc/TCAST.md section 5): the plan
 // in force (llmc/modes/tcast/tcast_config.h), the cast kernels' workspace, the stochastic-rounding seeds
 // and the --cast-stats counters. It is the model's BoundaryCasts (llmc/kernels/boundary.cuh), through which
-// the model and the GEMM front cast the stored site tensors; llmc/modes/tcast/gemm_tcast.cuh casts the
-// linear-layer operands with it, and the attention kernels take their seeds from it.
+// the model and the GEMM front cast the stored site tensors, and which runs the residual + LayerNorm with the
+// casts of the sites around it in one kernel where it can (doc/TCAST.md 5.5); llmc/modes/tcast/gemm_tcast.cuh
+// casts the linear-layer operands with it, and the attention kernels take their seeds from it.
 #pragma once
 
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "llmc/modes/tcast/tcast_config.h"
 #include "llmc/kernels/tcast/tcast_stats.cuh"
 #include "llmc/kernels/tcast/tcast_cast.cuh"
+#include "llmc/kernels/tcast/tcast_producers.cuh"  // tcast_residual_layernorm_sites
 
 // What the --cast-stats counters are kept for: the boundary sites, then the GEMM operands.
 #define TCAST_STAT_SLOTS (NUM_BOUNDARY_SITES + TCAST_NUM_OPS)
@@ -57,6 +59,29 @@ static void tcast_boundary_cast(BoundaryCasts* bc, BoundarySite site, unsigned l
                                 cudaStream_t stream) {
     tcast_site_cast((TcastRuntime*)bc, site, id, x, rows, cols, stream);
 }
+// The cast of `site` in a residual + LayerNorm (tcast_residual_layernorm_sites): off unless the plan casts the
+// site; the seed tcast_site_cast would use for tensor id; the site's counters on a --cast-stats step.
+static inline TcastSiteCast tcast_site_of(const TcastRuntime* rt, BoundarySite site, unsigned long long id) {
+    TcastSiteCast c;
+    c.dt = rt->plan.site_on[site] ? &rt->plan.site[site] : NULL;
+    c.seed = tcast_seed(rt, id, (int)site, TCAST_ROLE_SITE);
+    c.stats = tcast_stats_slot(rt, site);
+    return c;
+}
+static bool tcast_boundary_residual_layernorm_fused(const BoundaryCasts* bc, int N, int C) {
+    const TcastRuntime* rt = (const TcastRuntime*)bc;
+    const TcastPlan* plan = &rt->plan;
+    if (!plan->fuse || rt->recording || N < 1) return false;
+    if (!plan->site_on[MATMUL_OUT] && !plan->site_on[RESIDUAL_OUT] && !plan->site_on[LAYERNORM_OUT]) return false;
+    return tcast_residual_layernorm_sites_fusable(tcast_site_of(rt, MATMUL_OUT, 0), tcast_site_of(rt, RESIDUAL_OUT, 0),
+                                                  tcast_site_of(rt, LAYERNORM_OUT, 0), C);
+}
+static void tcast_boundary_residual_layernorm(BoundaryCasts* bc, const BoundaryResidualLn& j, cudaStream_t stream) {
+    TcastRuntime* rt = (TcastRuntime*)bc;
+    tcast_residual_layernorm_sites(j.residual, j.out, j.mean, j.rstd, j.res_in, j.x, false, j.weight, j.bias, j.N, j.C,
+                                   tcast_site_of(rt, MATMUL_OUT, j.x_id), tcast_site_of(rt, RESIDUAL_OUT, j.res_id),
+                                   tcast_site_of(rt, LAYERNORM_OUT, j.ln_id), &rt->cast_ctx, stream);
+}
 static unsigned long long tcast_boundary_attention_seed(const BoundaryCasts* bc, unsigned long long id) {
     return tcast_seed((const TcastRuntime*)bc, id, (int)ATTN_SCORES, TCAST_ROLE_ATTN);
 }
@@ -79,6 +104,8 @@ static inline TcastRuntime* tcast_runtime_create(const TcastPlan* plan, int max_
     rt->casts.params = params;
     rt->casts.cast = tcast_boundary_cast;
     rt->casts.attention_seed = tcast_boundary_attention_seed;
+    rt->casts.residual_layernorm_fused = tcast_boundary_residual_layernorm_fused;
+    rt->casts.residual_layernorm = tcast_boundary_residual_layernorm;
     rt->casts.destroy = tcast_boundary_destroy;
     tcast_cast_context_init(&rt->cast_ctx, max_rows, max_cols);
     if (plan->stats > 0) cudaCheck(cudaMalloc(&rt->stats, TCAST_STAT_SLOTS * sizeof(TcastDeviceStats)));
