@@ -53,6 +53,9 @@
 
 #define LAYERNORM_EPS 1e-5f
 #define LN_THREADS 256  // threads per block of the row kernels
+// The forward's warp path (a warp per row) holds at most this many packets per lane; wider rows take the
+// block path. layernorm_forward_sink needs the warp path.
+static constexpr int LN_WARP_PPL_MAX = 16;
 
 // Sum over the threads that own one row: a warp (TPR = 32) or the whole block (TPR = LN_THREADS).
 template <int TPR>
@@ -67,10 +70,10 @@ __device__ __forceinline__ float ln_row_sum(float v) {
 // The sink of the plain kernels, and the contract of every Sink of layernorm_forward_sink. Each hook is
 // called for every k < PPT at which some thread of the row holds a packet (k * TPR < C / 8), by all TPR
 // threads of the row together (warp-uniform), lane l of a warp holding the row's packet 32 * j + l for some
-// j, so a sink may combine the packets of consecutive lanes with warp shuffles. v: the 8 values at flat row-major indices e0 .. e0 + 7 of an (N, C) tensor; valid false: the
-// thread holds no packet there (v undefined, and whatever the hook leaves in it unused). A hook may change
-// v: the kernel goes on with v as the hook leaves it. Rows >= N: their warps never call (they return before
-// the row's loads).
+// j, so a sink may combine the packets of consecutive lanes with warp shuffles. v: the 8 values at flat
+// row-major indices e0 .. e0 + 7 of an (N, C) tensor; valid false: the thread holds no packet there (v
+// undefined, and whatever the hook leaves in it unused). A hook may change v: the kernel goes on with v as
+// the hook leaves it. Rows >= N: their warps never call (they return before the row's loads).
 //   kInputs   false: in2 and res are never called (no code). Called by the FUSED kernels only:
 //     in2(v, valid, e0)     v: the packet of inp2 as loaded, before the residual add reads it;
 //     res(v, valid, e0)     v: the residual packet, round(boundary<RESIDUAL_OUT>(inp1 + inp2)), before it is
@@ -84,7 +87,7 @@ __device__ __forceinline__ float ln_row_sum(float v) {
 struct LnNoSink {
     static constexpr bool kInputs = false;
     static constexpr bool kOn = false;
-    static constexpr int kMaxPPL = 16;
+    static constexpr int kMaxPPL = LN_WARP_PPL_MAX;
     __device__ __forceinline__ void in2(x128&, bool, size_t) const {}
     __device__ __forceinline__ void res(x128&, bool, size_t) const {}
     __device__ __forceinline__ void packet(x128&, bool, size_t) const {}
@@ -228,9 +231,7 @@ static inline void layernorm_check_args(const char* who, int N, int C, const voi
         }
 }
 
-// The forward's warp path (a warp per row) holds at most this many packets per lane; wider rows take the
-// block path. layernorm_forward_sink needs the warp path.
-static constexpr int LN_WARP_PPL_MAX = 16;
+// Whether rows of C channels take the forward's warp path (at most LN_WARP_PPL_MAX packets per lane).
 static inline bool layernorm_forward_warp_path(int C) { return ceil_div(C / x128::size, 32) <= LN_WARP_PPL_MAX; }
 
 // Whether layernorm_forward_sink runs rows of C channels with Sink: the warp path, at most Sink::kMaxPPL packets per lane.

@@ -1,8 +1,9 @@
 // tcast_row_sinks.cuh - TensorCast casts along a row, run by a producer on the row packets it holds: the
 // LayerNorm forward's warp path (llmc/kernels/layernorm.cuh, its Sink contract: lane l of a warp holds the
 // row's packets 32 j + l). The element quantizers and the tile logic are the row cast kernel's
-// (tcast_cast_kernels.cuh): a tile of 2 or 4 elements lies inside a packet, a tile of 8 .. 256 elements spans tile / 8 consecutive lanes whose group accumulations are merged with shuffle-xor, as
-// tcast_rows_kernel merges them; no tile: unscaled or a fixed scale pN. So a cast here gives the bits of
+// (tcast_cast_kernels.cuh): a tile of 2 or 4 elements lies inside a packet, a tile of 8 .. 256 elements spans
+// tile / 8 consecutive lanes whose group accumulations are merged with shuffle-xor, as tcast_rows_kernel merges
+// them; no tile: unscaled or a fixed scale pN. So a cast here gives the bits of
 // tcast_cast(y, x, rows, cols, 1, dt, seed) on the same BF16 values at the same flat row-major indices
 // (doc/TCAST.md 5.3, 5.5; dev/cuda/tcast_producers.cu checks it). No statistics (a counted cast is the
 // stand-alone kernel's). Quantizer Q: TcastQExp or TcastQRne (tcast_cast_device.cuh), never the general path.
