@@ -46,13 +46,27 @@
 // loop), --cast-fuse 0 (the passes), and the GEMM front's fc forward with a TcastRuntime attached (fuse 1 and 0)
 // against a plain GEMM plus the passes with the trainer's seeds.
 //
+// Boundary-site casts around the residual + LayerNorm (tcast_residual_layernorm_sites; --cast matmul_out,
+// residual_out, layernorm_out in the trainer):
+//   sites      x' = cast_x(x), residual = res_in + x', r' = cast_res(residual), LayerNorm(r'), out' = cast_out(out)
+// against the trainer's passes written out here (not the launcher's own fallback): tcast_cast of x in place,
+// fused_residual_layernorm_forward, tcast_cast of the residual in place and layernorm_forward again from it,
+// tcast_cast of out in place. Bit for bit on residual, out, mean, rstd, and x (stored: it must hold x'; not
+// stored: x or x' entirely, x untouched where fused), every output poisoned before each run, with and without
+// statistics (a counted step takes the passes: the three sites' counters compared too). Three casts of different
+// types per case, RNE and exponent quantizers, tiles 2 .. 256 and none, fixed scales (q115), round to nearest and
+// stochastic, one or two sites off; C = 768, 1024, 1600 at odd row counts, 4095 x 768; expected fallbacks: a
+// per-tensor type (int8_e) at one site, C = 3072 (warp path, but wider than the sites' kernels), C = 8192 (block
+// path), and every statistics run.
+//
 // Timing (skipped with --check-only): at the d12 B=64 MLP shape 65536 x 3072, mxfp8e4 along dim 1 (the
 // GELU -> fcproj x cast) and mxfp8e5 along dim 1 (the GELU' -> fc dy cast): the producer + cast pass
 // against the fused kernel, with the bytes each moves and the device copy rate of the same run; the
-// LayerNorm (plain and with the residual add) with mxfp8e4 at 65536 x 768; the GELU with its site casts at
-// 65536 x 3072 (mxfp8e4 both, each alone, mxfp6e2 both): passes against one kernel; and the fc forward
-// (65536 x 768 -> 3072) with only gelu_out cast: cuBLASLt's GELU epilogue + a cast pass (matmul_forward takes it)
-// against a plain GEMM + the GELU-and-cast kernel.
+// LayerNorm (plain and with the residual add) with mxfp8e4 at 65536 x 768; the residual + LayerNorm with
+// mxfp8e4 at all three sites at 65536 x 768: the trainer's passes against the fused kernel; the GELU with its
+// site casts at 65536 x 3072 (mxfp8e4 both, each alone, mxfp6e2 both): passes against one kernel; and the fc
+// forward (65536 x 768 -> 3072) with only gelu_out cast: cuBLASLt's GELU epilogue + a cast pass (matmul_forward
+// takes it) against a plain GEMM + the GELU-and-cast kernel.
 // Exit status 1 if any check fails.
 #include <stdint.h>
 #include <stdio.h>
@@ -463,6 +477,136 @@ static void time_ln_case(bool residual, const char* text, int rows, int C, float
            100.0 * b_fused * n / (fused * 1e-3) / 1e9 / copy_gbs, sep - fused);
 }
 
+// ------------------------------------------------------------------------------------------------
+// The boundary-site casts around the residual + LayerNorm
+
+// The widest rows tcast_residual_layernorm_sites fuses (TcastSitesSink::kMaxPPL = 8 packets of 8 per lane).
+#define SITES_MAX_C 2048
+
+// The three site casts of a case (text NULL: the site is off) and whether tcast_residual_layernorm_sites
+// should fuse them (without statistics, C <= SITES_MAX_C).
+struct SitesCase {
+    const char* x;
+    const char* res;
+    const char* out;
+    bool fused;
+};
+
+// The trainer's passes for the site casts around a residual + LayerNorm (model.cuh gpt2_residual_layernorm with
+// matmul_forward's MATMUL_OUT cast before it): x cast in place, the fused residual + LayerNorm, the residual cast
+// in place and the LayerNorm again from it, out cast in place.
+static void sites_passes(floatX* res, floatX* out, float* mean, float* rstd, const floatX* res_in, floatX* x, const floatX* w,
+                         const floatX* bias, int rows, int C, const TcastSiteCast (&c)[3], TcastCastContext* ctx) {
+    if (c[0].dt) tcast_cast(x, x, rows, C, 1, *c[0].dt, c[0].seed, c[0].stats, ctx, 0);
+    fused_residual_layernorm_forward(res, out, mean, rstd, res_in, x, w, bias, rows, C, 0);
+    if (c[1].dt) {
+        tcast_cast(res, res, rows, C, 1, *c[1].dt, c[1].seed, c[1].stats, ctx, 0);
+        layernorm_forward(out, mean, rstd, res, w, bias, rows, C, 0);
+    }
+    if (c[2].dt) tcast_cast(out, out, rows, C, 1, *c[2].dt, c[2].seed, c[2].stats, ctx, 0);
+}
+
+// One case of the site casts at (rows, C): store_x both ways, with and without statistics.
+static void run_sites_case(Tally& t, const SitesCase& sc, int rows, int C, uint64_t seed, TcastCastContext* ctx) {
+    const char* texts[3] = {sc.x, sc.res, sc.out};
+    TcastDataType dt[3];
+    for (int i = 0; i < 3; i++)
+        if (texts[i] && !case_datatype(t, texts[i], rows, C, 1, &dt[i])) return;
+    const size_t n = (size_t)rows * C;
+    // res_in: per-row scales 2^-8 .. 2^8 and offsets; x (the projection output): its own per-row scales, so that
+    // either term may dominate the sum; LayerNorm weight with a few large channels (tiles of out scale apart)
+    std::vector<float> hr = random_normal(n, seed), hx = random_normal(n, seed ^ 0x5bd1e995ull);
+    std::vector<float> hw = random_normal(C, seed ^ 0x1234ull, 0.5f), hbias = random_normal(C, seed ^ 0x4321ull, 0.2f);
+    HostRng rng(seed ^ 0x9e3779b97f4a7c15ull);
+    for (int r = 0; r < rows; r++) {
+        const float mr = ldexpf(1.0f, (int)(rng.u32() % 17) - 8), off = (float)((int)(rng.u32() % 9) - 4);
+        const float mx = ldexpf(1.0f, (int)(rng.u32() % 17) - 8);
+        for (int c = 0; c < C; c++) {
+            hr[(size_t)r * C + c] = hr[(size_t)r * C + c] * mr + off;
+            hx[(size_t)r * C + c] *= mx;
+        }
+    }
+    for (int c = 0; c < C; c++)
+        if (rng.u32() % 16 == 0) hw[c] *= 64.0f;
+    DeviceBuffer<floatX> res_in(n), x_in(n), w(C), bias(C), ref_x(n), ref_res(n), ref_out(n), x(n), res(n), out(n);
+    DeviceBuffer<float> ref_mean(rows), ref_rstd(rows), mean(rows), rstd(rows);
+    DeviceBuffer<TcastDeviceStats> st_ref(3), st(3);
+    upload(res_in, hr);
+    upload(x_in, hx);
+    upload(w, hw);
+    upload(bias, hbias);
+    const std::vector<floatX> hx_in = download_raw(x_in);
+    bool ok = true, fused_as_designed = true;
+    for (int store_x = 0; store_x < 2; store_x++) {
+        for (int with_stats = 0; with_stats < 2; with_stats++) {
+            poison_all(ref_res, ref_out, res, out, ref_mean, ref_rstd, mean, rstd);
+            cudaCheck(cudaMemcpy(ref_x.ptr, x_in.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
+            cudaCheck(cudaMemcpy(x.ptr, x_in.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
+            st_ref.zero();
+            st.zero();
+            TcastSiteCast cr[3], cf[3];
+            for (int i = 0; i < 3; i++) {
+                const uint64_t cs = 0x51735173ull * (i + 1) + seed;
+                cr[i] = TcastSiteCast{texts[i] ? &dt[i] : NULL, cs, with_stats ? st_ref.ptr + i : NULL};
+                cf[i] = TcastSiteCast{texts[i] ? &dt[i] : NULL, cs, with_stats ? st.ptr + i : NULL};
+            }
+            sites_passes(ref_res.ptr, ref_out.ptr, ref_mean.ptr, ref_rstd.ptr, res_in.ptr, ref_x.ptr, w.ptr, bias.ptr, rows, C, cr, ctx);
+            const bool fusable = tcast_residual_layernorm_sites_fusable(cf[0], cf[1], cf[2], C);
+            fused_as_designed = fused_as_designed && fusable == (sc.fused && !with_stats && C <= SITES_MAX_C);
+            tcast_residual_layernorm_sites(res.ptr, out.ptr, mean.ptr, rstd.ptr, res_in.ptr, x.ptr, store_x != 0, w.ptr, bias.ptr, rows,
+                                           C, cf[0], cf[1], cf[2], ctx, 0);
+            cudaCheck(cudaDeviceSynchronize());
+            ok = ok && same_bits(download_raw(ref_res), download_raw(res)) && same_bits(download_raw(ref_out), download_raw(out));
+            ok = ok && same_bits(download_raw(ref_mean), download_raw(mean)) && same_bits(download_raw(ref_rstd), download_raw(rstd));
+            const std::vector<floatX> hxr = download_raw(ref_x), hxf = download_raw(x);
+            if (store_x) ok = ok && same_bits(hxr, hxf);
+            else if (fusable) ok = ok && same_bits(hx_in, hxf);  // the fused kernel does not write x
+            else ok = ok && (same_bits(hx_in, hxf) || same_bits(hxr, hxf));
+            if (with_stats) {
+                const std::vector<TcastDeviceStats> a = download_raw(st_ref), b = download_raw(st);
+                ok = ok && memcmp(a.data(), b.data(), 3 * sizeof(TcastDeviceStats)) == 0;
+                for (int i = 0; i < 3; i++) ok = ok && (a[i].values > 0) == (texts[i] != NULL);
+            }
+        }
+    }
+    // cast values, not the poison (every input finite; no case here makes a NaN group)
+    const std::vector<float> ho = download(out), hres = download(res);
+    size_t nan = 0;
+    for (float v : ho) nan += v != v;
+    for (float v : hres) nan += v != v;
+    ok = ok && nan == 0;
+    char name[200];
+    snprintf(name, sizeof(name), "sites x=%-16s res=%-18s out=%-18s %4d x %-4d %s", sc.x ? sc.x : "-", sc.res ? sc.res : "-",
+             sc.out ? sc.out : "-", rows, C, sc.fused && C <= SITES_MAX_C ? "fused" : "fallback");
+    t.check(name, ok && fused_as_designed);
+}
+
+// ms of the trainer's passes and of the fused kernel for the site casts around the residual + LayerNorm,
+// every site cast to `text`, at rows x C.
+static void time_sites_case(const char* text, int rows, int C, float copy_gbs, TcastCastContext* ctx) {
+    TcastDataType dt;
+    char err[256];
+    if (tcast_parse_datatype(text, &dt, err, sizeof(err)) != 0) return;
+    const size_t n = (size_t)rows * C;
+    DeviceBuffer<floatX> res_in(n), x(n), w(C), bias(C), res(n), out(n);
+    DeviceBuffer<float> mean(rows), rstd(rows);
+    upload(res_in, random_normal(n, 13));
+    upload(x, random_normal(n, 14));
+    upload(w, random_normal(C, 15));
+    upload(bias, random_normal(C, 16));
+    const TcastSiteCast c[3] = {{&dt, 1, NULL}, {&dt, 2, NULL}, {&dt, 3, NULL}};
+    const float sep = time_median_ms([&] { sites_passes(res.ptr, out.ptr, mean.ptr, rstd.ptr, res_in.ptr, x.ptr, w.ptr, bias.ptr, rows, C, c, ctx); });
+    const float fused = time_median_ms([&] {
+        tcast_residual_layernorm_sites(res.ptr, out.ptr, mean.ptr, rstd.ptr, res_in.ptr, x.ptr, false, w.ptr, bias.ptr, rows, C, c[0], c[1],
+                                       c[2], ctx, 0);
+    });
+    // bytes per element: x cast 2+2, residual + LayerNorm 2+2+2+2, residual cast 2+2, LayerNorm 2+2, out cast 2+2 (24);
+    // fused: res_in and x read, residual and out written (8)
+    const double b_sep = 24.0, b_fused = 8.0;
+    printf("  %-6s %-10s %d x %d: passes %.3f ms (%.0f%% of copy), fused %.3f ms (%.0f%% of copy), saved %.3f ms\n", "sites", text, rows, C,
+           sep, 100.0 * b_sep * n / (sep * 1e-3) / 1e9 / copy_gbs, fused, 100.0 * b_fused * n / (fused * 1e-3) / 1e9 / copy_gbs, sep - fused);
+}
+
 // ms of the producer + cast pass and of the fused kernel at rows x cols, along dim 1.
 static void time_case(Producer p, const char* text, int rows, int cols, float copy_gbs, TcastCastContext* ctx) {
     TcastDataType dt;
@@ -573,6 +717,31 @@ int main(int argc, char** argv) {
         run_front_case(t, "gelu_out=mxfp8e4", 256, 768, 3072, 32);
         run_front_case(t, "matmul_out=mxfp6e2@stochastic", 256, 768, 3072, 33);
         run_front_case(t, "all=bfp16", 96, 1024, 4096, 34);
+    const SitesCase sites[] = {
+        {"mxfp8e4", "mxfp8e4", "mxfp8e4", true},                                  // the RNE quantizer for all three
+        {"mxfp6e2@stochastic", "mxfp6e2@stochastic", "mxfp6e2@stochastic", true}, // the exponent quantizer
+        {"mxint8", "bfp16", "e4m3fn", true},                                      // RNE: tiles 32, 8, none
+        {"q115", "mxfp8e4@stochastic", "mxfp6e2", true},                          // fixed scale; exponent quantizer
+        {"e5m2_e8m0_t64", "e4m3fn_e8m0_t4", "e2m1fnuz_e8m0_t2@stochastic", true}, // tiles of 64, 4 and 2
+        {"e4m3fn_e8m0_t256@stochastic", "mxfp8e5", "bfloat16", true},              // a 256 tile: 32 lanes (not C = 1600)
+        {NULL, "mxfp8e4", "mxfp8e4", true},
+        {"mxfp8e4", NULL, "mxfp8e4@stochastic", true},
+        {"mxint8", "mxfp8e4", NULL, true},
+        {NULL, NULL, "mxint8@stochastic", true},
+        {"bfp16@stochastic", NULL, NULL, true},
+        {NULL, "q115", NULL, true},
+        {"mxfp8e4", "int8_e", "mxfp8e4", false},                                  // per-tensor scale: the passes
+    };
+    const int sites_shapes[6][2] = {{97, 768}, {33, 1024}, {45, 1600}, {4095, 768}, {17, 3072}, {9, 8192}};
+    for (int si = 0; si < 6; si++) {
+        const int rows = sites_shapes[si][0], C = sites_shapes[si][1];
+        printf("\nresidual + LayerNorm with site casts, shape %d x %d%s:\n", rows, C,
+               C <= SITES_MAX_C ? "" : layernorm_forward_warp_path(C) ? " (warp path, not compiled for the sites: the passes)"
+                                                                       : " (block path: the passes)");
+        for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++) {
+            if (si >= 3 && i >= 2) continue;  // big or block path: the RNE and the exponent case
+            run_sites_case(t, sites[i], rows, C, seed++, &ctx);
+        }
     }
     if (timing) {
         const float copy = copy_bandwidth_gbs();
@@ -588,6 +757,7 @@ int main(int argc, char** argv) {
         time_gelu_sites(NULL, "mxfp8e4", 65536, 3072, copy, &big);
         time_gelu_sites("mxfp6e2", "mxfp6e2", 65536, 3072, copy, &big);
         time_gelu_epilogue_choice("mxfp8e4", 65536, 768, 3072, &big);
+        time_sites_case("mxfp8e4", 65536, 768, copy, &big);
         tcast_cast_context_free(&big);
     }
     tcast_cast_context_free(&ctx);

@@ -14,8 +14,12 @@
 // tensor right after the kernel that wrote it (boundary_tensor_cast, called by llmc/model/model.cuh and
 // the GEMM front), through the BoundaryCasts a mode attaches to the model at run time (doc/TCAST.md 5.1;
 // llmc/modes/tcast/). Without one (NULL: every other build, and an empty --cast plan) the calls do nothing.
-// The fc layer's GELU is the exception: its input's and output's casts and the GELU itself are one call
-// (boundary_gelu), which the mode may run as one kernel (doc/TCAST.md 5.5).
+// Two exceptions, which a mode may run as one kernel each with the same bits (doc/TCAST.md 5.5): the fc layer's
+// GELU, whose input's and output's casts and the GELU itself are one call (boundary_gelu); and the residual +
+// LayerNorm after a projection GEMM touches three site tensors (the projection output x, the
+// residual, the LayerNorm output); a mode may offer to run it with their casts in one kernel
+// (BoundaryCasts::residual_layernorm, doc/TCAST.md 5.5): the model then tells the GEMM front that the
+// projection's MATMUL_OUT cast is left to that kernel (GemmContext::out_cast_by_reader).
 #pragma once
 
 #include <stddef.h>
@@ -51,6 +55,24 @@ __device__ __forceinline__ float boundary_value(float v) {
 // -ge 0, and the -r 1 recomputation in the backward). They compute the same function by different formulas, so
 // their stored values differ in the last bit now and then; a cast fused with GELU computes the one it replaces.
 enum BoundaryGelu { BOUNDARY_GELU_FRONT = 0, BOUNDARY_GELU_KERNEL = 1 };
+// One residual + LayerNorm of the forward with the boundary casts of the tensors around it
+// (BoundaryCasts::residual_layernorm): residual = res_in + x and out = LayerNorm(residual) * weight + bias with
+// its row statistics mean / rstd, as fused_residual_layernorm_forward (llmc/kernels/layernorm.cuh) computes
+// them, where x is the MATMUL_OUT tensor of the linear layer whose weight has the seed id x_id
+// (boundary_weight_id), the residual a RESIDUAL_OUT tensor (seed id res_id) and out a LAYERNORM_OUT tensor
+// (ln_id). (N, C) floatX row-major, mean and rstd (N) fp32; weight, bias (C).
+struct BoundaryResidualLn {
+    floatX* residual;
+    floatX* out;
+    float* mean;
+    float* rstd;
+    const floatX* res_in;
+    floatX* x;  // stored uncast by its GEMM (out_cast_by_reader); afterwards x or its cast (scratch)
+    const floatX* weight;
+    const floatX* bias;
+    int N, C;
+    unsigned long long x_id, res_id, ln_id;
+};
 
 struct BoundaryCasts {
     int site_on[NUM_BOUNDARY_SITES];  // 1: the site's stored tensors are cast
@@ -70,6 +92,16 @@ struct BoundaryCasts {
     // where the data types allow. Asynchronous on stream. Called through boundary_gelu only.
     void (*gelu)(BoundaryCasts* bc, floatX* out, floatX* pre, size_t rows, size_t cols, unsigned long long pre_id,
                  unsigned long long out_id, int form, cudaStream_t stream);
+    // Optional (NULL: never offered). Whether residual_layernorm runs a residual + LayerNorm of (N, C) as one
+    // kernel with the casts of the sites it touches that bc covers (matmul_out, residual_out, layernorm_out; at
+    // least one of them), in the step now issued (not on a statistics step, say). Asked before the GEMM that
+    // writes x, whose MATMUL_OUT cast the kernel then takes over.
+    bool (*residual_layernorm_fused)(const BoundaryCasts* bc, int N, int C);
+    // Runs job (BoundaryResidualLn) with those casts: x's MATMUL_OUT cast before the add reads it, the residual's
+    // RESIDUAL_OUT cast before it is stored and normalized, out's LAYERNORM_OUT cast before it is stored: the bits
+    // of the passes it replaces (x cast, the fused kernel, the residual cast, the LayerNorm again, out's cast),
+    // mean and rstd included. Asynchronous on stream. Called only where residual_layernorm_fused said yes.
+    void (*residual_layernorm)(BoundaryCasts* bc, const BoundaryResidualLn& job, cudaStream_t stream);
     void (*destroy)(BoundaryCasts* bc);  // frees what the mode allocated, bc included (gpt2_free calls it)
 };
 
@@ -105,4 +137,15 @@ static inline unsigned long long boundary_weight_id(const BoundaryCasts* bc, con
 // The seed of one attention call's casts (0 without casts; the attention kernels then cast nothing).
 static inline unsigned long long boundary_attention_seed(const BoundaryCasts* bc, unsigned long long id) {
     return bc ? bc->attention_seed(bc, id) : 0ull;
+}
+
+// Whether the attached casts (NULL: none) run the residual + LayerNorm of (N, C) with its site casts in one kernel
+// now (BoundaryCasts::residual_layernorm_fused); false without casts or without the hook.
+static inline bool boundary_residual_layernorm_fused(const BoundaryCasts* bc, int N, int C) {
+    return bc && bc->residual_layernorm_fused && bc->residual_layernorm_fused(bc, N, C);
+}
+
+// Run job through the attached casts (only where boundary_residual_layernorm_fused said yes).
+static inline void boundary_residual_layernorm(BoundaryCasts* bc, const BoundaryResidualLn& job, cudaStream_t stream) {
+    bc->residual_layernorm(bc, job, stream);
 }

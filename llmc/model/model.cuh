@@ -344,14 +344,34 @@ static inline void gpt2_layernorm(GPT2* m, floatX* residual, floatX* out, float*
     else layernorm_forward(out, mean, rstd, inp1, w, b, N, C, m->stream, amax);
 }
 
+// Whether the residual + LayerNorm after the projection GEMM about to run (attproj or fcproj, output (N, C))
+// runs with the boundary casts of its three tensors in one kernel (the attached casts' residual_layernorm:
+// TensorCast, doc/TCAST.md 5.5); if so, tells the GEMM front that this GEMM's MATMUL_OUT cast is left to that
+// kernel (out_cast_by_reader, for the next matmul_forward call only). Not while tensor statistics record the
+// projection output between the two (gpt2_stored must see it cast). False in every build without such casts.
+static inline bool gpt2_projection_cast_by_layernorm(GPT2* m, int N, int C) {
+    const bool fused = !tensor_stats_acts_active(m->tstats) && boundary_residual_layernorm_fused(m->casts, N, C);
+    m->gemm.out_cast_by_reader = fused;
+    return fused;
+}
+
 // residual_out = residual + x and ln_out = LayerNorm(residual_out) (one fused kernel; consumer: the weight of
-// the GEMM that reads ln_out, see gpt2_layernorm), then the storage boundaries of both. A TensorCast cast of the residual stream changes the LayerNorm's input, so the
-// LayerNorm is then computed again from the cast residual (its statistics too); in the other builds
-// the two casts are no-ops and this is the fused kernel alone.
+// the GEMM that reads ln_out, see gpt2_layernorm), then the storage boundaries of both. A TensorCast cast of the
+// residual stream changes the LayerNorm's input, so the LayerNorm is then computed again from the cast residual
+// (its statistics too); in the other builds the two casts are no-ops and this is the fused kernel alone.
+// sites_fused (gpt2_projection_cast_by_layernorm said yes before the GEMM of x, whose weight is x_weight): one
+// kernel does all of it together with x's MATMUL_OUT cast, which that GEMM left out (the same bits; x is then
+// scratch: a.output).
 static inline void gpt2_residual_layernorm(GPT2* m, floatX* res_out, floatX* ln_out, float* mean, float* rstd, const floatX* res_in,
-                                           const floatX* x, const floatX* w, const floatX* b, int N, int C, int layer, int ln_id,
-                                           int res_id, const floatX* consumer) {
+                                           floatX* x, const floatX* w, const floatX* b, int N, int C, int layer, int ln_id,
+                                           int res_id, const floatX* consumer, bool sites_fused, const floatX* x_weight) {
     cudaStream_t s = m->stream;
+    if (sites_fused) {
+        const BoundaryResidualLn job = {res_out, ln_out, mean, rstd, res_in, x, w, b, N, C, boundary_weight_id(m->casts, x_weight),
+                                        gpt2_cast_id(layer, res_id), gpt2_cast_id(layer, ln_id)};
+        boundary_residual_layernorm(m->casts, job, s);
+        return;
+    }
     gpt2_layernorm(m, res_out, ln_out, mean, rstd, res_in, x, w, b, N, C, consumer);
     if (boundary_tensor_active(m->casts, RESIDUAL_OUT)) {
         boundary_tensor_cast(m->casts, RESIDUAL_OUT, gpt2_cast_id(layer, res_id), res_out, N, C, s);
@@ -406,11 +426,13 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
                           boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)));  // (amax: the attproj input)
         gpt2_stored(m, NUM_BOUNDARY_SITES, TS_ATTY, l, atty, N, C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
+        const bool ln2_casts = gpt2_projection_cast_by_layernorm(m, N, C);
         matmul_forward(g, a.output, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, N, C, C, NULL);
         gpt2_stored(m, MATMUL_OUT, TS_ATTPROJ, l, a.output, N, C);
         prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
         gpt2_residual_layernorm(m, residual2, ln2, a.ln2_mean + l * N, a.ln2_rstd + l * N, residual, a.output, p.ln2w + l * C,
-                                p.ln2b + l * C, N, C, l, CAST_ID_LN2, CAST_ID_RESIDUAL2, p.fcw + (size_t)l * 4 * C * C);
+                                p.ln2b + l * C, N, C, l, CAST_ID_LN2, CAST_ID_RESIDUAL2, p.fcw + (size_t)l * 4 * C * C, ln2_casts,
+                                p.attprojw + (size_t)l * C * C);
         gpt2_stored(m, RESIDUAL_OUT, TS_RESIDUAL2, l, residual2, N, C);
         gpt2_stored(m, LAYERNORM_OUT, TS_LN2, l, ln2, N, C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
@@ -425,6 +447,7 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         }
         gpt2_stored(m, MATMUL_OUT, TS_FCH, l, fch, N, 4 * C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
+        const bool ln_next_casts = gpt2_projection_cast_by_layernorm(m, N, C);
         matmul_forward(g, a.output, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, N, 4 * C, C, NULL);
         // (after fcproj: an FP8 backend may compute the GELU output inside it, storing it with keep_activations)
         gpt2_stored(m, GELU_OUT, TS_FCH_GELU, l, fch_gelu, N, 4 * C);
@@ -435,10 +458,10 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
             floatX* next_ln1 = a.ln1 + (m->recompute >= 2 ? 0 : (l + 1) * BTC);
             gpt2_residual_layernorm(m, residual3, next_ln1, a.ln1_mean + (l + 1) * N, a.ln1_rstd + (l + 1) * N, residual2, a.output,
                                     p.ln1w + (l + 1) * C, p.ln1b + (l + 1) * C, N, C, l + 1, CAST_ID_LN1, CAST_ID_RESIDUAL3,
-                                    p.qkvw + (size_t)(l + 1) * 3 * C * C);
+                                    p.qkvw + (size_t)(l + 1) * 3 * C * C, ln_next_casts, p.fcprojw + (size_t)l * 4 * C * C);
         } else {
             gpt2_residual_layernorm(m, residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.output, p.lnfw, p.lnfb, N, C, l + 1,
-                                    CAST_ID_LN2, CAST_ID_RESIDUAL3, p.wte);
+                                    CAST_ID_LN2, CAST_ID_RESIDUAL3, p.wte, ln_next_casts, p.fcprojw + (size_t)l * 4 * C * C);
         }
         gpt2_stored(m, RESIDUAL_OUT, TS_RESIDUAL3, l, residual3, N, C);
     }

@@ -35,12 +35,7 @@
 #include "llmc/kernels/tcast/tcast_cast.cuh"
 #include "llmc/kernels/tcast/tcast_producers.cuh"
 
-// One site's cast: its data type (NULL: the site is not cast), seed and statistics counters (NULL: not counted).
-struct TcastSiteCast {
-    const TcastDataType* dt;
-    uint64_t seed;
-    TcastDeviceStats* stats;
-};
+// (TcastSiteCast, one site's cast: tcast_producers.cuh)
 
 // Where tcast_gelu_cast casts pre (a) and out (b): inside the GELU kernel (true) or as a pass of its own.
 struct TcastGeluRoute {

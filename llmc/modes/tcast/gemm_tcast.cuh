@@ -25,7 +25,10 @@
 // (tcast_layernorm_cast; the BF16 output is still stored for the LayerNorm backward and the wgrad cast): the
 // cast waits in the x scratch (`pending`) for that call. Declined when the layernorm_out or residual_out site
 // is cast (the model then changes the stored output after the kernel), on --cast-stats steps, and for the
-// types tcast_layernorm_fusable refuses (they keep the cast in the forward call: same bits either way).
+// types tcast_layernorm_fusable refuses (they keep the cast in the forward call: same bits either way). Not
+// offered at all where the model runs the residual + LayerNorm with its boundary-site casts in one kernel
+// (BoundaryCasts::residual_layernorm, tcast_runtime.cuh): x is then cast in the forward call, from the stored
+// LayerNorm output.
 //
 // dY's two layouts stay two passes: its dgrad cast (along OC, with the deferred GELU' for the fc layer) and
 // its wgrad cast (along N). One read for both (the column kernel writing the row layout too) measured slower

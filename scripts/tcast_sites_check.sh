@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# tcast_sites_check.sh - the GPU check of the boundary-site casts around the residual + LayerNorm run as one
+# kernel (issue 26, doc/TCAST.md 5.5): builds the TCAST=1 trainer and the tcast_producers harness, runs the
+# harness (bit for bit: every fused producer against its passes, the site casts included; then its timing rows),
+# trains d4 for 10 steps with --cast all=mxfp8e4 and with all=mxfp6e2@stochastic, each with --cast-fuse 1 and 0
+# (their loss and norm lines must be equal byte for byte), and times d12 B=64 T=1024 for 24 steps with --cast
+# all=mxfp8e4, fused and not, and with the empty plan (the BF16 code paths: 1.003x the BF16 build, doc/TCAST.md
+# 7.4) (the trainer's median step after 3 warm-up steps). Prints a table last.
+# usage: scripts/tcast_sites_check.sh   (from the repository root; data: the Tiny Shakespeare shards, made by
+# dev/data/tinyshakespeare.py when missing)
+set -euo pipefail
+J=${J:-16}
+make -j"$J" train_gpt2cu cuda-dev TCAST=1 HARNESSES="tcast_producers" 2>&1 | tail -3
+OUT=$(mktemp -d)
+ls data/tinyshakespeare/tiny_shakespeare_train.bin > /dev/null 2>&1 || python3 dev/data/tinyshakespeare.py
+prc=0
+build/tcast/dev/tcast_producers > "$OUT/producers.txt" 2>&1 || prc=$?
+echo "== tcast_producers harness: failures, then the timing rows (every line in $OUT/producers.txt)"
+grep -E "FAIL|bad data|error" "$OUT/producers.txt" || true
+sed -n '/^timing/,$p' "$OUT/producers.txt"
+run() {  # run NAME FLAGS...
+    local name=$1; shift
+    build/tcast/train_gpt2cu "$@" > "$OUT/$name.log" 2>&1 || { echo "error: $name failed:"; tail -20 "$OUT/$name.log"; exit 1; }
+}
+D4=(-e d4 -b 8 -t 256 -x 10 -v 0 -s 0)
+D12=(-e d12 -b 64 -t 1024 -x 24 -v 0 -s 0)
+run d4_f "${D4[@]}" --cast all=mxfp8e4 --cast-fuse 1
+run d4_u "${D4[@]}" --cast all=mxfp8e4 --cast-fuse 0
+run d4_sr_f "${D4[@]}" --cast all=mxfp6e2@stochastic --cast-fuse 1
+run d4_sr_u "${D4[@]}" --cast all=mxfp6e2@stochastic --cast-fuse 0
+run d12_empty "${D12[@]}"
+run d12_f "${D12[@]}" --cast all=mxfp8e4 --cast-fuse 1
+run d12_u "${D12[@]}" --cast all=mxfp8e4 --cast-fuse 0
+losses() { grep -E '^step +[0-9]+/[0-9]+ \| loss' "$OUT/$1.log" | sed -E 's/ \| lr .*//'; }
+same() { [ -n "$(losses "$1")" ] && [ "$(losses "$1")" = "$(losses "$2")" ] && echo "yes ($(losses "$1" | wc -l) lines)" || echo NO; }
+median() { sed -n 's/^median step \([0-9.]*\) ms.*/\1/p' "$OUT/$1.log"; }
+e=$(median d12_empty); f=$(median d12_f); u=$(median d12_u)
+ratio() { awk -v a="$1" -v b="$e" 'BEGIN { printf "%.3fx the empty plan", a / b }'; }
+echo
+echo "== summary (logs in $OUT)"
+printf '%-62s %s\n' "tcast_producers harness" "$(tail -1 "$OUT/producers.txt") (exit $prc)"
+printf '%-62s %s\n' "d4 all=mxfp8e4: --cast-fuse 1 loss/norm lines == --cast-fuse 0" "$(same d4_f d4_u)"
+printf '%-62s %s\n' "d4 all=mxfp6e2@stochastic: fused == unfused" "$(same d4_sr_f d4_sr_u)"
+printf '%-62s %s\n' "d12 B=64 all=mxfp8e4: fused == unfused" "$(same d12_f d12_u)"
+printf '%-62s %s\n' "d12 B=64 median step ms, empty plan" "$e"
+printf '%-62s %s\n' "d12 B=64 all=mxfp8e4 median step ms, --cast-fuse 1" "$f ($(ratio "$f"))"
+printf '%-62s %s\n' "d12 B=64 all=mxfp8e4 median step ms, --cast-fuse 0" "$u ($(ratio "$u"))"
+printf '%-62s %s\n' "  saved ms (fuse 0 - fuse 1)" "$(awk -v a="$u" -v b="$f" 'BEGIN { printf "%.2f", a - b }')"
