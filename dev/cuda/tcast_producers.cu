@@ -717,6 +717,8 @@ int main(int argc, char** argv) {
         run_front_case(t, "gelu_out=mxfp8e4", 256, 768, 3072, 32);
         run_front_case(t, "matmul_out=mxfp6e2@stochastic", 256, 768, 3072, 33);
         run_front_case(t, "all=bfp16", 96, 1024, 4096, 34);
+    }
+    // the boundary-site casts around the residual + LayerNorm, tcast_residual_layernorm_sites
     const SitesCase sites[] = {
         {"mxfp8e4", "mxfp8e4", "mxfp8e4", true},                                  // the RNE quantizer for all three
         {"mxfp6e2@stochastic", "mxfp6e2@stochastic", "mxfp6e2@stochastic", true}, // the exponent quantizer
