@@ -359,7 +359,8 @@ static void run_gelu_sites_big(Tally& t, const char* ta, const char* tb, int row
 
 // The GEMM front with TensorCast site casts attached (a TcastRuntime as the trainer's, no --cast-gemm): the fc forward
 // matmul_forward(out, inp, w, bias, pre, gelu_id) with --cast-fuse 1 and 0 against a plain GEMM into pre followed by
-// the passes with the trainer's seeds (tcast_seed of the weight id for matmul_out, of gelu_id for gelu_out).
+// the passes with the trainer's seeds (tcast_seed of the weight id for matmul_out, of gelu_id for gelu_out); with only
+// gelu_out cast, against the GEMM with cuBLASLt's GELU epilogue followed by out's cast pass (matmul_forward's choice).
 static void run_front_case(Tally& t, const char* cast_text, int N, int C, int OC, uint64_t seed) {
     const size_t n = (size_t)N * OC;
     DeviceBuffer<floatX> inp((size_t)N * C), w((size_t)OC * C), bias(OC), ref_pre(n), ref_out(n), pre(n), out(n);
@@ -384,10 +385,15 @@ static void run_front_case(Tally& t, const char* cast_text, int N, int C, int OC
         gemm_context_init(&ctx, 0);
         ctx.casts = &rt->casts;
         poison_all(ref_pre, ref_out, pre, out);
-        matmul_forward(&plain, ref_pre.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, NULL);
         const TcastSiteCast a = {plan.site_on[MATMUL_OUT] ? &plan.site[MATMUL_OUT] : NULL, tcast_seed(rt, 0, (int)MATMUL_OUT, TCAST_ROLE_SITE), NULL};
         const TcastSiteCast b = {plan.site_on[GELU_OUT] ? &plan.site[GELU_OUT] : NULL, tcast_seed(rt, gelu_id, (int)GELU_OUT, TCAST_ROLE_SITE), NULL};
-        gelu_sites_reference(ref_out.ptr, ref_pre.ptr, N, OC, a, b, BOUNDARY_GELU_FRONT, &rt->cast_ctx);
+        if (a.dt) {  // pre cast: a plain GEMM, then the passes
+            matmul_forward(&plain, ref_pre.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, NULL);
+            gelu_sites_reference(ref_out.ptr, ref_pre.ptr, N, OC, a, b, BOUNDARY_GELU_FRONT, &rt->cast_ctx);
+        } else {  // only out cast: the GEMM with cuBLASLt's GELU epilogue (no casts attached), then out's cast pass
+            matmul_forward(&plain, ref_out.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, ref_pre.ptr);
+            if (b.dt) tcast_cast(ref_out.ptr, ref_out.ptr, N, OC, 1, *b.dt, b.seed, NULL, &rt->cast_ctx, 0);
+        }
         matmul_forward(&ctx, out.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, pre.ptr, gelu_id);
         cudaCheck(cudaDeviceSynchronize());
         ok = ok && same_bits(download_raw(ref_pre), download_raw(pre)) && same_bits(download_raw(ref_out), download_raw(out));
