@@ -192,6 +192,32 @@ static void run_case(Tally& t, Producer p, const char* text, int rows, int cols,
     t.check(name, ok && fusable == expect_fused);
 }
 
+// Inputs of a LayerNorm case (rows, C): a (the residual stream, or the LayerNorm's only input) normal with per-row
+// scales 2^-8 .. 2^8 and offsets -4 .. 4; b (the added term) normal, with per-row scales of its own when scale_b
+// (so that either term may dominate the sum); the LayerNorm weight with a few large channels (their tiles get
+// larger scales) and a bias. Uploaded to the four buffers.
+static void upload_ln_inputs(DeviceBuffer<floatX>& a, DeviceBuffer<floatX>& b, DeviceBuffer<floatX>& w, DeviceBuffer<floatX>& bias,
+                             int rows, int C, uint64_t seed, bool scale_b) {
+    const size_t n = (size_t)rows * C;
+    std::vector<float> ha = random_normal(n, seed), hb = random_normal(n, seed ^ 0x5bd1e995ull);
+    std::vector<float> hw = random_normal(C, seed ^ 0x1234ull, 0.5f), hbias = random_normal(C, seed ^ 0x4321ull, 0.2f);
+    HostRng rng(seed ^ 0x9e3779b97f4a7c15ull);
+    for (int r = 0; r < rows; r++) {
+        const float mag = ldexpf(1.0f, (int)(rng.u32() % 17) - 8), off = (float)((int)(rng.u32() % 9) - 4);
+        const float mb = scale_b ? ldexpf(1.0f, (int)(rng.u32() % 17) - 8) : 1.0f;
+        for (int c = 0; c < C; c++) {
+            ha[(size_t)r * C + c] = ha[(size_t)r * C + c] * mag + off;
+            hb[(size_t)r * C + c] *= mb;
+        }
+    }
+    for (int c = 0; c < C; c++)
+        if (rng.u32() % 16 == 0) hw[c] *= 64.0f;
+    upload(a, ha);
+    upload(b, hb);
+    upload(w, hw);
+    upload(bias, hbias);
+}
+
 // One LayerNorm case: residual = a + b first when `residual`, data type text, (rows, C), with and without
 // statistics; expect_fused: whether tcast_layernorm_fusable should admit the type without statistics.
 static void run_ln_case(Tally& t, bool residual, const char* text, int rows, int C, uint64_t seed, TcastCastContext* ctx,
@@ -199,22 +225,10 @@ static void run_ln_case(Tally& t, bool residual, const char* text, int rows, int
     TcastDataType dt;
     if (!case_datatype(t, text, rows, C, 1, &dt)) return;
     const size_t n = (size_t)rows * C;
-    std::vector<float> ha = random_normal(n, seed), hb = random_normal(n, seed ^ 0x5bd1e995ull);
-    std::vector<float> hw = random_normal(C, seed ^ 0x1234ull, 0.5f), hbias = random_normal(C, seed ^ 0x4321ull, 0.2f);
-    HostRng rng(seed ^ 0x9e3779b97f4a7c15ull);
-    for (int r = 0; r < rows; r++) {
-        const float mag = ldexpf(1.0f, (int)(rng.u32() % 17) - 8), off = (float)((int)(rng.u32() % 9) - 4);
-        for (int c = 0; c < C; c++) ha[(size_t)r * C + c] = ha[(size_t)r * C + c] * mag + off;
-    }
-    for (int c = 0; c < C; c++)
-        if (rng.u32() % 16 == 0) hw[c] *= 64.0f;  // a few large channels: their tiles get larger scales
     DeviceBuffer<floatX> a(n), b(n), w(C), bias(C), ref_res(n), ref_out(n), ref_y(n), res(n), out(n), y(n);
     DeviceBuffer<float> ref_mean(rows), ref_rstd(rows), mean(rows), rstd(rows);
     DeviceBuffer<TcastDeviceStats> st_ref(1), st(1);
-    upload(a, ha);
-    upload(b, hb);
-    upload(w, hw);
-    upload(bias, hbias);
+    upload_ln_inputs(a, b, w, bias, rows, C, seed, false);
     const uint64_t cast_seed = 0x7654321ull + seed;
     bool ok = true, fused_as_designed = true;
     for (int with_stats = 0; with_stats < 2; with_stats++) {
@@ -519,28 +533,10 @@ static void run_sites_case(Tally& t, const SitesCase& sc, int rows, int C, uint6
     for (int i = 0; i < 3; i++)
         if (texts[i] && !case_datatype(t, texts[i], rows, C, 1, &dt[i])) return;
     const size_t n = (size_t)rows * C;
-    // res_in: per-row scales 2^-8 .. 2^8 and offsets; x (the projection output): its own per-row scales, so that
-    // either term may dominate the sum; LayerNorm weight with a few large channels (tiles of out scale apart)
-    std::vector<float> hr = random_normal(n, seed), hx = random_normal(n, seed ^ 0x5bd1e995ull);
-    std::vector<float> hw = random_normal(C, seed ^ 0x1234ull, 0.5f), hbias = random_normal(C, seed ^ 0x4321ull, 0.2f);
-    HostRng rng(seed ^ 0x9e3779b97f4a7c15ull);
-    for (int r = 0; r < rows; r++) {
-        const float mr = ldexpf(1.0f, (int)(rng.u32() % 17) - 8), off = (float)((int)(rng.u32() % 9) - 4);
-        const float mx = ldexpf(1.0f, (int)(rng.u32() % 17) - 8);
-        for (int c = 0; c < C; c++) {
-            hr[(size_t)r * C + c] = hr[(size_t)r * C + c] * mr + off;
-            hx[(size_t)r * C + c] *= mx;
-        }
-    }
-    for (int c = 0; c < C; c++)
-        if (rng.u32() % 16 == 0) hw[c] *= 64.0f;
     DeviceBuffer<floatX> res_in(n), x_in(n), w(C), bias(C), ref_x(n), ref_res(n), ref_out(n), x(n), res(n), out(n);
     DeviceBuffer<float> ref_mean(rows), ref_rstd(rows), mean(rows), rstd(rows);
     DeviceBuffer<TcastDeviceStats> st_ref(3), st(3);
-    upload(res_in, hr);
-    upload(x_in, hx);
-    upload(w, hw);
-    upload(bias, hbias);
+    upload_ln_inputs(res_in, x_in, w, bias, rows, C, seed, true);  // x (the projection output): per-row scales of its own
     const std::vector<floatX> hx_in = download_raw(x_in);
     bool ok = true, fused_as_designed = true;
     for (int store_x = 0; store_x < 2; store_x++) {
