@@ -24,7 +24,7 @@
 //   cast b in the kernel: with cast a in it, the same conditions; else whatever tcast_cast_fusable admits for the
 //     GELU source (statistics included); else tcast_cast's pass after the GELU kernel;
 //   fuse = false (--cast-fuse 0): every cast a pass.
-// Kernels added: one, tcast_gelu_rows_kernel<TcastQRne, TcastQRne> (stage b off is a launch argument). Row-major floatX (BF16) tensors; cols % 8 == 0 and 16-byte aligned pointers.
+// Kernels added: one, tcast_gelu_rows_kernel<TcastQRne> (stage b off is a launch argument). Row-major floatX (BF16) tensors; cols % 8 == 0 and 16-byte aligned pointers.
 #pragma once
 
 #include <stdint.h>
@@ -66,16 +66,16 @@ static inline TcastGeluRoute tcast_gelu_route(const floatX* out, const floatX* p
 // The two-stage row kernel: pre' = cast_a(pre) stored in place, out' = cast_b(gemm_gelu_stored(pre')) stored in
 // out (tile_b 0: stage b off, out = the uncast GELU values). tile_a, tile_b > 0: tiles of that many elements along
 // a row (they divide cols, so no tile straddles rows); -1: unscaled or fixed scale. npk = rows * cols / 8 packets.
-template <class QA, class QB>
-__global__ void __launch_bounds__(TCAST_THREADS, QA::MIN_BLOCKS)
+template <class Q>
+__global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
     tcast_gelu_rows_kernel(floatX* pre, floatX* out, size_t npk, int cols, int tile_a, int tile_b,
                            const __grid_constant__ TcastKernelArgs ka, const __grid_constant__ TcastKernelArgs kb) {
     TcastCounts cnt = {0u, 0u, 0u};  // (never counted: statistics steps take the passes)
     const int lane = threadIdx.x & 31;
     const size_t nunits = (npk + TCAST_ROW_PACKETS * 32 - 1) / (TCAST_ROW_PACKETS * 32);
     const size_t nwarps = (size_t)gridDim.x * TCAST_WARPS;
-    const typename QA::Param pua = QA::param(ka, tcast_unscaled_group());  // the unscaled (or fixed) stages' scale
-    const typename QB::Param pub = QB::param(kb, tcast_unscaled_group());
+    const typename Q::Param pua = Q::param(ka, tcast_unscaled_group());  // the unscaled (or fixed) stages' scale
+    const typename Q::Param pub = Q::param(kb, tcast_unscaled_group());
     for (size_t unit = (size_t)blockIdx.x * TCAST_WARPS + threadIdx.x / 32; unit < nunits; unit += nwarps) {
         uint32_t b[TCAST_ROW_PACKETS][8];
         size_t pk[TCAST_ROW_PACKETS];
@@ -95,14 +95,14 @@ __global__ void __launch_bounds__(TCAST_THREADS, QA::MIN_BLOCKS)
             #pragma unroll
             for (int e = 0; e < 8; e++) b[j][e] = (uint32_t)__bfloat16_as_ushort(gemm_gelu_stored(__uint_as_float(b[j][e]))) << 16;
         };
-        if (tile_a > 0) tcast_rows_unit<QA, false, true>(ka, tile_a, pua, nullptr, 0, cols, true, b, pk, valid, cnt, nullptr, gelu);
-        else tcast_rows_unit<QA, false, false>(ka, tile_a, pua, nullptr, 0, cols, true, b, pk, valid, cnt, nullptr, gelu);
+        if (tile_a > 0) tcast_rows_unit<Q, false, true>(ka, tile_a, pua, nullptr, 0, cols, true, b, pk, valid, cnt, nullptr, gelu);
+        else tcast_rows_unit<Q, false, false>(ka, tile_a, pua, nullptr, 0, cols, true, b, pk, valid, cnt, nullptr, gelu);
         // stage b: out' = cast_b of the GELU values
         auto store = [&](int j) { tcast_store16(out + pk[j] * 8, tcast_pack8(b[j])); };
         if (tile_b > 0) {
-            tcast_rows_unit<QB, false, true>(kb, tile_b, pub, nullptr, 0, cols, true, b, pk, valid, cnt, nullptr, store);
+            tcast_rows_unit<Q, false, true>(kb, tile_b, pub, nullptr, 0, cols, true, b, pk, valid, cnt, nullptr, store);
         } else if (tile_b < 0) {
-            tcast_rows_unit<QB, false, false>(kb, tile_b, pub, nullptr, 0, cols, true, b, pk, valid, cnt, nullptr, store);
+            tcast_rows_unit<Q, false, false>(kb, tile_b, pub, nullptr, 0, cols, true, b, pk, valid, cnt, nullptr, store);
         } else {
             #pragma unroll
             for (int j = 0; j < TCAST_ROW_PACKETS; j++)
@@ -121,7 +121,7 @@ static inline void tcast_gelu_rows_launch_(floatX* out, floatX* pre, int rows, i
     const int tile_b = b ? (b->dt->has_scale ? b->dt->scale.tile : -1) : 0;
     const size_t npk = (size_t)rows * (size_t)cols / 8;
     const unsigned blocks = tcast_blocks_((npk + TCAST_ROW_PACKETS * 32 - 1) / (TCAST_ROW_PACKETS * 32), TCAST_WARPS);
-    tcast_gelu_rows_kernel<TcastQRne, TcastQRne><<<blocks, TCAST_THREADS, 0, stream>>>(pre, out, npk, cols, tile_a, tile_b, ka, kb);
+    tcast_gelu_rows_kernel<TcastQRne><<<blocks, TCAST_THREADS, 0, stream>>>(pre, out, npk, cols, tile_a, tile_b, ka, kb);
     cudaCheckLaunch();
 }
 
