@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tcast_sites_check.sh - the GPU check of the boundary-site casts run inside the kernels around them (issue 26,
-# doc/TCAST.md 5.5): the fc layer's GELU with the casts of its input and output, and the residual + LayerNorm with
-# the casts of the projection output, the residual and the LayerNorm output. Builds the TCAST=1 trainer and the
+# doc/TCAST.md 5.5): the fc layer's GELU with the casts of its input and output, the residual + LayerNorm with
+# the casts of the projection output, the residual and the LayerNorm output, and the training step's classifier with
+# the two casts of the logits (the LM head's matmul_out, then logits). Builds the TCAST=1 trainer and the
 # tcast_producers harness, runs the harness (bit for bit: every fused producer against its passes, the site casts
 # included; then its timing rows), trains d4 B=8 T=256 for 10 steps with --cast all=mxfp8e4, all=mxfp6e2@stochastic
 # and all=mxfp8e4 with -r 1 (the GELU recomputation in the backward), each with --cast-fuse 1 and 0 (their loss and
@@ -17,9 +18,10 @@ OUT=$(mktemp -d)
 ls data/tinyshakespeare/tiny_shakespeare_train.bin > /dev/null 2>&1 || python3 dev/data/tinyshakespeare.py
 prc=0
 build/tcast/dev/tcast_producers > "$OUT/producers.txt" 2>&1 || prc=$?
-echo "== tcast_producers harness: failures, the GELU-site large / front lines, then the timing rows (every line in $OUT/producers.txt)"
+echo "== tcast_producers harness: failures, the GELU-site large / front lines, the classifier's runtime and sensitivity"
+echo "   lines, then the timing rows (every line in $OUT/producers.txt)"
 grep -E "FAIL|bad data|error" "$OUT/producers.txt" || true
-grep -E "gelu-sites .*(large|fuse|65536)|front fc forward" "$OUT/producers.txt" || true
+grep -E "gelu-sites .*(large|fuse|65536)|front fc forward|classifier (runtime|sensitivity)" "$OUT/producers.txt" || true
 sed -n '/^timing/,$p' "$OUT/producers.txt"
 run() {  # run NAME FLAGS...
     local name=$1; shift

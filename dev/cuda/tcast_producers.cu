@@ -59,6 +59,18 @@
 // per-tensor type (int8_e) at one site, C = 3072 (warp path, but wider than the sites' kernels), C = 8192 (block
 // path), and every statistics run.
 //
+// The training step's classifier with the casts of the logits (tcast_classifier_sites, tcast_classifier.cuh; --cast
+// matmul_out and logits in the trainer): the two casts on the classifier's staged rows, against the trainer's passes
+// (tcast_cast of the logits in place for matmul_out, then for logits) followed by fused_classifier; losses (poisoned
+// before each run) and the whole dlogits tensor bit for bit, with and without statistics (counted: the passes, their
+// counters compared). Logits of per-row scales with large padding columns (they enter the last group's scale); row 0's
+// target in the last group. Pairs: RNE and exponent quantizers, stochastic rounding, bfp16, unscaled and fixed-scale
+// types, one site off, tiles 2 .. 256, and what must take the passes (tiles of 512, per-tensor, general-path and M:N
+// types); (rows, V, Vp) = (37, 50257, 50304), (203, 999, 1024), (64, 768, 768). A sensitivity check (the casts change
+// the losses, and so does zeroing the padding) keeps those comparisons from passing vacuously; then the trainer's two
+// hooks through a TcastRuntime (--cast-fuse 1 and 0, several plans, never fused on a --cast-stats step) against the
+// passes with the trainer's seeds.
+//
 // Timing (skipped with --check-only): at the d12 B=64 MLP shape 65536 x 3072, mxfp8e4 along dim 1 (the
 // GELU -> fcproj x cast) and mxfp8e5 along dim 1 (the GELU' -> fc dy cast): the producer + cast pass
 // against the fused kernel, with the bytes each moves and the device copy rate of the same run; the
@@ -66,7 +78,9 @@
 // mxfp8e4 at all three sites at 65536 x 768: the trainer's passes against the fused kernel; the GELU with its
 // site casts at 65536 x 3072 (mxfp8e4 both, each alone, mxfp6e2 both): passes against one kernel; and the fc
 // forward (65536 x 768 -> 3072) with only gelu_out cast: cuBLASLt's GELU epilogue + a cast pass (matmul_forward
-// takes it) against a plain GEMM + the GELU-and-cast kernel.
+// takes it) against a plain GEMM + the GELU-and-cast kernel; the classifier with the logits' casts at 8192 x 50304 (an
+// eighth of the d12 B=64 rows: 0.8 GB of logits; the times scale with the rows): the two passes + the classifier
+// against the classifier with the casts, and the plain classifier alone.
 // Exit status 1 if any check fails.
 #include <stdint.h>
 #include <stdio.h>
@@ -89,6 +103,7 @@ int main() {
 #include "llmc/kernels/tcast/tcast_cast.cuh"
 #include "llmc/kernels/tcast/tcast_producers.cuh"
 #include "llmc/kernels/tcast/tcast_gelu.cuh"
+#include "llmc/kernels/tcast/tcast_classifier.cuh"
 #include "llmc/kernels/gemm/gemm.cuh"
 #include "llmc/modes/tcast/tcast_runtime.cuh"
 
@@ -634,6 +649,207 @@ static void time_case(Producer p, const char* text, int rows, int cols, float co
            100.0 * b_fused * n / (fused * 1e-3) / 1e9 / copy_gbs, sep - fused);
 }
 
+// ------------------------------------------------------------------------------------------------
+// The training step's classifier with the logits' site casts (tcast_classifier_sites, tcast_classifier.cuh)
+
+// Inputs of a classifier case: logits (rows, Vp) normal (std 2) times per-row magnitudes 2^-6 .. 2^4 with a tail of 1 in
+// 50 values 16x larger (groups of different scales); the padding columns [V, Vp) random with magnitudes up to 2^12 (a
+// GEMM writes them; they enter the scale of the last group that holds columns < V, so the cast of those columns depends
+// on them; row 0's column V is 3e4); targets random in [0, V), row 0's V - 1 (the last group) and row 1's 0.
+static void make_classifier_inputs(int rows, int V, int Vp, uint64_t seed, std::vector<float>& logits, std::vector<int>& targets) {
+    logits = random_normal((size_t)rows * Vp, seed, 2.0f);
+    HostRng rng(seed ^ 0x9e3779b97f4a7c15ull);
+    targets.resize(rows);
+    for (int r = 0; r < rows; r++) {
+        const float mag = ldexpf(1.0f, (int)(rng.u32() % 11) - 6);
+        for (int c = 0; c < Vp; c++) {
+            float& x = logits[(size_t)r * Vp + c];
+            if (c >= V) x *= ldexpf(1.0f, (int)(rng.u32() % 13));
+            else x *= mag * (rng.u32() % 50 == 0 ? 16.0f : 1.0f);
+        }
+        if (r == 0 && V < Vp) logits[V] = 3.0e4f;  // row 0: column V (odd V: in column V - 1's group for every tile) sets its scale
+        targets[r] = r == 0 ? V - 1 : r == 1 ? 0 : (int)(rng.u32() % (unsigned)V);
+    }
+}
+
+// The passes tcast_classifier_sites replaces (the trainer's order, model.cuh gpt2_forward then gpt2_classifier):
+// logits = cast_a(logits) in place (matmul_out), logits = cast_b(logits) in place (logits), fused_classifier.
+static void classifier_sites_reference(floatX* logits, float* losses, float dloss, const int* targets, int rows, int V, int Vp,
+                                       const TcastSiteCast& a, const TcastSiteCast& b, TcastCastContext* ctx) {
+    if (a.dt) tcast_cast(logits, logits, rows, Vp, 1, *a.dt, a.seed, a.stats, ctx, 0);
+    if (b.dt) tcast_cast(logits, logits, rows, Vp, 1, *b.dt, b.seed, b.stats, ctx, 0);
+    fused_classifier(logits, losses, dloss, targets, rows, 1, V, Vp, true, 0);
+}
+
+// One classifier case: cast ta (matmul_out; NULL: off) and tb (logits; NULL: off) at rows x Vp with V valid columns;
+// tcast_classifier_sites against the passes + fused_classifier, bit for bit on the losses (poisoned before each run) and
+// on the whole dlogits tensor (over the same logits), without and with statistics (then the passes on both sides, the
+// counters compared); expect_fused: whether it should run inside the classifier without statistics.
+static void run_classifier_case(Tally& t, const char* ta, const char* tb, int rows, int V, int Vp, uint64_t seed, TcastCastContext* ctx,
+                                bool expect_fused) {
+    TcastDataType dta, dtb;
+    bool on_a, on_b;
+    if (!gelu_case_type(t, ta, rows, Vp, &dta, &on_a) || !gelu_case_type(t, tb, rows, Vp, &dtb, &on_b)) return;
+    const size_t n = (size_t)rows * Vp;
+    std::vector<float> hl;
+    std::vector<int> ht;
+    make_classifier_inputs(rows, V, Vp, seed, hl, ht);
+    DeviceBuffer<floatX> logits0(n), ref(n), got(n);
+    DeviceBuffer<float> ref_losses(rows), losses(rows);
+    DeviceBuffer<int> targets(rows);
+    DeviceBuffer<TcastDeviceStats> st_ref(2), st(2);
+    upload(logits0, hl);
+    cudaCheck(cudaMemcpy(targets.ptr, ht.data(), rows * sizeof(int), cudaMemcpyHostToDevice));
+    const uint64_t seed_a = 0xC1A5ull + seed, seed_b = 0x5A1Cull + 7 * seed;
+    const float dloss = 1.0f / rows;
+    bool ok = true, route_ok = true, fused = false;
+    for (int with_stats = 0; with_stats < 2; with_stats++) {
+        poison_all(ref_losses, losses);
+        st_ref.zero();
+        st.zero();
+        cudaCheck(cudaMemcpy(ref.ptr, logits0.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        cudaCheck(cudaMemcpy(got.ptr, logits0.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        const TcastSiteCast ra = {on_a ? &dta : NULL, seed_a, with_stats ? st_ref.ptr : NULL};
+        const TcastSiteCast rb = {on_b ? &dtb : NULL, seed_b, with_stats ? st_ref.ptr + 1 : NULL};
+        const TcastSiteCast fa = {ra.dt, seed_a, with_stats ? st.ptr : NULL}, fb = {rb.dt, seed_b, with_stats ? st.ptr + 1 : NULL};
+        classifier_sites_reference(ref.ptr, ref_losses.ptr, dloss, targets.ptr, rows, V, Vp, ra, rb, ctx);
+        const bool f = tcast_classifier_fusable(fa, fb, Vp);
+        if (!with_stats) fused = f;
+        route_ok = route_ok && f == (expect_fused && !with_stats);
+        tcast_classifier_sites(got.ptr, losses.ptr, dloss, targets.ptr, rows, 1, V, Vp, fa, fb, ctx, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        ok = ok && same_bits(download_raw(ref_losses), download_raw(losses)) && same_bits(download_raw(ref), download_raw(got));
+        if (with_stats) {
+            const std::vector<TcastDeviceStats> sa = download_raw(st_ref), sb = download_raw(st);
+            ok = ok && memcmp(sa.data(), sb.data(), 2 * sizeof(TcastDeviceStats)) == 0;
+            ok = ok && (sa[0].values > 0) == on_a && (sa[1].values > 0) == on_b;
+        }
+    }
+    // losses and dlogits written, not the poison (finite inputs, valid targets: every output finite)
+    ok = ok && device_nonfinite(losses.ptr, rows) == 0 && device_nonfinite(got.ptr, n) == 0;
+    char name[200];
+    snprintf(name, sizeof(name), "classifier %-22s %-20s %4d x %-5d V %-5d %s", ta ? ta : "-", tb ? tb : "-", rows, Vp, V,
+             fused ? "in the classifier" : "passes");
+    t.check(name, ok && route_ok);
+}
+
+// The checks above could pass vacuously if the casts changed nothing the classifier reads, or if the padding columns
+// never entered a group: at (rows, V, Vp) with mxfp8e4 at both sites, the passes' losses must differ from the uncast
+// classifier's, and from the passes' on the same logits with the padding zeroed (row 0, whose target is in the last
+// group, at least).
+static void run_classifier_sensitivity(Tally& t, int rows, int V, int Vp, TcastCastContext* ctx) {
+    TcastDataType dt;
+    if (!case_datatype(t, "mxfp8e4", rows, Vp, 1, &dt)) return;
+    const size_t n = (size_t)rows * Vp;
+    std::vector<float> hl;
+    std::vector<int> ht;
+    make_classifier_inputs(rows, V, Vp, 99, hl, ht);
+    std::vector<float> hz = hl;
+    for (int r = 0; r < rows; r++)
+        for (int c = V; c < Vp; c++) hz[(size_t)r * Vp + c] = 0.0f;
+    DeviceBuffer<floatX> x(n);
+    DeviceBuffer<float> l_cast(rows), l_plain(rows), l_zero(rows);
+    DeviceBuffer<int> targets(rows);
+    cudaCheck(cudaMemcpy(targets.ptr, ht.data(), rows * sizeof(int), cudaMemcpyHostToDevice));
+    const TcastSiteCast a = {&dt, 1, NULL}, b = {&dt, 2, NULL}, off = {NULL, 0, NULL};
+    upload(x, hl);
+    classifier_sites_reference(x.ptr, l_cast.ptr, 1.0f, targets.ptr, rows, V, Vp, a, b, ctx);
+    upload(x, hl);
+    classifier_sites_reference(x.ptr, l_plain.ptr, 1.0f, targets.ptr, rows, V, Vp, off, off, ctx);
+    upload(x, hz);
+    classifier_sites_reference(x.ptr, l_zero.ptr, 1.0f, targets.ptr, rows, V, Vp, a, b, ctx);
+    cudaCheck(cudaDeviceSynchronize());
+    const std::vector<float> hc = download_raw(l_cast), hp = download_raw(l_plain), h0 = download_raw(l_zero);
+    size_t d_plain = 0, d_zero = 0;
+    for (int r = 0; r < rows; r++) {
+        d_plain += memcmp(&hc[r], &hp[r], sizeof(float)) != 0;
+        d_zero += memcmp(&hc[r], &h0[r], sizeof(float)) != 0;
+    }
+    char name[200];
+    snprintf(name, sizeof(name), "classifier sensitivity %d x %d V %d: losses differ from uncast in %zu rows, with zero padding in %zu",
+             rows, Vp, V, d_plain, d_zero);
+    t.check(name, d_plain > 0 && d_zero > 0 && memcmp(&hc[0], &h0[0], sizeof(float)) != 0);
+}
+
+// Through a TcastRuntime as the trainer attaches it (--cast cast_text, --cast-fuse fuse): the model's two calls
+// (model.cuh: boundary_classifier_fused asked by the forward, then boundary_classifier; else the two passes through
+// bc->cast and fused_classifier), against the passes with the trainer's seeds (tcast_seed of the LM-head weight's id,
+// 0: wte is the first parameter, for matmul_out; of the logits' id 6 = gpt2_cast_id(-1, CAST_ID_LOGITS) for logits).
+// Also: a --cast-stats step (recording) is never fused.
+static void run_classifier_runtime_case(Tally& t, const char* cast_text, int rows, int V, int Vp, int fuse, bool expect_fused) {
+    const size_t n = (size_t)rows * Vp;
+    std::vector<float> hl;
+    std::vector<int> ht;
+    make_classifier_inputs(rows, V, Vp, 4242 + fuse, hl, ht);
+    DeviceBuffer<floatX> ref(n), got(n), params(16);
+    DeviceBuffer<float> ref_losses(rows), losses(rows);
+    DeviceBuffer<int> targets(rows);
+    cudaCheck(cudaMemcpy(targets.ptr, ht.data(), rows * sizeof(int), cudaMemcpyHostToDevice));
+    TcastOptions opt;
+    CliFlag flags[TCAST_NUM_FLAGS];
+    tcast_flags(&opt, flags);
+    opt.cast = cast_text;
+    opt.fuse = fuse;
+    TcastPlan plan;
+    tcast_plan_init(&plan, &opt);
+    TcastRuntime* rt = tcast_runtime_create(&plan, rows, Vp, 0xC0FFEEull, params.ptr);
+    rt->step = 5;
+    BoundaryCasts* bc = &rt->casts;
+    const unsigned long long matmul_id = 0, logits_id = 6;
+    const TcastSiteCast a = {plan.site_on[MATMUL_OUT] ? &plan.site[MATMUL_OUT] : NULL, tcast_seed(rt, matmul_id, (int)MATMUL_OUT, TCAST_ROLE_SITE), NULL};
+    const TcastSiteCast b = {plan.site_on[LOGITS] ? &plan.site[LOGITS] : NULL, tcast_seed(rt, logits_id, (int)LOGITS, TCAST_ROLE_SITE), NULL};
+    poison_all(ref_losses, losses);
+    upload(ref, hl);
+    upload(got, hl);
+    classifier_sites_reference(ref.ptr, ref_losses.ptr, 1.0f / rows, targets.ptr, rows, V, Vp, a, b, &rt->cast_ctx);
+    const bool fused = boundary_classifier_fused(bc, rows, Vp);
+    if (fused) {
+        const BoundaryClassifier job = {got.ptr, losses.ptr, 1.0f / rows, targets.ptr, rows, 1, V, Vp, matmul_id, logits_id};
+        boundary_classifier(bc, job, 0);
+    } else {
+        boundary_tensor_cast(bc, MATMUL_OUT, matmul_id, got.ptr, rows, Vp, 0);
+        boundary_tensor_cast(bc, LOGITS, logits_id, got.ptr, rows, Vp, 0);
+        fused_classifier(got.ptr, losses.ptr, 1.0f / rows, targets.ptr, rows, 1, V, Vp, true, 0);
+    }
+    cudaCheck(cudaDeviceSynchronize());
+    const bool ok = same_bits(download_raw(ref_losses), download_raw(losses)) && same_bits(download_raw(ref), download_raw(got)) &&
+                    device_nonfinite(losses.ptr, rows) == 0;
+    rt->recording = 1;
+    const bool fused_recording = boundary_classifier_fused(bc, rows, Vp);
+    rt->casts.destroy(&rt->casts);
+    char name[200];
+    snprintf(name, sizeof(name), "classifier runtime --cast %-32s --cast-fuse %d %d x %d: %s", cast_text, fuse, rows, Vp,
+             fused ? "in the classifier" : "passes");
+    t.check(name, ok && fused == expect_fused && !fused_recording);
+}
+
+// ms of the two logits passes + fused_classifier and of tcast_classifier_sites (casts ta, tb: NULL off) at rows x Vp, and
+// of the plain classifier alone, with the bytes each moves per element (passes 4 + 4, classifier 2 + 2; fused 2 + 2).
+static void time_classifier_sites(const char* ta, const char* tb, int rows, int V, int Vp, float copy_gbs, TcastCastContext* ctx) {
+    TcastDataType dta, dtb;
+    char err[256];
+    if ((ta && tcast_parse_datatype(ta, &dta, err, sizeof(err)) != 0) || (tb && tcast_parse_datatype(tb, &dtb, err, sizeof(err)) != 0)) return;
+    const size_t n = (size_t)rows * Vp;
+    DeviceBuffer<floatX> logits(n);
+    DeviceBuffer<float> losses(rows);
+    DeviceBuffer<int> targets(rows);
+    std::vector<int> ht(rows);
+    for (int r = 0; r < rows; r++) ht[r] = (int)((r * 7919u + 13u) % (unsigned)V);
+    cudaCheck(cudaMemcpy(targets.ptr, ht.data(), rows * sizeof(int), cudaMemcpyHostToDevice));
+    // (dlogits overwrite the logits; re-filling them each run would time the fill: the rates hardly depend on the values,
+    // and dlogits of a row of normal logits are themselves finite values of varied groups)
+    upload(logits, random_normal(n, 17, 2.0f));
+    const TcastSiteCast a = {ta ? &dta : NULL, 1, NULL}, b = {tb ? &dtb : NULL, 2, NULL};
+    const float plain = time_median_ms([&] { fused_classifier(logits.ptr, losses.ptr, 1.0f, targets.ptr, rows, 1, V, Vp, true, 0); });
+    const float sep = time_median_ms([&] { classifier_sites_reference(logits.ptr, losses.ptr, 1.0f, targets.ptr, rows, V, Vp, a, b, ctx); });
+    const float fused = time_median_ms([&] { tcast_classifier_sites(logits.ptr, losses.ptr, 1.0f, targets.ptr, rows, 1, V, Vp, a, b, ctx, 0); });
+    const double b_sep = 4.0 * ((ta != NULL) + (tb != NULL)) + 4.0, b_fused = 4.0;
+    printf("  classifier %-9s %-9s %d x %d: passes + classifier %.3f ms (%.0f%% of copy), in the classifier %.3f ms (%.0f%% of copy), "
+           "saved %.3f ms; plain classifier %.3f ms (the casts add %.3f ms to it)\n",
+           ta ? ta : "-", tb ? tb : "-", rows, Vp, sep, 100.0 * b_sep * n / (sep * 1e-3) / 1e9 / copy_gbs, fused,
+           100.0 * b_fused * n / (fused * 1e-3) / 1e9 / copy_gbs, sep - fused, plain, fused - plain);
+}
+
 int main(int argc, char** argv) {
     const bool timing = harness_parse_args(argc, argv);
     const cudaDeviceProp prop = harness_device();
@@ -747,6 +963,42 @@ int main(int argc, char** argv) {
             run_sites_case(t, sites[i], rows, C, seed++, &ctx);
         }
     }
+    // the training step's classifier with the logits' site casts (matmul_out, logits), tcast_classifier_sites
+    struct { const char* a; const char* b; bool fused; } ccases[] = {
+        {"mxfp8e4", "mxfp8e4", true},                                // --cast all=mxfp8e4: the RNE quantizer for both
+        {"mxfp6e2@stochastic", "mxfp6e2@stochastic", true},          // the exponent quantizer, stochastic rounding
+        {"bfp16", "bfp16", true},                                    // tiles of 8
+        {"e4m3fn", "e4m3fn@stochastic", true},                       // unscaled
+        {"q115", "mxint8@nearest", true},                            // fixed scale; RNE and exponent: the exponent for both
+        {"mxfp8e4", NULL, true},                                     // one site only
+        {NULL, "mxfp6e2", true},
+        {NULL, "bfp16@stochastic", true},
+        {"e4m3fn_e8m0_t2", "e5m2_e8m0_t4@stochastic", true},         // tiles inside a packet
+        {"e4m3fn_e8m0_t128", "bfp16", true},                         // a 128 tile: 16 lanes, the staged span
+        {"e4m3fn_e8m0_t256@stochastic", "mxfp8e5", true},            // a 256 tile (Vp 1024 and 768 only: it divides them)
+        {"e4m3fn_e8m0_t512", "mxfp8e4", false},                      // tiles of 512: the passes (Vp 1024 only)
+        {"int8_e", "mxfp8e4", false},                                // per-tensor scale: the passes
+        {"mxfp8e4", "uint8_ff32", false},                            // the general quantizer: the passes
+        {"mxfp8e4@2:4", NULL, false},                                // M:N: the passes
+    };
+    const int cshapes[3][3] = {{37, 50257, 50304}, {203, 999, 1024}, {64, 768, 768}};  // rows, V, Vp
+    for (int si = 0; si < 3; si++) {
+        const int rows = cshapes[si][0], V = cshapes[si][1], Vp = cshapes[si][2];
+        printf("\nclassifier with the logits' site casts, %d x %d, V = %d:\n", rows, Vp, V);
+        TcastCastContext cctx;
+        tcast_cast_context_init(&cctx, rows, Vp);
+        for (const auto& cc : ccases) run_classifier_case(t, cc.a, cc.b, rows, V, Vp, seed++, &cctx, cc.fused);
+        if (V < Vp) run_classifier_sensitivity(t, rows, V, Vp, &cctx);
+        tcast_cast_context_free(&cctx);
+    }
+    printf("\nclassifier with the logits' site casts through a TcastRuntime (the trainer's hooks and seeds):\n");
+    run_classifier_runtime_case(t, "all=mxfp8e4", 29, 50257, 50304, 1, true);
+    run_classifier_runtime_case(t, "all=mxfp8e4", 29, 50257, 50304, 0, false);
+    run_classifier_runtime_case(t, "all=mxfp6e2@stochastic", 29, 50257, 50304, 1, true);
+    run_classifier_runtime_case(t, "logits=bfp16", 29, 50257, 50304, 1, true);
+    run_classifier_runtime_case(t, "matmul_out=e4m3fn", 29, 50257, 50304, 1, true);
+    run_classifier_runtime_case(t, "all=mxfp8e4,logits=int8_e", 29, 50257, 50304, 1, false);
+    run_classifier_runtime_case(t, "layernorm_out=mxfp8e4", 29, 50257, 50304, 1, false);  // no logits cast: nothing to fuse
     if (timing) {
         const float copy = copy_bandwidth_gbs();
         printf("\ntiming (device copy %.0f GB/s):\n", copy);
@@ -763,6 +1015,13 @@ int main(int argc, char** argv) {
         time_gelu_epilogue_choice("mxfp8e4", 65536, 768, 3072, &big);
         time_sites_case("mxfp8e4", 65536, 768, copy, &big);
         tcast_cast_context_free(&big);
+        // the logits at 8192 rows (an eighth of d12 B=64's 65536: 0.8 GB instead of 6.6; ms scale with the rows)
+        TcastCastContext cls;
+        tcast_cast_context_init(&cls, 8192, 50304);
+        time_classifier_sites("mxfp8e4", "mxfp8e4", 8192, 50257, 50304, copy, &cls);
+        time_classifier_sites("mxfp6e2@stochastic", "mxfp6e2@stochastic", 8192, 50257, 50304, copy, &cls);
+        time_classifier_sites("mxfp8e4", NULL, 8192, 50257, 50304, copy, &cls);
+        tcast_cast_context_free(&cls);
     }
     tcast_cast_context_free(&ctx);
     return t.finish();

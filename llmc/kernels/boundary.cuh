@@ -19,7 +19,9 @@
 // LayerNorm after a projection GEMM touches three site tensors (the projection output x, the
 // residual, the LayerNorm output); a mode may offer to run it with their casts in one kernel
 // (BoundaryCasts::residual_layernorm, doc/TCAST.md 5.5): the model then tells the GEMM front that the
-// projection's MATMUL_OUT cast is left to that kernel (GemmContext::out_cast_by_reader).
+// projection's MATMUL_OUT cast is left to that kernel (GemmContext::out_cast_by_reader). And the training step's
+// logits, which only the fused classifier reads: a mode may apply their two casts (the LM head's MATMUL_OUT, then
+// LOGITS) to the rows the classifier stages (BoundaryCasts::classifier); the forward then leaves out those passes.
 #pragma once
 
 #include <stddef.h>
@@ -74,6 +76,19 @@ struct BoundaryResidualLn {
     unsigned long long x_id, res_id, ln_id;
 };
 
+// The training step's classifier (fused_classifier with write_dlogits, llmc/kernels/fused_classifier.cuh) on logits
+// the LM head stored uncast (BoundaryCasts::classifier): logits (B*T, Vp) floatX row-major, overwritten with dlogits;
+// losses (B*T) fp32; dloss, targets, V as fused_classifier takes them. Seed ids: matmul_id, the LM-head weight's
+// (boundary_weight_id) for its MATMUL_OUT cast, and logits_id for the LOGITS cast.
+struct BoundaryClassifier {
+    floatX* logits;
+    float* losses;
+    float dloss;
+    const int* targets;
+    int B, T, V, Vp;
+    unsigned long long matmul_id, logits_id;
+};
+
 struct BoundaryCasts {
     int site_on[NUM_BOUNDARY_SITES];  // 1: the site's stored tensors are cast
     const floatX* params;             // parameter base: a weight's offset is its layer's id in seeds
@@ -102,6 +117,13 @@ struct BoundaryCasts {
     // of the passes it replaces (x cast, the fused kernel, the residual cast, the LayerNorm again, out's cast),
     // mean and rstd included. Asynchronous on stream. Called only where residual_layernorm_fused said yes.
     void (*residual_layernorm)(BoundaryCasts* bc, const BoundaryResidualLn& job, cudaStream_t stream);
+    // Optional (NULL: never offered). Whether classifier runs the training step's classifier on (N, Vp) logits with the
+    // casts of the LM head's output that bc covers (MATMUL_OUT, then LOGITS; at least one of them) applied inside it, in
+    // the step now issued (not on a statistics step, say). Asked by the forward, which then leaves out those passes.
+    bool (*classifier_fused)(const BoundaryCasts* bc, int N, int Vp);
+    // Runs job (BoundaryClassifier) with those casts: the losses and dlogits of the MATMUL_OUT pass, the LOGITS pass and
+    // fused_classifier after them, bit for bit. Asynchronous on stream. Called only where classifier_fused said yes.
+    void (*classifier)(BoundaryCasts* bc, const BoundaryClassifier& job, cudaStream_t stream);
     void (*destroy)(BoundaryCasts* bc);  // frees what the mode allocated, bc included (gpt2_free calls it)
 };
 
@@ -148,4 +170,15 @@ static inline bool boundary_residual_layernorm_fused(const BoundaryCasts* bc, in
 // Run job through the attached casts (only where boundary_residual_layernorm_fused said yes).
 static inline void boundary_residual_layernorm(BoundaryCasts* bc, const BoundaryResidualLn& job, cudaStream_t stream) {
     bc->residual_layernorm(bc, job, stream);
+}
+
+// Whether the attached casts (NULL: none) apply the logits' casts inside the training step's classifier for (N, Vp)
+// logits now (BoundaryCasts::classifier_fused); false without casts or without the hook.
+static inline bool boundary_classifier_fused(const BoundaryCasts* bc, int N, int Vp) {
+    return bc && bc->classifier_fused && bc->classifier_fused(bc, N, Vp);
+}
+
+// Run job through the attached casts (only where boundary_classifier_fused said yes).
+static inline void boundary_classifier(BoundaryCasts* bc, const BoundaryClassifier& job, cudaStream_t stream) {
+    bc->classifier(bc, job, stream);
 }

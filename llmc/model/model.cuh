@@ -380,10 +380,20 @@ static inline void gpt2_residual_layernorm(GPT2* m, floatX* res_out, floatX* ln_
     boundary_tensor_cast(m->casts, LAYERNORM_OUT, gpt2_cast_id(layer, ln_id), ln_out, N, C, s);
 }
 
+// Whether the training step's classifier applies the run-time casts of the logits (the LM head's MATMUL_OUT, then
+// LOGITS) to the rows it stages, so that the forward leaves out their two passes over the (N, Vp) logits (the attached
+// casts' classifier: TensorCast, doc/TCAST.md 5.5). Not while tensor statistics record the logits (gpt2_stored must see
+// them cast). False in every build without such casts.
+static inline bool gpt2_logits_cast_by_classifier(GPT2* m, int N, int Vp) {
+    return !tensor_stats_acts_active(m->tstats) && boundary_classifier_fused(m->casts, N, Vp);
+}
+
 // Forward pass to the logits (in acts.output, (B,T,Vp)) on the batch uploaded last. classifier_reads:
 // the fused classifier is the logits' only reader, so the LM head may leave the MATMUL_OUT boundary
 // to it (matmul_forward_logits; identical values); false stores the logits through the boundary.
-static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = false) {
+// Returns true when the logits are left uncast for the classifier to cast (classifier_reads and
+// gpt2_logits_cast_by_classifier): the caller then runs it through boundary_classifier (gpt2_classifier).
+static inline bool gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = false) {
     if (B * T > m->B * m->T || T > m->T) die("forward: B=%d T=%d exceeds the allocated B=%d T=%d", B, T, m->B, m->T);
     const GPT2Config* c = &m->config;
     const int L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
@@ -470,10 +480,29 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
     if (classifier_reads) matmul_forward_logits(g, a.output, a.lnf, p.wte, N, C, Vp);
     else matmul_forward(g, a.output, a.lnf, p.wte, NULL, N, C, Vp, NULL);
     // TensorCast: matmul_forward_logits leaves the MATMUL_OUT boundary to the classifier, which applies
-    // only the compile-time boundaries; the run-time casts of the logits are passes here
-    if (classifier_reads) boundary_tensor_cast(g->casts, MATMUL_OUT, boundary_weight_id(g->casts, p.wte), a.output, N, Vp, s);
-    boundary_tensor_cast(m->casts, LOGITS, gpt2_cast_id(-1, CAST_ID_LOGITS), a.output, N, Vp, s);
+    // only the compile-time boundaries; the run-time casts of the logits are passes here, or the classifier's
+    const bool casts_left = classifier_reads && gpt2_logits_cast_by_classifier(m, N, Vp);
+    if (!casts_left) {
+        if (classifier_reads) boundary_tensor_cast(g->casts, MATMUL_OUT, boundary_weight_id(g->casts, p.wte), a.output, N, Vp, s);
+        boundary_tensor_cast(m->casts, LOGITS, gpt2_cast_id(-1, CAST_ID_LOGITS), a.output, N, Vp, s);
+    }
     gpt2_stored(m, LOGITS, TS_LOGITS, -1, a.output, N, Vp);
+    return casts_left;
+}
+
+// The training step's classifier on acts.output: losses, and dlogits over the logits (fused_classifier); with the
+// logits' run-time casts inside it when the forward left them (casts_left, gpt2_forward's result), with the ids
+// their passes would have used.
+static inline void gpt2_classifier(GPT2* m, int B, int T, float dloss, bool casts_left) {
+    const GPT2Config* c = &m->config;
+    ActivationTensors& a = m->acts;
+    if (casts_left) {
+        const BoundaryClassifier job = {a.output, a.losses, dloss, m->targets, B, T, c->vocab_size, c->padded_vocab_size,
+                                        boundary_weight_id(m->casts, m->params.wte), gpt2_cast_id(-1, CAST_ID_LOGITS)};
+        boundary_classifier(m->casts, job, m->stream);
+        return;
+    }
+    fused_classifier(a.output, a.losses, dloss, m->targets, B, T, c->vocab_size, c->padded_vocab_size, true, m->stream);
 }
 
 // Mean of the per-position losses in acts.losses (synchronizes the stream).
@@ -529,13 +558,13 @@ static inline void gpt2_zero_grad(GPT2* m) {
 // loss_weight * (mean loss) (times the loss scale in the FP16 build). Returns the mean loss.
 static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int* targets, int B, int T, float loss_weight) {
     const GPT2Config* c = &m->config;
-    const int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
+    const int L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
     const int N = B * T;
     const size_t BTC = (size_t)N * C;
     prof_mark(m->prof, PROF_OTHER, m->stream);
     gpt2_upload_batch(m, inputs, targets, B, T);
     m->gemm.training = 1;  // (evaluation and sampling forwards leave the FP8 scaling state alone)
-    gpt2_forward(m, B, T, true);
+    const bool logits_casts_left = gpt2_forward(m, B, T, true);
 
     const ParameterTensors& p = m->params;
     ParameterTensors& gr = m->grads;
@@ -547,7 +576,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
     else dloss = loss_weight / N;
     // classifier: losses, and dlogits written over the logits
     prof_mark(m->prof, PROF_CLASSIFIER, s);
-    fused_classifier(a.output, a.losses, dloss, m->targets, B, T, V, Vp, true, s);
+    gpt2_classifier(m, B, T, dloss, logits_casts_left);
     prof_mark(m->prof, PROF_MATMUL_BWD, s);
     matmul_backward(g, a.dbtc, gr.wte, NULL, a.output, a.lnf, p.wte, m->scratch, N, C, Vp, NULL);
     prof_mark(m->prof, PROF_OTHER, s);

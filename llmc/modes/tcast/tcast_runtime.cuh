@@ -4,7 +4,8 @@
 // the model and the GEMM front cast the stored site tensors, and which runs two groups of site casts with the
 // kernels around them, in one kernel where it can (doc/TCAST.md 5.5): the fc layer's GELU with the casts of its
 // input and output (llmc/kernels/tcast/tcast_gelu.cuh), and the residual + LayerNorm with the casts of the
-// projection output, the residual and the LayerNorm output (tcast_producers.cuh); llmc/modes/tcast/gemm_tcast.cuh
+// projection output, the residual and the LayerNorm output (tcast_producers.cuh), and the training step's classifier
+// with the casts of the logits (llmc/kernels/tcast/tcast_classifier.cuh); llmc/modes/tcast/gemm_tcast.cuh
 // casts the linear-layer operands with it, and the attention kernels take their seeds from it.
 #pragma once
 
@@ -19,6 +20,7 @@
 #include "llmc/kernels/tcast/tcast_cast.cuh"
 #include "llmc/kernels/tcast/tcast_gelu.cuh"
 #include "llmc/kernels/tcast/tcast_producers.cuh"  // tcast_residual_layernorm_sites
+#include "llmc/kernels/tcast/tcast_classifier.cuh"  // tcast_classifier_sites
 
 // What the --cast-stats counters are kept for: the boundary sites, then the GEMM operands.
 #define TCAST_STAT_SLOTS (NUM_BOUNDARY_SITES + TCAST_NUM_OPS)
@@ -97,6 +99,20 @@ static void tcast_boundary_residual_layernorm(BoundaryCasts* bc, const BoundaryR
                                    tcast_site_of(rt, MATMUL_OUT, j.x_id), tcast_site_of(rt, RESIDUAL_OUT, j.res_id),
                                    tcast_site_of(rt, LAYERNORM_OUT, j.ln_id), &rt->cast_ctx, stream);
 }
+// The training step's classifier with the logits' casts (BoundaryCasts::classifier_fused / classifier): the LM head's
+// matmul_out cast (seed: the weight id, as tcast_site_cast would take it) and the logits cast on the classifier's staged
+// rows, where --cast-fuse, the step (not a --cast-stats step) and the types allow (tcast_classifier_fusable).
+static bool tcast_boundary_classifier_fused(const BoundaryCasts* bc, int N, int Vp) {
+    const TcastRuntime* rt = (const TcastRuntime*)bc;
+    const TcastPlan* plan = &rt->plan;
+    if (!plan->fuse || rt->recording || N < 1) return false;
+    return tcast_classifier_fusable(tcast_site_of(rt, MATMUL_OUT, 0), tcast_site_of(rt, LOGITS, 0), Vp);
+}
+static void tcast_boundary_classifier(BoundaryCasts* bc, const BoundaryClassifier& j, cudaStream_t stream) {
+    TcastRuntime* rt = (TcastRuntime*)bc;
+    tcast_classifier_sites(j.logits, j.losses, j.dloss, j.targets, j.B, j.T, j.V, j.Vp, tcast_site_of(rt, MATMUL_OUT, j.matmul_id),
+                           tcast_site_of(rt, LOGITS, j.logits_id), &rt->cast_ctx, stream);
+}
 static unsigned long long tcast_boundary_attention_seed(const BoundaryCasts* bc, unsigned long long id) {
     return tcast_seed((const TcastRuntime*)bc, id, (int)ATTN_SCORES, TCAST_ROLE_ATTN);
 }
@@ -122,6 +138,8 @@ static inline TcastRuntime* tcast_runtime_create(const TcastPlan* plan, int max_
     rt->casts.gelu = tcast_boundary_gelu;
     rt->casts.residual_layernorm_fused = tcast_boundary_residual_layernorm_fused;
     rt->casts.residual_layernorm = tcast_boundary_residual_layernorm;
+    rt->casts.classifier_fused = tcast_boundary_classifier_fused;
+    rt->casts.classifier = tcast_boundary_classifier;
     rt->casts.destroy = tcast_boundary_destroy;
     tcast_cast_context_init(&rt->cast_ctx, max_rows, max_cols);
     if (plan->stats > 0) cudaCheck(cudaMalloc(&rt->stats, TCAST_STAT_SLOTS * sizeof(TcastDeviceStats)));
