@@ -1511,7 +1511,7 @@ static bool tc_run_probe(const TcCase& cs, int ci, int T, int HS, cudaStream_t s
 
 // ------------------------------------------------------------------------------------------------
 // The hardware FP8 element step (attn_tc_hw_pair, attention_tcast.cuh; doc/TCAST.md 6, round 4) on the GPU,
-// which the host self-test cannot run (PTX cvt). For each datatype of tc_hw_types, every thread of
+// which the host self-test cannot run (PTX cvt). For each datatype of tc_hw_elem_check, every thread of
 // tc_hw_check_kernel builds fragments of 32 fresh elements in two interleaved groups (element r of an n-tile
 // in group r & 1, so that the conversion pairs straddle groups as in the dK/dV kernel), runs the group step
 // (attn_tc_rne_group), and for the groups it accepts rounds the fragment with the kernels' own element step
@@ -1535,7 +1535,7 @@ struct TcHwStats {
 // The scale exponent s of an accepted group from its constant mc (bits of 2^s = mc + hw_up).
 static inline HOST_DEVICE int tc_hw_s_of(const AttnTcastSite& S, int32_t mc) { return (int)(((uint32_t)mc + (uint32_t)S.hw_up) >> 23) - 127; }
 
-// v * 2^e (e in -254..254) in two float32 multiplies (no FTZ), for building test values.
+// v * 2^e (|e| <= 252) in two float32 multiplies (no FTZ), for building test values.
 static inline HOST_DEVICE float tc_hw_ldexp(float v, int e) {
     const int e1 = e / 2, e2 = e - e1;
     return tcast_mul_rn(tcast_mul_rn(v, tcast_f32_from_bits((uint32_t)(e1 + 127) << 23)), tcast_f32_from_bits((uint32_t)(e2 + 127) << 23));
@@ -1554,16 +1554,17 @@ static inline HOST_DEVICE float tc_hw_gen(const TcastNumberSpec& f, int ea, int 
         const int e = ea - (int)(pick % 41u);
         return tcast_f32_from_bits(sign | ((uint32_t)(e < 0 ? 0 : e > 254 ? 254 : e) << 23) | rm);
     }
-    case 2: {  // a grid point (normal, or subnormal in one of 8)
-        const int e = f.emin + (int)(pick % (uint32_t)nbin);
-        const uint32_t n = (pick >> 8) % 8u == 0 ? (pick >> 12) % (1u << mb) : (1u << mb) + (pick >> 12) % (1u << mb);
-        y = tc_hw_ldexp((float)n, e - mb);
-        break;
-    }
+    case 2:
     case 3:
-    case 4: {  // an exact tie between grid neighbours (normal or subnormal binade), or one ulp beside it
-        const int e = f.emin + (int)(pick % (uint32_t)nbin);
-        const uint32_t n = (pick >> 8) % 8u == 0 ? (pick >> 12) % (1u << mb) : (1u << mb) + (pick >> 12) % (1u << mb);
+    case 4: {  // a grid point n 2^(e - mbits) of binade e (one in 8 subnormal: e = emin, n < 2^mbits), the tie
+               // above it, or that tie +- one float32 ulp
+        const bool subn = (pick >> 8) % 8u == 0;
+        const int e = subn ? f.emin : f.emin + (int)(pick % (uint32_t)nbin);
+        const uint32_t n = (subn ? 0u : 1u << mb) + (pick >> 12) % (1u << mb);
+        if (kind == 2) {
+            y = tc_hw_ldexp((float)n, e - mb);
+            break;
+        }
         y = tc_hw_ldexp((float)(2 * n + 1), e - mb - 1);
         if (kind == 4) y = tcast_f32_from_bits(tcast_f32_bits(y) + ((pick >> 20) & 1u ? 1u : 0xFFFFFFFFu));
         break;
