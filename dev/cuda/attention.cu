@@ -39,10 +39,12 @@
 // that casts no attention site; attention_uses_cudnn), (1) host self-tests: the reference row cast against
 // tcast_cast_host, the kernels' inline group / element fast paths against tcast_group_scale /
 // tcast_quantize bit for bit (flags included) on adversarial values for ~150 datatypes and every round
-// mode, the random bits, the start-up refusals of attention_tcast_supported; (2) for 21 site
-// configurations (each site alone and both: mxfp8e4, mxfp4e2, mxint8, e4m3fn unscaled, int8_b32, uints
+// mode, the random bits, the start-up refusals of attention_tcast_supported; (1b) on the GPU, the hardware
+// FP8 element step of E4M3 / E5M2 sites against attn_tc_rne_elem and tcast_quantize bit for bit, 16.8M
+// fresh elements per datatype (tc_hw_elem_check); (2) for 23 site
+// configurations (each site alone and both: mxfp8e4, mxfp8e5, mxfp4e2, mxint8, e4m3fn and e5m2 unscaled, int8_b32, uints
 // with int and float zero points, M:N sparsity 2:4 / 8:32 / 1:2 / 16:32, @stochastic, @nearest, @zero,
-// @midmax, tiles 2..64, e7m2 with a narrow RNE range, fixed scales q115 / int8_p1 / e4m3fn_p-3): tc_run_case on four shapes (T = 200, 1000, 333, 64; HS 64, the only cast head size; several
+// @midmax, tiles 2..64, e7m2 with a narrow RNE range, fixed scales q115 / int8_p1 / e4m3fn_p-3 / e4m3fn_p-2): tc_run_case on four shapes (T = 200, 1000, 333, 64; HS 64, the only cast head size; several
 // B*NH) against a float64 reference that casts each row with the library's primitives (tolerances at
 // tc_run_case), bit-reproducible twice, amax outputs exact; and tc_run_probe on four probe shapes
 // (T = 64, 300, 100, 256 with HS 64): structured inputs that make the fp32 scores exact on
@@ -1507,6 +1509,268 @@ static bool tc_run_probe(const TcCase& cs, int ci, int T, int HS, cudaStream_t s
     return pass;
 }
 
+// ------------------------------------------------------------------------------------------------
+// The hardware FP8 element step (attn_tc_hw_pair, attention_tcast.cuh; doc/TCAST.md 6, round 4) on the GPU,
+// which the host self-test cannot run (PTX cvt). For each datatype of tc_hw_elem_check, every thread of
+// tc_hw_check_kernel builds fragments of 32 fresh elements in two interleaved groups (element r of an n-tile
+// in group r & 1, so that the conversion pairs straddle groups as in the dK/dV kernel), runs the group step
+// (attn_tc_rne_group), and for the groups it accepts rounds the fragment with the kernels' own element step
+// (attn_tc_frag_round) once with the site's hardware format and once with it switched off (attn_tc_rne_elem),
+// and compares both with tcast_quantize of the library's own group scale (tcast_group_scale) bit for bit.
+// Group magnitudes sweep every float32 exponent field (0..255), so every scale exponent the group step
+// accepts is met (checked against the host's group step on the same sweep); the elements mix random
+// values below the group max with planted ones, in units of the group's scale: FP8 grid points, exact ties
+// and ties +- one float32 ulp, the saturation edge (max, the tie above it, values up to 2^(emax+1)),
+// subnormal FP8 results, values at and below half the smallest subnormal, the normal / subnormal boundary,
+// signed zeros, float32 subnormal inputs; the fixed-scale types with s = -121 / -113 make x 2^-s overflow to
+// Inf. Each datatype must show ties, saturation, subnormal results, negative zeros and (where expected)
+// overflows among the compared elements, and a control run with the other hardware format must mismatch.
+struct TcHwStats {
+    unsigned long long groups, taken, elems, bad_sw, bad_ref, ties, sat, sub, negzero, ovf;
+    unsigned int s_hist[256];  // accepted groups by scale exponent s (index s + 128)
+    unsigned int first_set;
+    uint32_t first[5];  // first mismatch: x, mc, hardware, attn_tc_rne_elem, tcast_quantize (bits)
+};
+
+// The scale exponent s of an accepted group from its constant mc (bits of 2^s = mc + hw_up).
+static inline HOST_DEVICE int tc_hw_s_of(const AttnTcastSite& S, int32_t mc) { return (int)(((uint32_t)mc + (uint32_t)S.hw_up) >> 23) - 127; }
+
+// v * 2^e (|e| <= 252) in two float32 multiplies (no FTZ), for building test values.
+static inline HOST_DEVICE float tc_hw_ldexp(float v, int e) {
+    const int e1 = e / 2, e2 = e - e1;
+    return tcast_mul_rn(tcast_mul_rn(v, tcast_f32_from_bits((uint32_t)(e1 + 127) << 23)), tcast_f32_from_bits((uint32_t)(e2 + 127) << 23));
+}
+
+// One test element of a group whose anchor has exponent field ea and expected scale exponent s (kind 0:
+// the anchor itself; see the comment above for the others), random bits r.
+static inline HOST_DEVICE float tc_hw_gen(const TcastNumberSpec& f, int ea, int s, int kind, uint64_t r) {
+    const uint32_t sign = (uint32_t)(r >> 63) << 31, rm = (uint32_t)r & 0x7FFFFFu;
+    const int mb = f.mbits, nbin = f.emax - f.emin + 1;
+    const uint32_t pick = (uint32_t)(r >> 24);
+    float y;  // in units of the group scale: x = y 2^s
+    switch (kind) {
+    case 0: return tcast_f32_from_bits(sign | ((uint32_t)ea << 23) | rm);  // the anchor: exponent field ea
+    case 1: {  // random, up to 40 binades below the anchor
+        const int e = ea - (int)(pick % 41u);
+        return tcast_f32_from_bits(sign | ((uint32_t)(e < 0 ? 0 : e > 254 ? 254 : e) << 23) | rm);
+    }
+    case 2:
+    case 3:
+    case 4: {  // a grid point n 2^(e - mbits) of binade e (one in 8 subnormal: e = emin, n < 2^mbits), the tie
+               // above it, or that tie +- one float32 ulp
+        const bool subn = (pick >> 8) % 8u == 0;
+        const int e = subn ? f.emin : f.emin + (int)(pick % (uint32_t)nbin);
+        const uint32_t n = (subn ? 0u : 1u << mb) + (pick >> 12) % (1u << mb);
+        if (kind == 2) {
+            y = tc_hw_ldexp((float)n, e - mb);
+            break;
+        }
+        y = tc_hw_ldexp((float)(2 * n + 1), e - mb - 1);
+        if (kind == 4) y = tcast_f32_from_bits(tcast_f32_bits(y) + ((pick >> 20) & 1u ? 1u : 0xFFFFFFFFu));
+        break;
+    }
+    case 5: {  // the saturation edge: max, the tie above it, +- an ulp, or anything up to 2^(emax+1)
+        const float mx = tc_hw_ldexp((float)f.max_mant, f.emax - mb), tie = tc_hw_ldexp((float)(2 * f.max_mant + 1), f.emax - mb - 1);
+        const uint32_t c = pick % 6u;
+        y = c == 0 ? mx : c == 1 ? tie : c == 2 ? tcast_f32_from_bits(tcast_f32_bits(tie) + 1u) : c == 3 ? tcast_f32_from_bits(tcast_f32_bits(tie) - 1u)
+          : tcast_f32_from_bits(((uint32_t)(f.emax + 127) << 23) | (c == 4 ? 0x7FFFFFu : rm));
+        break;
+    }
+    case 6:  // below the smallest normal: subnormal FP8 results
+        y = tc_hw_ldexp(tcast_f32_from_bits(0x3F800000u | rm), f.emin - 1 - (int)(pick % (uint32_t)(mb + 2)));
+        break;
+    case 7: {  // at / around / below half the smallest subnormal
+        const float h = tc_hw_ldexp(1.0f, f.emin - mb - 1);
+        const uint32_t c = pick % 4u;
+        y = c == 0 ? h : c == 1 ? tcast_f32_from_bits(tcast_f32_bits(h) + 1u) : c == 2 ? tcast_f32_from_bits(tcast_f32_bits(h) - 1u)
+          : tc_hw_ldexp(tcast_f32_from_bits(0x3F800000u | rm), f.emin - mb - 2 - (int)((pick >> 4) % 30u));
+        break;
+    }
+    case 8: return tcast_f32_from_bits(sign);                // +-0
+    case 9: return tcast_f32_from_bits(sign | (rm | 1u));    // a float32 subnormal x
+    default: {  // the normal / subnormal boundary: the tie below 2^emin, +- an ulp, 2^emin
+        const float t = tc_hw_ldexp((float)((2u << mb) - 1u), f.emin - mb - 1);
+        const uint32_t c = pick % 4u;
+        y = c == 0 ? t : c == 1 ? tcast_f32_from_bits(tcast_f32_bits(t) + 1u) : c == 2 ? tcast_f32_from_bits(tcast_f32_bits(t) - 1u) : tc_hw_ldexp(1.0f, f.emin);
+        break;
+    }
+    }
+    return tcast_f32_from_bits(tcast_f32_bits(tc_hw_ldexp(y, s)) | sign);
+}
+
+// 1 if x / 2^s lies exactly halfway between two neighbours of f's grid (tcast_quantize_exp's quantum).
+static inline HOST_DEVICE bool tc_hw_is_tie(const TcastNumberSpec& f, float x, int s) {
+    const uint32_t a = tcast_f32_bits(x) & 0x7FFFFFFFu;
+    if (a == 0 || a >= TCAST_F32_INF) return false;
+    uint32_t m;
+    const int p = tcast_split_(a, &m) - s, e = p + 23, q = (e > f.emin ? e : f.emin) - f.mbits, sh = q - p;
+    if (sh < 1) return false;
+    if (sh > 24) return false;  // m < 2^24 <= half a quantum
+    return (m & ((1u << (sh - 1)) * 2u - 1u)) == 1u << (sh - 1);
+}
+
+// See above. S: the site (hardware format S.hw), Ssw: the same with S.hw = 0. iters fragments per thread.
+__global__ void tc_hw_check_kernel(AttnTcastSite S, AttnTcastSite Ssw, int iters, uint64_t seed, TcHwStats* st) {
+    __shared__ unsigned int hist[256];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+    __syncthreads();
+    const TcastNumberSpec& f = S.dt.number;
+    const int scaled = S.dt.has_scale;
+    unsigned long long n_g = 0, n_t = 0, n_e = 0, b_sw = 0, b_ref = 0, n_tie = 0, n_sat = 0, n_sub = 0, n_nz = 0, n_ovf = 0;
+    const uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (int it = 0; it < iters; it++) {
+        const uint64_t id = t * (uint64_t)iters + (uint64_t)it;
+        int ea[2], sx[2];
+        ea[0] = (int)(id % 256u);
+        ea[1] = (int)((id * 7u + id / 256u * 97u + 3u) % 256u);  // every pair (ea[0], ea[1]) over the grid
+        for (int g = 0; g < 2; g++) sx[g] = scaled ? max(ea[g] - 127 - f.emax, S.dt.scale.scale.emin) : S.dt.fixed_exp;
+        float x[1][8][4];
+        uint32_t am[2] = {0u, 0u};
+        TcastGroupAcc acc[2] = {tcast_acc_init(), tcast_acc_init()};
+        for (int k = 0; k < 32; k++) {
+            const int g = k & 1;  // = (r & 1) for element r = k % 4 of n-tile k / 4
+            const uint64_t r = fp8_mix64_(seed ^ ((id * 32u + (uint64_t)k + 1u) * 0x9E3779B97F4A7C15ull));
+            const int kind = k == g ? 0 : 1 + (int)((r >> 8) % 10u);
+            const float v = tc_hw_gen(f, min(max(ea[g], 0), 255), max(min(sx[g], 127), -127), kind, r);
+            x[0][k >> 2][k & 3] = v;
+            am[g] = max(am[g], tcast_f32_bits(v) & 0x7FFFFFFFu);
+            tcast_acc_add(&acc[g], v);
+        }
+        AttnTcRneQ q[2];
+        int ok[2], s[2];
+        for (int g = 0; g < 2; g++) {
+            ok[g] = attn_tc_rne_group(&S, am[g], scaled, &q[g]);
+            s[g] = tc_hw_s_of(S, q[g].mc);
+            n_t += ok[g];
+            if (ok[g]) atomicAdd(&hist[(s[g] + 128) & 255], 1u);
+        }
+        n_g += 2;
+        if (!ok[0] && !ok[1]) continue;  // (a refused group's elements are rounded too, but not compared)
+        const TcastGroupScale gref[2] = {tcast_group_scale(&S.dt, acc[0]), tcast_group_scale(&S.dt, acc[1])};
+        float h[1][8][4], w[1][8][4];
+        for (int k = 0; k < 32; k++) h[0][k >> 2][k & 3] = w[0][k >> 2][k & 3] = x[0][k >> 2][k & 3];
+        attn_tc_frag_round<false>(h, S, [&](int mi, int n, int r) { return q[r & 1].mc; });
+        attn_tc_frag_round<false>(w, Ssw, [&](int mi, int n, int r) { return q[r & 1].mc; });
+        for (int k = 0; k < 32; k++) {
+            const int g = k & 1;
+            if (!ok[g]) continue;
+            const float xv = x[0][k >> 2][k & 3], hv = h[0][k >> 2][k & 3], wv = w[0][k >> 2][k & 3];
+            const float ref = tcast_quantize(&S.dt, &gref[g], xv, 0u, NULL);
+            const uint32_t hb = tcast_f32_bits(hv), wb = tcast_f32_bits(wv), rb = tcast_f32_bits(ref), xb = tcast_f32_bits(xv);
+            n_e++;
+            b_sw += hb != wb;
+            b_ref += hb != rb;
+            if ((hb != wb || hb != rb) && atomicCAS(&st->first_set, 0u, 1u) == 0u) {
+                st->first[0] = xb, st->first[1] = (uint32_t)q[g].mc, st->first[2] = hb, st->first[3] = wb, st->first[4] = rb;
+            }
+            const float down = tcast_f32_from_bits((uint32_t)(127 - s[g]) << 23);
+            const uint32_t yb = tcast_f32_bits(tcast_mul_rn(xv, down)) & 0x7FFFFFFFu;  // |x 2^-s|
+            n_tie += tc_hw_is_tie(f, xv, s[g]);
+            n_sat += yb > S.maxb0;                                 // beyond max_F: saturates
+            n_ovf += yb == TCAST_F32_INF;                          // x 2^-s overflowed to Inf
+            const uint32_t ra = rb & 0x7FFFFFFFu;
+            n_sub += ra != 0 && ra < tcast_f32_rne_bits_(1u, f.emin + s[g]);  // a subnormal FP8 result
+            n_nz += rb == 0x80000000u && xb != 0x80000000u;       // a negative value rounded to -0
+        }
+    }
+    atomicAdd(&st->groups, n_g);
+    atomicAdd(&st->taken, n_t);
+    atomicAdd(&st->elems, n_e);
+    atomicAdd(&st->bad_sw, b_sw);
+    atomicAdd(&st->bad_ref, b_ref);
+    atomicAdd(&st->ties, n_tie);
+    atomicAdd(&st->sat, n_sat);
+    atomicAdd(&st->sub, n_sub);
+    atomicAdd(&st->negzero, n_nz);
+    atomicAdd(&st->ovf, n_ovf);
+    __syncthreads();
+    for (int i = threadIdx.x; i < 256; i += blockDim.x)
+        if (hist[i]) atomicAdd(&st->s_hist[i], hist[i]);
+}
+
+// Runs tc_hw_check_kernel on site S (Ssw: S with the hardware format off) into a fresh, zeroed TcHwStats.
+static TcHwStats tc_hw_run(const AttnTcastSite& S, const AttnTcastSite& Ssw, uint64_t seed, cudaStream_t st) {
+    TcHwStats* d = nullptr;
+    cudaCheck(cudaMalloc(&d, sizeof(TcHwStats)));
+    cudaCheck(cudaMemsetAsync(d, 0, sizeof(TcHwStats), st));
+    tc_hw_check_kernel<<<512, 256, 0, st>>>(S, Ssw, 4, seed, d);
+    cudaCheck(cudaGetLastError());
+    TcHwStats h;
+    cudaCheck(cudaMemcpyAsync(&h, d, sizeof(TcHwStats), cudaMemcpyDeviceToHost, st));
+    cudaCheck(cudaStreamSynchronize(st));
+    cudaCheck(cudaFree(d));
+    return h;
+}
+
+// The check (see above): the datatypes whose sites take the hardware element step, the configure-time choice
+// (attn_tc_make_site) on those and on near misses, and the control. Returns false on any failure.
+static bool tc_hw_elem_check(cudaStream_t st) {
+    struct { const char* dt; int hw; bool ovf; } types[] = {
+        {"mxfp8e4", ATTN_TC_HW_E4M3, false},         {"mxfp8e5", ATTN_TC_HW_E5M2, false},
+        {"e4m3fn", ATTN_TC_HW_E4M3, false},          {"e5m2", ATTN_TC_HW_E5M2, false},
+        {"e4m3fn_e5m0_t32", ATTN_TC_HW_E4M3, false}, {"float8_e5m2_e8m0_t64", ATTN_TC_HW_E5M2, false},
+        // fixed scales at the ends of what the RNE family accepts with every magnitude up to saturation:
+        // s = -121 / -113 (emin + s = -127; x 2^-s overflows for large x), s = 98 / 91 (M below 2^128 up to 2^(emax+1) 2^s)
+        {"e4m3fn_p-121", ATTN_TC_HW_E4M3, true},     {"e5m2_p-113", ATTN_TC_HW_E5M2, true},
+        {"e4m3fn_p98", ATTN_TC_HW_E4M3, false},      {"e5m2_p91", ATTN_TC_HW_E5M2, false},
+    };
+    // near misses: other formats, round / scale modes, sparsity, tiles the fragment path does not take
+    const char* not_hw[] = {"e4m3", "e4m3fnuz", "e5m2fnuz", "e5m2fn", "e4m3b8fn", "mxfp6e3", "mxint8", "bfloat16",
+                            "mxfp8e4@stochastic", "mxfp8e4@nearest", "mxfp8e4@midmax", "mxfp8e4@2:4", "e4m3fn_e8m0_t16", "int8_b32"};
+    bool ok = true;
+    for (const char* nm : not_hw) {
+        const TcastDataType dt = tc_dt(nm);
+        if (attn_tc_make_site(&dt).hw != ATTN_TC_HW_NONE) {
+            printf("tcast hw element check: %s must not take the hardware FP8 element step | FAIL\n", nm);
+            ok = false;
+        }
+    }
+    for (const auto& ty : types) {
+        const TcastDataType dt = tc_dt(ty.dt);
+        const AttnTcastSite S = attn_tc_make_site(&dt);
+        AttnTcastSite Ssw = S;
+        Ssw.hw = ATTN_TC_HW_NONE;
+        if (S.hw != ty.hw) {
+            printf("tcast hw element check: %s: hardware format %d, want %d | FAIL\n", ty.dt, S.hw, ty.hw);
+            ok = false;
+            continue;
+        }
+        const TcHwStats h = tc_hw_run(S, Ssw, 0xC0FFEEull ^ (uint64_t)(&ty - types), st);
+        // coverage: every scale exponent the host's group step accepts for an anchor of each exponent field
+        int s_want = 0, s_missed = 0, s_missed_first = 0;
+        for (int ea = 0; ea < 256; ea++)
+            for (uint32_t man : {0u, 0x7FFFFFu}) {
+                AttnTcRneQ q;
+                if (!attn_tc_rne_group(&S, ((uint32_t)ea << 23) | man, dt.has_scale, &q)) continue;
+                const int s = tc_hw_s_of(S, q.mc);
+                s_want++;
+                if (h.s_hist[(s + 128) & 255] == 0 && s_missed++ == 0) s_missed_first = s;
+            }
+        const bool pass = h.bad_sw == 0 && h.bad_ref == 0 && h.taken > 0 && h.ties > 0 && h.sat > 0 && h.sub > 0 && h.negzero > 0 &&
+                          (!ty.ovf || h.ovf > 0) && s_want > 0 && s_missed == 0;
+        printf("tcast hw element check: %-22s %s: groups %llu (%llu taken), elements %llu: ties %llu, saturated %llu, subnormal "
+               "results %llu, -0 results %llu, x 2^-s overflowing %llu; wrong vs attn_tc_rne_elem %llu, vs tcast_quantize %llu; "
+               "scale exponents missed %d | %s\n", ty.dt, ty.hw == ATTN_TC_HW_E4M3 ? "e4m3" : "e5m2", h.groups, h.taken, h.elems, h.ties,
+               h.sat, h.sub, h.negzero, h.ovf, h.bad_sw, h.bad_ref, s_missed, pass ? "PASS" : "FAIL");
+        if (h.first_set)
+            printf("    first: x 0x%08x mc 0x%08x: hardware 0x%08x, attn_tc_rne_elem 0x%08x, tcast_quantize 0x%08x\n", h.first[0], h.first[1],
+                   h.first[2], h.first[3], h.first[4]);
+        if (s_missed) printf("    first scale exponent never met: %d\n", s_missed_first);
+        ok &= pass;
+        if (&ty == types) {  // control: the other hardware format on the same site must disagree
+            AttnTcastSite Sx = S;
+            Sx.hw = ATTN_TC_HW_E5M2;
+            const TcHwStats c = tc_hw_run(Sx, Ssw, 0xBADull, st);
+            const bool cpass = c.bad_ref > 0 && c.bad_sw > 0;
+            printf("tcast hw element check: control (%s rounded as e5m2): %llu of %llu elements wrong (must be > 0) | %s\n", ty.dt, c.bad_ref,
+                   c.elems, cpass ? "PASS" : "FAIL");
+            ok &= cpass;
+        }
+    }
+    fflush(stdout);
+    return ok;
+}
+
 // The general shapes of tc_run_case (odd T, several B*NH; HS = 64, the only head size the cast kernels are
 // instantiated for: llmc/kernels/attention/attention.cuh attn_tc_require_tc), also those of --tc-sweep.
 static const Shape tc_case_shapes[4] = {{2, 200, 3, 64}, {1, 1000, 2, 64}, {2, 333, 2, 64}, {3, 64, 1, 64}};
@@ -1554,6 +1818,7 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
     bool all = true;
     auto tally = [&](bool ok) { all &= ok; (ok ? n_pass : n_fail)++; };
     tally(tc_host_selftest());
+    tally(tc_hw_elem_check(st));
     const TcCase cases[] = {
         {"mxfp8e4", nullptr},
         {nullptr, "mxfp8e4"},
@@ -1581,6 +1846,10 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
         // family with the offset exponent -1: scores beyond +-1 saturate); staged, with the element fast path
         {"q115", "q115"},
         {"int8_p1@stochastic", "e4m3fn_p-3@nearest"},
+        // the hardware FP8 element step (attn_tc_hw_pair) with E5M2 elements at both sites (mxfp8e4 and e4m3fn
+        // above take it with E4M3), unscaled E5M2 scores and fixed-scale E4M3 probabilities
+        {"mxfp8e5", "mxfp8e5"},
+        {"e5m2", "e4m3fn_p-2"},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     const int probes[][2] = {{64, 64}, {300, 64}, {100, 64}, {256, 64}};  // (T, HS)

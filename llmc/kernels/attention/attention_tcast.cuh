@@ -31,7 +31,10 @@
 // values under stochastic rounding) calls tcast_quantize through a non-inlined function. The RNE
 // family (attn_tc_rne_group / attn_tc_rne_elem, below) is the branch-free path the kernels take
 // first for round-even MX and unscaled float types. dev/cuda/attention.cu checks both fast paths
-// against tcast_quantize on the host before any kernel.
+// against tcast_quantize on the host before any kernel. For the OCP FP8 element formats (E4M3 fn,
+// E5M2) the register casts round with the hardware conversions instead (attn_tc_hw_pair, chosen per
+// site at configure time: AttnTcastSite::hw), bit-identical to attn_tc_rne_elem in every group the
+// RNE family accepts; the harness checks that on the GPU (tc_hw_elem_check).
 #pragma once
 
 #include <stdint.h>
@@ -44,6 +47,8 @@
 #include "llmc/kernels/tcast/tcast_stats.cuh"
 
 enum { ATTN_TC_SCORES = 0, ATTN_TC_PROBS = 1 };
+// The element formats the hardware converts (cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32, sm_89+): attn_tc_hw_pair.
+enum { ATTN_TC_HW_NONE = 0, ATTN_TC_HW_E4M3 = 1, ATTN_TC_HW_E5M2 = 2 };
 
 // One attention site's cast, as the kernels read it (constant memory). Plain data.
 struct AttnTcastSite {
@@ -63,6 +68,9 @@ struct AttnTcastSite {
     int32_t rne_emin;    // emin + 127: the exponent field below which the quantum stops shrinking (s = 0)
     uint32_t rne_sign;   // 0x80000000 if zeros keep their sign (signed_zero), else 0
     int32_t rne_kmax;    // bits of max_F 2^s = the group's mc + rne_kmax (attn_tc_rne_maxv)
+    // The hardware FP8 element step (attn_tc_hw_pair), chosen once at configure time (attn_tc_hw_format):
+    int hw;              // ATTN_TC_HW_E4M3 / _E5M2: the register casts round with cvt (frag sites only), else 0
+    int32_t hw_up;       // bits of 2^s = the group's mc + hw_up (-rne_c - (emin << 23))
 };
 
 __constant__ AttnTcastSite attn_tc_site[2];
@@ -269,6 +277,75 @@ static inline HOST_DEVICE float attn_tc_rne_elem(float x, AttnTcRneQ q, int32_t 
     }
 }
 
+// ---- The hardware FP8 element step (doc/TCAST.md 6, round 4). For a site whose element format is exactly
+// OCP E4M3 (e4m3fn: max 448, no Inf) or E5M2 (IEEE mode, max 57344) and that takes the RNE family in the
+// fragment layout (AttnTcastSite::frag), the register casts round a group's elements with the sm_89+
+// conversions instead of attn_tc_rne_elem: y = x 2^-s, the FP8 code cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32(y)
+// (two values per instruction), back through cvt.rn.f16x2.{e4m3x2,e5m2x2} and cvt.f32.f16, times 2^s.
+// 2^s comes from the group's mc alone (bits mc + hw_up; 2^-s = bits (254 << 23) - that), so the group
+// step is the RNE family's, unchanged. Bit-identical to attn_tc_rne_elem (= tcast_quantize_exp with round
+// mode even) for every finite x of every group attn_tc_rne_group accepts, because there:
+//   (a) 2^s and 2^-s are normal float32s: acceptance needs emin + s + 127 >= 0 and max_F 2^s normal, i.e.
+//       -121 <= s <= 119 (E4M3), -113 <= s <= 112 (E5M2).
+//   (b) y = RN(x 2^-s) (mul.rn.f32, no FTZ) is exact unless |x 2^-s| < 2^-126 or it overflows. Below
+//       2^-126 it keeps x's sign and stays below half the smallest FP8 subnormal (2^-10, 2^-17), so
+//       both the exact value and y round to a zero of x's sign: tcast's result for the signed-zero formats
+//       (E4M3 fn and E5M2 both keep the sign). Overflow to +-Inf only happens in unscaled / fixed-scale
+//       groups (scaled groups have |x 2^-s| < 2^(emax+1)) and saturates like any |y| beyond the top.
+//   (c) cvt.rn.satfinite rounds y to the format's grid with ties to even, subnormals included, and gives
+//       +-max_F for every value that rounds beyond it and for +-Inf: tcast's saturation of section 1.3
+//       step 4, which clamps every format at max in every mode (so also E5M2, which has an Inf: finite
+//       inputs never become Inf in TensorCast, and the group step refuses NaN / Inf groups). The same
+//       conversions are checked against fp8.h's encoder on all 2^32 float patterns in dev/cuda/fp8_quant.cu.
+//   (d) The FP8 value widened to float16 and float32 is exact (E5M2 is float16's top byte; E4M3's values
+//       2^-9 .. 448 are float16 values), and r 2^s is exact: r is a multiple of 2^(emin - mbits) with at
+//       most mbits + 1 significant bits, so r 2^s is a multiple of 2^(emin + s - mbits) >= 2^-130 (accepted
+//       groups have emin + s >= -127) with |r 2^s| <= max_F 2^s normal; +-0 stays +-0.
+// The staged loop keeps attn_tc_rne_elem (its groups are the rare fallback). 4 instructions per element
+// (FMUL, F2FP pack and unpack per pair, HADD2.F32, FMUL) instead of attn_tc_rne_elem's 7 (5 NONNEG).
+// dev/cuda/attention.cu (tc_hw_elem_check) compares it with attn_tc_rne_elem and tcast_quantize on the GPU.
+
+// Host / device: the hardware format of a site's datatype (ATTN_TC_HW_*), given its RNE-family fields.
+static inline HOST_DEVICE int attn_tc_hw_format(const TcastDataType* dt, int frag) {
+    const TcastNumberSpec* f = &dt->number;
+    if (!frag || f->kind != TCAST_KIND_FLOAT) return ATTN_TC_HW_NONE;
+    if (f->ebits == 4 && f->mbits == 3 && f->bias == 7 && f->infnan == TCAST_INFNAN_FN) return ATTN_TC_HW_E4M3;
+    if (f->ebits == 5 && f->mbits == 2 && f->bias == 15 && f->infnan == TCAST_INFNAN_IEEE) return ATTN_TC_HW_E5M2;
+    return ATTN_TC_HW_NONE;
+}
+
+// y0, y1 <- the float32 values of their FP8 codes (HW: E4M3 or E5M2, RNE with saturation): one asm block.
+#define ATTN_TC_HW_CVT_(fmt)                                                                                  \
+    asm("{\n\t.reg .b16 c, lo, hi;\n\t.reg .b32 h;\n\t"                                                    \
+        "cvt.rn.satfinite." fmt "x2.f32 c, %1, %0;\n\t" /* first operand -> upper byte */                     \
+        "cvt.rn.f16x2." fmt "x2 h, c;\n\t"                                                                   \
+        "mov.b32 {lo, hi}, h;\n\t"                                                                          \
+        "cvt.f32.f16 %0, lo;\n\t"                                                                           \
+        "cvt.f32.f16 %1, hi;\n\t}"                                                                          \
+        : "+f"(y0), "+f"(y1))
+template <int HW>
+static inline __device__ void attn_tc_hw_cvt(float& y0, float& y1) {
+    static_assert(HW == ATTN_TC_HW_E4M3 || HW == ATTN_TC_HW_E5M2, "E4M3 or E5M2");
+    if constexpr (HW == ATTN_TC_HW_E4M3) ATTN_TC_HW_CVT_("e4m3");
+    else ATTN_TC_HW_CVT_("e5m2");
+}
+#undef ATTN_TC_HW_CVT_
+
+// 2^-s and 2^s of a group with constant mc (accepted by attn_tc_rne_group); up = the site's hw_up.
+static inline HOST_DEVICE float attn_tc_hw_down(int32_t mc, int32_t up) { return tcast_f32_from_bits(0x7F000000u - ((uint32_t)mc + (uint32_t)up)); }
+static inline HOST_DEVICE float attn_tc_hw_up(int32_t mc, int32_t up) { return tcast_f32_from_bits((uint32_t)mc + (uint32_t)up); }
+
+// The element step of two elements x0, x1 (of groups with constants mc0, mc1: attn_tc_rne_group accepted
+// them) with the hardware format HW; up = the site's hw_up. Device only (sm_89+), branch-free.
+template <int HW>
+static inline __device__ void attn_tc_hw_pair(float& x0, float& x1, int32_t mc0, int32_t mc1, int32_t up) {
+    x0 = tcast_mul_rn(x0, attn_tc_hw_down(mc0, up));  // y = x 2^-s
+    x1 = tcast_mul_rn(x1, attn_tc_hw_down(mc1, up));
+    attn_tc_hw_cvt<HW>(x0, x1);
+    x0 = tcast_mul_rn(x0, attn_tc_hw_up(mc0, up));  // r 2^s
+    x1 = tcast_mul_rn(x1, attn_tc_hw_up(mc1, up));
+}
+
 // Host: the AttnTcastSite of a data type (after attention_tcast_supported accepted it).
 static inline AttnTcastSite attn_tc_make_site(const TcastDataType* dt) {
     AttnTcastSite S;
@@ -296,6 +373,8 @@ static inline AttnTcastSite attn_tc_make_site(const TcastDataType* dt) {
         S.rne_emin = f->emin + 127;
         S.rne_sign = f->signed_zero ? 0x80000000u : 0u;
         S.rne_kmax = (int32_t)(S.maxb0 - (uint32_t)S.rne_c - ((uint32_t)S.rne_emin << 23));
+        S.hw = attn_tc_hw_format(dt, S.frag);
+        S.hw_up = (int32_t)(0u - (uint32_t)S.rne_c - ((uint32_t)f->emin << 23));  // mc = ((emin + s + 127) << 23) + rne_c
     }
     return S;
 }

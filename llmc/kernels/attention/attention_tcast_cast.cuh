@@ -11,7 +11,8 @@
 //     AttnTcastSite::frag): the cast in registers, attn_tc_frag_rne / attn_tc_frag_rne_k. Per group
 //     the amax (quad shuffles in the query-major kernels, shared memory across the dK/dV kernel's
 //     warps), one branch-free group step (attn_tc_rne_group) and a vote; per element seven
-//     branch-free instructions (attn_tc_rne_elem). The probabilities p = exp2(s^ log2(e) - lse log2(e))
+//     branch-free instructions (attn_tc_rne_elem), or four with the hardware FP8 conversions for E4M3 /
+//     E5M2 elements (attn_tc_hw_pair, attn_tc_frag_round). The probabilities p = exp2(s^ log2(e) - lse log2(e))
 //     follow in registers.
 //   * otherwise, or when the vote finds a group the family refuses (NaN / Inf, tiny or huge groups):
 //     from that site on, the staged path. The warps write their fragments into a shared-memory tile
@@ -25,8 +26,9 @@
 //     every shared-memory access of the loop and of the fragment writes / reads free of bank
 //     conflicts (AttnTcTile).
 // Both paths give the same bits (the RNE family is checked against tcast_quantize by the harness's
-// host self-test), so the choice is free per tile. Each kernel holds one inline copy of the staged
-// loop per call site and one of the register cast per site and call site.
+// host self-test, the hardware element step against both on the GPU), so the choice is free per tile. Each
+// kernel holds one inline copy of the staged loop per call site and, per site and call site, one of the
+// register cast's group step with three copies of its element step (E4M3, E5M2, attn_tc_rne_elem).
 #pragma once
 
 #include <stdint.h>
@@ -272,6 +274,32 @@ __device__ __forceinline__ float attn_tc_amax_(float a, float x) {
     return r;
 }
 
+// attn_tc_hw_pair over a lane's fragments x, on the pairs (r, r + 1) of each n-tile (in the dK/dV kernel the
+// two belong to different groups); mc(mi, n, r) = the group constant of element r of n-tile n of 16-row tile mi.
+template <int HW, int WM, int NS, typename MC>
+__device__ __forceinline__ void attn_tc_frag_hw(float (&x)[WM][NS][4], MC& mc, int32_t up) {
+    attn_frag_each<WM, NS>([&](int mi, int n, int r) {
+        if (!(r & 1)) attn_tc_hw_pair<HW>(x[mi][n][r], x[mi][n][r + 1], mc(mi, n, r), mc(mi, n, r + 1), up);
+    });
+}
+
+// The element step of the register casts over a lane's fragments x, once the group step accepted every
+// group (mc as above, attn_tc_rne_q's constants). The site's hardware format (S.hw, chosen at configure
+// time: one uniform branch per tile, none per element) rounds with attn_tc_frag_hw; every other RNE-family
+// type takes attn_tc_rne_elem<NONNEG>. Same bits either way (attention_tcast.cuh, attn_tc_hw_pair).
+template <bool NONNEG, int WM, int NS, typename MC>
+__device__ __forceinline__ void attn_tc_frag_round(float (&x)[WM][NS][4], const AttnTcastSite& S, MC&& mc) {
+    if (S.hw == ATTN_TC_HW_E4M3) {
+        attn_tc_frag_hw<ATTN_TC_HW_E4M3>(x, mc, S.hw_up);
+    } else if (S.hw == ATTN_TC_HW_E5M2) {
+        attn_tc_frag_hw<ATTN_TC_HW_E5M2>(x, mc, S.hw_up);
+    } else {
+        const int32_t c = S.rne_c;
+        const uint32_t sg = S.rne_sign;
+        attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] = attn_tc_rne_elem<NONNEG>(x[mi][n][r], attn_tc_rne_q(&S, mc(mi, n, r)), c, sg); });
+    }
+}
+
 // The RNE family in registers, on the C fragments of a (16*WM) x 64 query-major tile (site S with S.frag:
 // unscaled, or tiles of 32 or 64 keys). A row's 64 keys are its 8 n-tiles x 2 columns in each of the 4
 // lanes of its quad, so the 32-key group of n-tiles 0-3 (4-7) is 8 values per lane, merged over the quad
@@ -327,11 +355,7 @@ __device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const At
         for (int mi = 0; mi < WM; mi++) mc[mi][0][0] = mc[mi][0][1] = mc[mi][1][0] = mc[mi][1][1] = q.mc;
     }
     if (!__all_sync(0xffffffffu, ok)) return false;
-    const int32_t c = S.rne_c;
-    const uint32_t sg = S.rne_sign;
-    attn_frag_each<WM, NS>([&](int mi, int n, int r) {
-        x[mi][n][r] = attn_tc_rne_elem<NONNEG>(x[mi][n][r], attn_tc_rne_q(&S, mc[mi][r >> 1][n >> 2]), c, sg);
-    });
+    attn_tc_frag_round<NONNEG>(x, S, [&](int mi, int n, int r) { return mc[mi][r >> 1][n >> 2]; });
     return true;
 }
 
@@ -480,9 +504,7 @@ __device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const 
         #pragma unroll
         for (int n = 0; n < NS; n++) mc[n][0] = mc[n][1] = q.mc;
     }
-    const int32_t c = S.rne_c;
-    const uint32_t sg = S.rne_sign;
-    attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] = attn_tc_rne_elem<NONNEG>(x[mi][n][r], attn_tc_rne_q(&S, mc[n][r & 1]), c, sg); });
+    attn_tc_frag_round<NONNEG>(x, S, [&](int mi, int n, int r) { return mc[n][r & 1]; });
     return true;
 }
 
