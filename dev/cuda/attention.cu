@@ -46,7 +46,10 @@
 // with int and float zero points, M:N sparsity 2:4 / 8:32 / 1:2 / 16:32, @stochastic, @nearest, @zero,
 // @midmax, tiles 2..64, e7m2 with a narrow RNE range, fixed scales q115 / int8_p1 / e4m3fn_p-3 / e4m3fn_p-2): tc_run_case on four shapes (T = 200, 1000, 333, 64; HS 64, the only cast head size; several
 // B*NH) against a float64 reference that casts each row with the library's primitives (tolerances at
-// tc_run_case), bit-reproducible twice, amax outputs exact; and tc_run_probe on four probe shapes
+// tc_run_case), bit-reproducible twice, amax outputs exact, and the group scales the forward keeps for the backward
+// (poisoned before every forward) checked bit for bit against the all-staged backward that finds them again, the
+// counting forward, and a corrupted kept byte that must change the backward (tc_run_case (k1)-(k3)); and
+// tc_run_probe on four probe shapes
 // (T = 64, 300, 100, 256 with HS 64): structured inputs that make the fp32 scores exact on
 // the host and expose every P^ the forward, the dK/dV kernel and (T <= HS) the dQ kernel use, compared
 // bit for bit (details at tc_run_probe), plus the --cast-stats counters; (3) timing of the d12 shape
@@ -233,11 +236,17 @@ static double bwd_flops(const Shape& s) { return 2.5 * fwd_flops(s); }
 // ------------------------------------------------------------------------------------------------
 // Device buffers for one shape
 
+static const int kTcScalePoison = 0x55;  // see Buffers::poison_fwd
+
 struct Buffers {
     Shape sh;
     size_t n_qkv, n_out, n_lse;
     floatX *qkv = nullptr, *out = nullptr, *dout = nullptr, *dqkv = nullptr;
     float *lse = nullptr, *scratch = nullptr;
+    // builds with the TensorCast attention casts: the group scales the forward keeps for the backward, room for
+    // both sites whatever the configuration (attention_tcast_scales_bytes), n_scales bytes rounded up to 4 words
+    uint8_t* scales = nullptr;
+    size_t n_scales = 0;
     std::vector<float> qkv_ref, dout_ref;  // floatX-rounded inputs, widened
 
     Buffers(const Shape& s, uint64_t seed) : sh(s) {
@@ -257,6 +266,10 @@ struct Buffers {
         cudaCheck(cudaMalloc(&dout, n_out * sizeof(floatX)));
         cudaCheck(cudaMalloc(&lse, n_lse * sizeof(float)));
         cudaCheck(cudaMalloc(&scratch, n_lse * sizeof(float)));
+        if (kModeAttentionCasts) {
+            n_scales = (2 * attention_tcast_site_scale_bytes(s.B, s.T, s.NH) + 15) / 16 * 16;
+            cudaCheck(cudaMalloc(&scales, n_scales));
+        }
         cudaCheck(cudaMemcpy(qkv, h_qkv.data(), n_qkv * sizeof(floatX), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(dout, h_dout.data(), n_out * sizeof(floatX), cudaMemcpyHostToDevice));
     }
@@ -267,19 +280,26 @@ struct Buffers {
         cudaCheck(cudaFree(dout));
         cudaCheck(cudaFree(lse));
         cudaCheck(cudaFree(scratch));
+        cudaCheck(cudaFree(scales));
     }
+    // (the scales with kTcScalePoison: a byte the backward would take for a valid but wrong group scale, so that a
+    // kept scale the forward failed to write changes the backward's bits; 0xFF would only send its tile to the
+    // staged path, which gives the same bits)
     void poison_fwd() {
         cudaCheck(cudaMemset(out, 0xFF, n_out * sizeof(floatX)));
         cudaCheck(cudaMemset(lse, 0xFF, n_lse * sizeof(float)));
+        if (scales) cudaCheck(cudaMemset(scales, kTcScalePoison, n_scales));
     }
     void poison_bwd() {
         cudaCheck(cudaMemset(dqkv, 0xFF, n_qkv * sizeof(floatX)));
         cudaCheck(cudaMemset(scratch, 0xFF, n_lse * sizeof(float)));
     }
     int C() const { return sh.NH * sh.HS; }
-    void forward(cudaStream_t st, unsigned int* amax = nullptr) { attention_forward(out, lse, qkv, sh.B, sh.T, C(), sh.NH, st, amax); }
+    void forward(cudaStream_t st, unsigned int* amax = nullptr) {
+        attention_forward(out, lse, qkv, sh.B, sh.T, C(), sh.NH, st, amax, 0, scales);
+    }
     void backward(cudaStream_t st, unsigned int* amax = nullptr) {
-        attention_backward(dqkv, scratch, dout, qkv, out, lse, sh.B, sh.T, C(), sh.NH, st, amax);
+        attention_backward(dqkv, scratch, dout, qkv, out, lse, sh.B, sh.T, C(), sh.NH, st, amax, 0, scales);
     }
 };
 
@@ -938,7 +958,8 @@ static bool tc_host_selftest() {
     ok &= n_grp_bad == 0 && n_el_bad == 0 && n_fast > n_el / 4;
 
     // (2b) the RNE family (attn_tc_rne_group / attn_tc_rne_elem, what the fragment and staged fast loops
-    // run; its NONNEG form, the probabilities', on every element with a clear sign bit) vs tcast_group_scale /
+    // run; its NONNEG form, the probabilities', on every element with a clear sign bit; the byte the forward keeps
+    // of a group's verdict, attn_tc_rne_byte / attn_tc_rne_mc_of) vs tcast_group_scale /
     // tcast_quantize, bit for bit, on every datatype it accepts: the
     // adversarial groups of (2) (ties, subnormals, zeros, huge / tiny groups, NaN / Inf), all-zero
     // groups, and groups of normal values around 2^k for k in [-40, 40] with exact ties planted.
@@ -985,7 +1006,13 @@ static bool tc_host_selftest() {
             const TcastGroupScale gref = tcast_group_scale(&dt, acc);
             n_rne_g++;
             AttnTcRneQ q;
-            if (!attn_tc_rne_group(&S, am, dt.has_scale, &q)) continue;
+            const int gok = attn_tc_rne_group(&S, am, dt.has_scale, &q);
+            // the byte the forward keeps for the backward (tile-scaled sites) must say refused for a refused group, and
+            // give back mc for an accepted one without being taken for a refusal
+            const uint32_t kept = attn_tc_rne_byte(&S, gok, q);
+            if (dt.has_scale && (gok ? kept > 252u || attn_tc_rne_mc_of(&S, kept) != q.mc : kept != ATTN_TC_REFUSED) && n_rne_gbad++ == 0)
+                rne_bad = nm + " (attn_tc_rne_byte / attn_tc_rne_mc_of)";
+            if (!gok) continue;
             n_rne_gok++;
             // the register-tight form (mc alone) must give the same constants
             if (tcast_f32_bits(attn_tc_rne_q(&S, q.mc).maxv) != tcast_f32_bits(q.maxv) && n_rne_gbad++ == 0) rne_bad = nm + " (attn_tc_rne_q)";
@@ -1059,6 +1086,7 @@ static bool tc_host_selftest() {
 struct TcCase {
     const char* scores;  // datatype of attn_scores, NULL = not cast
     const char* probs;   // datatype of attn_probs, NULL = not cast
+    bool corrupt = false;  // tc_run_case's check (k3): a corrupted kept group scale must change the backward
 };
 
 struct TcConfig {
@@ -1175,6 +1203,15 @@ struct TcErr {
 //        the format times |v|. The probe (tc_run_probe) checks the same casts bit for bit.
 //   lse: per row |gpu - ref| <= 1e-4 max(1, |ref|), at most 1% of the rows beyond.
 //   dq, dk, dv: norm-relative <= 5e-2 (2e-2 is the plain bf16 harness tolerance, plus the same flips).
+// Then the group scales the forward keeps for the backward (doc/TCAST.md 6, round 4; the forwards above write them
+// into scales poisoned with kTcScalePoison, the backwards read them), bit for bit:
+//   (k1) the harness's all-staged backward (attention_backward_*_tc_cast<..., STAGED = true>: no register path, every
+//        group scale found again from its amax, nothing read) gives the dqkv and D of the backward above;
+//   (k2) the counting forward (attention_tcast_stats: every tile staged, the verdicts kept from the staged loop) into
+//        poisoned out, lse and scales gives the out and lse above, and the backward after it the dqkv above;
+//   (k3) cs.corrupt: for each site that keeps its scales, the byte of head (0, 0), query T - 1, keys 0..31 (all
+//        visible, a register-path group for these datatypes) lowered by one (the group's scale halved: its largest
+//        element saturates) must change the backward's dqkv: the checks above can fail.
 static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data_seed, cudaStream_t st) {
     const TcConfig cfg = tc_configure(cs, st);
     Buffers buf(sh, data_seed);
@@ -1188,14 +1225,64 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
         cudaCheck(cudaMemset(d_amax, 0, 2 * sizeof(unsigned int)));
         buf.poison_fwd();
         buf.poison_bwd();
-        attention_forward(buf.out, buf.lse, buf.qkv, B, T, C, NH, st, rep ? d_amax : nullptr, seed);
-        attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, rep ? d_amax + 1 : nullptr, seed);
+        attention_forward(buf.out, buf.lse, buf.qkv, B, T, C, NH, st, rep ? d_amax : nullptr, seed, buf.scales);
+        attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, rep ? d_amax + 1 : nullptr, seed,
+                           buf.scales);
         cudaCheck(cudaStreamSynchronize(st));
         h_out[rep] = to_host(buf.out, buf.n_out);
         h_lse[rep] = to_host(buf.lse, buf.n_lse);
         h_dqkv[rep] = to_host(buf.dqkv, buf.n_qkv);
     }
     const bool det = same_bits(h_out[0], h_out[1]) && same_bits(h_lse[0], h_lse[1]) && same_bits(h_dqkv[0], h_dqkv[1]);
+    const std::vector<float> h_D = to_host(buf.scratch, buf.n_lse);
+    // (k1) the all-staged backward
+    buf.poison_bwd();
+    attention_backward_dq_tc_cast<ATTN_TC_DQ_CFG, true>(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, NH, st, nullptr,
+                                                        seed, buf.scales);
+    attention_backward_dkv_tc_cast<ATTN_TC_DKV_CFG, true>(buf.dqkv, buf.dout, buf.qkv, buf.lse, buf.scratch, B, T, NH, st, nullptr, seed,
+                                                          buf.scales);
+    cudaCheck(cudaStreamSynchronize(st));
+    const bool k1 = same_bits(to_host(buf.dqkv, buf.n_qkv), h_dqkv[1]) && same_bits(to_host(buf.scratch, buf.n_lse), h_D);
+    // (k2) the counting forward, then the backward on what it kept
+    TcastDeviceStats* d_st = nullptr;
+    cudaCheck(cudaMalloc(&d_st, 2 * sizeof(TcastDeviceStats)));
+    cudaCheck(cudaMemset(d_st, 0, 2 * sizeof(TcastDeviceStats)));
+    buf.poison_fwd();
+    buf.poison_bwd();
+    attention_tcast_stats(d_st, d_st + 1);
+    attention_forward(buf.out, buf.lse, buf.qkv, B, T, C, NH, st, nullptr, seed, buf.scales);
+    attention_tcast_stats(NULL, NULL);
+    attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, nullptr, seed, buf.scales);
+    cudaCheck(cudaStreamSynchronize(st));
+    cudaCheck(cudaFree(d_st));
+    const bool k2 = same_bits(to_host(buf.out, buf.n_out), h_out[1]) && same_bits(to_host(buf.lse, buf.n_lse), h_lse[1]) &&
+                    same_bits(to_host(buf.dqkv, buf.n_qkv), h_dqkv[1]);
+    // (k3) one kept byte per keeping site lowered by one (the scales the counting forward kept, equal to the others
+    // when k2 passes), each alone: the backward must differ
+    int n_corrupt = 0, n_caught = 0;
+    if (cs.corrupt) {
+        size_t off = 0;
+        for (int k = 0; k < 2; k++) {
+            if (!attention_tcast_keeps(k)) continue;
+            uint8_t* p = buf.scales + off + attn_tc_scale_at(0, T, 0, T - 1);
+            off += attention_tcast_site_scale_bytes(B, T, NH);
+            uint8_t good = 0;
+            cudaCheck(cudaMemcpy(&good, p, 1, cudaMemcpyDeviceToHost));
+            n_corrupt++;
+            if (good == 0 || good == ATTN_TC_REFUSED) {  // not a register-path group: this check cannot run (a failure)
+                printf("    (k3) site %d: kept byte %u, not a lowerable verdict\n", k, good);
+                continue;
+            }
+            const uint8_t bad = (uint8_t)(good - 1);
+            cudaCheck(cudaMemcpy(p, &bad, 1, cudaMemcpyHostToDevice));
+            buf.poison_bwd();
+            attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, nullptr, seed, buf.scales);
+            cudaCheck(cudaStreamSynchronize(st));
+            n_caught += !same_bits(to_host(buf.dqkv, buf.n_qkv), h_dqkv[1]);
+            cudaCheck(cudaMemcpy(p, &good, 1, cudaMemcpyHostToDevice));
+        }
+    }
+    const bool k3 = n_caught == n_corrupt && (n_corrupt > 0 || !cs.corrupt);  // (a case marked corrupt must keep a site)
     const std::vector<unsigned int> am = to_host(d_amax, 2);
     const bool amax_ok = am[0] == host_amax_bits(h_out[1]) && am[1] == host_amax_bits(h_dqkv[1]);
     cudaCheck(cudaFree(d_amax));
@@ -1229,11 +1316,15 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
     const bool fwd_ok = eo.nonfinite == 0 && el.nonfinite == 0 && eo.frac() <= 0.01 && eo.rel() <= 5e-2 && eo.maxabs <= 2 * vmax &&
                         el.frac() <= 0.01;
     const bool bwd_ok = eq.nonfinite + ek.nonfinite + ev.nonfinite == 0 && eq.rel() <= 5e-2 && ek.rel() <= 5e-2 && ev.rel() <= 5e-2;
-    const bool pass = fwd_ok && bwd_ok && det && amax_ok && nan == 0;
+    const bool pass = fwd_ok && bwd_ok && det && amax_ok && nan == 0 && k1 && k2 && k3;
+    char corrupt[32] = "-";
+    if (cs.corrupt) snprintf(corrupt, sizeof corrupt, "%d/%d caught", n_caught, n_corrupt);
     printf("tcast case %2d scores=%-22s probs=%-20s B=%d T=%-4d NH=%d HS=%-3d heads %2zu | out rel %.2e beyond-tight %.1e max %.1e | "
-           "lse beyond %.1e | dq %.2e dk %.2e dv %.2e | NaN %zu | det %s | amax %s | %s\n",
+           "lse beyond %.1e | dq %.2e dk %.2e dv %.2e | NaN %zu | det %s | amax %s | kept scales (%zu B): staged bwd %s, counting fwd %s, "
+           "corrupted %s | %s\n",
            ci, tc_name(cs.scores), tc_name(cs.probs), B, T, NH, HS, heads.size(), eo.rel(), eo.frac(), eo.maxabs, el.frac(), eq.rel(),
-           ek.rel(), ev.rel(), nan, det ? "yes" : "NO", amax_ok ? "ok" : "WRONG", pass ? "PASS" : "FAIL");
+           ek.rel(), ev.rel(), nan, det ? "yes" : "NO", amax_ok ? "ok" : "WRONG", attention_tcast_scales_bytes(B, T, NH), k1 ? "same" : "DIFFER",
+           k2 ? "same" : "DIFFER", corrupt, pass ? "PASS" : "FAIL");
     fflush(stdout);
     return pass;
 }
@@ -1295,6 +1386,9 @@ static bool tc_run_probe(const TcCase& cs, int ci, int T, int HS, cudaStream_t s
     const int nblk = (T + HS - 1) / HS;
     floatX *qkv, *out, *dout, *dqkv;
     float *lse, *scratch;
+    uint8_t* scales;  // the kept group scales (poisoned before each forward, as Buffers::poison_fwd)
+    const size_t n_scales = 2 * attention_tcast_site_scale_bytes(B, T, NH);
+    cudaCheck(cudaMalloc(&scales, n_scales));
     cudaCheck(cudaMalloc(&qkv, h_qkv.size() * sizeof(floatX)));
     cudaCheck(cudaMalloc(&dqkv, h_qkv.size() * sizeof(floatX)));
     cudaCheck(cudaMalloc(&out, (size_t)T * C * sizeof(floatX)));
@@ -1310,14 +1404,15 @@ static bool tc_run_probe(const TcCase& cs, int ci, int T, int HS, cudaStream_t s
     auto forward = [&] {
         cudaCheck(cudaMemset(out, 0xFF, (size_t)T * C * sizeof(floatX)));
         cudaCheck(cudaMemset(lse, 0xFF, (size_t)NH * T * sizeof(float)));
-        attention_forward_mode<true>(out, lse, qkv, B, T, C, NH, st, nullptr, seed);
+        cudaCheck(cudaMemset(scales, kTcScalePoison, n_scales));
+        attention_forward_mode<true>(out, lse, qkv, B, T, C, NH, st, nullptr, seed, scales);
         cudaCheck(cudaStreamSynchronize(st));
     };
     auto backward = [&](const std::vector<floatX>& h_dout) {
         cudaCheck(cudaMemcpy(dout, h_dout.data(), h_dout.size() * sizeof(floatX), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemset(dqkv, 0xFF, h_qkv.size() * sizeof(floatX)));
         cudaCheck(cudaMemset(scratch, 0xFF, (size_t)NH * T * sizeof(float)));
-        attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, st, nullptr, seed);
+        attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, st, nullptr, seed, scales);
         cudaCheck(cudaStreamSynchronize(st));
     };
     // forward P^ (columns by blocks) and lse
@@ -1497,6 +1592,7 @@ static bool tc_run_probe(const TcCase& cs, int ci, int T, int HS, cudaStream_t s
     cudaCheck(cudaFree(dout));
     cudaCheck(cudaFree(lse));
     cudaCheck(cudaFree(scratch));
+    cudaCheck(cudaFree(scales));
     const long n_checked = n_exact + n_skip + n_bad;
     const bool pass = n_bad == 0 && n_masked_bad == 0 && n_extra_bad == 0 && n_skip * 4 <= n_checked && n_fb_bad == 0 &&
                       n_dq_bad == 0 && lse_err <= 1e-4 && n_lse_diff == 0 && stats_ok;
@@ -1822,7 +1918,7 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
     const TcCase cases[] = {
         {"mxfp8e4", nullptr},
         {nullptr, "mxfp8e4"},
-        {"mxfp8e4", "mxfp8e4"},
+        {"mxfp8e4", "mxfp8e4", true},  // (and the negative check of the kept scales, tc_run_case (k3); also below)
         {"mxfp4e2", "mxfp4e2"},
         {"mxint8", "mxint8"},
         {"e4m3fn", "e4m3fn"},
@@ -1831,7 +1927,7 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
         {"mxfp8e4@2:4", "mxfp8e4@2:4"},
         {"mxfp8e4@stochastic", "mxfp8e4@stochastic"},
         {"e4m3fn_e8m0_t8", "e4m3fn_e8m0_t64"},
-        {"e4m3fn_e8m0_t64", "e2m1fnuz_e8m0_t8"},
+        {"e4m3fn_e8m0_t64", "e2m1fnuz_e8m0_t8", true},  // (k3 with a 64-key group: its byte kept in both halves)
         {"e2m1fnuz_e8m0_t2", "e3m2fnuz_e8m0_t4"},
         {"e4m3fn_e8m0_t16@8:32", "uint4_fi32"},
         {"mxfp6e3@nearest", "mxfp6e2@zero"},
@@ -1880,12 +1976,12 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
             tc_timing[k].cudnn = cudnn;
             tc_timing[k].fwd_ms = time_median_ms([&] {
                 if (cudnn) attention_forward(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
-                else attention_forward_mode<kAttnProbsFromLse>(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
+                else attention_forward_mode<kAttnProbsFromLse>(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7, buf.scales);
             }, 5, 25, st);
             tc_timing[k].bwd_ms = time_median_ms([&] {
                 if (cudnn) attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
                 else attention_backward_builtin(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, sh.T, C, sh.NH, st,
-                                                nullptr, 7);
+                                                nullptr, 7, buf.scales);
             }, 5, 25, st);
         }
         tc_timing_shape = sh;
@@ -1899,8 +1995,8 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
 // (llmc/kernels/attention/attention.cuh, ATTN_TC_*_CFG). Each candidate below runs on the d12 shape and on
 // tc_case_shapes for every site configuration of tc_sweep_cases, into poisoned outputs, and must give the
 // outputs of the default configuration (the dispatch's: attention_forward / attention_backward) bit for bit:
-// out and lse (forward), dqkv and the D scratch (dQ, with the default dK/dV after it; dK/dV, with the
-// default dQ before it). Why they can: every configuration casts the same fp32 dot products in the same
+// out, lse and the kept group scales (forward; the backward candidates then read the default's), dqkv and the D
+// scratch (dQ, with the default dK/dV after it; dK/dV, with the default dQ before it). Why they can: every configuration casts the same fp32 dot products in the same
 // groups. In the forward and dQ kernels the key tiles are 64 keys whatever WM and NW, and a warp's 16*WM
 // rows never straddle a key tile, so a query row meets exactly the key tiles k0 <= row, in the same order;
 // each element's dot product is the same chain of mma k-steps whichever fragment row holds it; the row
@@ -1925,7 +2021,8 @@ struct TcFwdCand {
     static int threads() { return Cfg::NT; }
     static size_t smem() { return Cfg::tc_smem_bytes; }
     static void run(Buffers& b, uint64_t seed, cudaStream_t st) {
-        attention_forward_tc_cast<HS, WM, NW, BC, MINB, true, false>(b.out, b.lse, b.qkv, b.sh.B, b.sh.T, b.sh.NH, st, nullptr, seed);
+        attention_forward_tc_cast<HS, WM, NW, BC, MINB, true, false>(b.out, b.lse, b.qkv, b.sh.B, b.sh.T, b.sh.NH, st, nullptr, seed,
+                                                                     b.scales);
     }
 };
 template <int HS, int WM, int NW, int BC, int MINB>
@@ -1937,7 +2034,7 @@ struct TcDqCand {
     static size_t smem() { return Cfg::tc_smem_bytes; }
     static void run(Buffers& b, uint64_t seed, cudaStream_t st) {
         attention_backward_dq_tc_cast<HS, WM, NW, BC, MINB>(b.dqkv, b.scratch, b.dout, b.qkv, b.out, b.lse, b.sh.B, b.sh.T, b.sh.NH,
-                                                            st, nullptr, seed);
+                                                            st, nullptr, seed, b.scales);
     }
 };
 template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB>
@@ -1949,7 +2046,7 @@ struct TcDkvCand {
     static size_t smem() { return Cfg::tc_smem_bytes; }
     static void run(Buffers& b, uint64_t seed, cudaStream_t st) {
         attention_backward_dkv_tc_cast<HS, WM, NW, BR, KV_REGS, MINB>(b.dqkv, b.dout, b.qkv, b.lse, b.scratch, b.sh.B, b.sh.T,
-                                                                      b.sh.NH, st, nullptr, seed);
+                                                                      b.sh.NH, st, nullptr, seed, b.scales);
     }
 };
 template <typename... C>
@@ -1995,18 +2092,19 @@ struct TcSweepRow {
     float ms = -1.f;
 };
 
-// Device copies of the default configuration's outputs on one Buffers.
+// Device copies of the default configuration's outputs on one Buffers (the group scales its forward kept included).
 struct TcSweepRef {
     std::vector<void*> p;
-    void* out; void* lse; void* dqkv; void* D;
+    void* out; void* lse; void* dqkv; void* D; void* scales;
     explicit TcSweepRef(const Buffers& b) {
-        const size_t bytes[4] = {b.n_out * sizeof(floatX), b.n_lse * sizeof(float), b.n_qkv * sizeof(floatX), b.n_lse * sizeof(float)};
+        const size_t bytes[5] = {b.n_out * sizeof(floatX), b.n_lse * sizeof(float), b.n_qkv * sizeof(floatX), b.n_lse * sizeof(float),
+                                 b.n_scales};
         for (size_t n : bytes) {
             void* d = nullptr;
             cudaCheck(cudaMalloc(&d, n));
             p.push_back(d);
         }
-        out = p[0], lse = p[1], dqkv = p[2], D = p[3];
+        out = p[0], lse = p[1], dqkv = p[2], D = p[3], scales = p[4];
     }
     ~TcSweepRef() {
         for (void* d : p) cudaCheck(cudaFree(d));
@@ -2057,8 +2155,8 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
             // the default configurations, through the dispatch, into poisoned buffers
             buf.poison_fwd();
             buf.poison_bwd();
-            attention_forward(buf.out, buf.lse, buf.qkv, B, T, C, NH, st, nullptr, seed);
-            attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, nullptr, seed);
+            attention_forward(buf.out, buf.lse, buf.qkv, B, T, C, NH, st, nullptr, seed, buf.scales);
+            attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, nullptr, seed, buf.scales);
             cudaCheck(cudaStreamSynchronize(st));
             const size_t bad = device_nonfinite(buf.out, buf.n_out) + device_nonfinite(buf.lse, buf.n_lse) +
                                device_nonfinite(buf.dqkv, buf.n_qkv) + device_nonfinite(buf.scratch, buf.n_lse);
@@ -2067,11 +2165,13 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
                        tc_name(cs.probs), B, T, NH, sh.HS, bad);
                 defaults_ok = false;
             }
-            // the outputs (0 out, 1 lse, 2 dqkv, 3 D) and the defaults' copies
-            void* const got[4] = {buf.out, buf.lse, buf.dqkv, buf.scratch};
-            void* const want[4] = {ref.out, ref.lse, ref.dqkv, ref.D};
-            const size_t bytes[4] = {buf.n_out * sizeof(floatX), buf.n_lse * sizeof(float), buf.n_qkv * sizeof(floatX), buf.n_lse * sizeof(float)};
-            for (int k = 0; k < 4; k++) cudaCheck(cudaMemcpy(want[k], got[k], bytes[k], cudaMemcpyDeviceToDevice));
+            // the outputs (0 out, 1 lse, 2 dqkv, 3 D, 4 the kept group scales: every byte, the unwritten ones poisoned
+            // alike by poison_fwd) and the defaults' copies
+            void* const got[5] = {buf.out, buf.lse, buf.dqkv, buf.scratch, buf.scales};
+            void* const want[5] = {ref.out, ref.lse, ref.dqkv, ref.D, ref.scales};
+            const size_t bytes[5] = {buf.n_out * sizeof(floatX), buf.n_lse * sizeof(float), buf.n_qkv * sizeof(floatX), buf.n_lse * sizeof(float),
+                                     buf.n_scales};
+            for (int k = 0; k < 5; k++) cudaCheck(cudaMemcpy(want[k], got[k], bytes[k], cudaMemcpyDeviceToDevice));
             // differing 32-bit words of outputs k0 .. k1 against the defaults'
             auto diff = [&](int k0, int k1) {
                 cudaCheck(cudaStreamSynchronize(st));
@@ -2090,9 +2190,9 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
             tc_each(TcSweepFwd{}, [&](auto c) {
                 buf.poison_fwd();
                 decltype(c)::run(buf, seed, st);
-                record(rows[ri++], diff(0, 1), "out/lse");
+                record(rows[ri++], diff(0, 1) + diff(4, 4), "out/lse/scales");
             });
-            for (int k = 0; k < 2; k++) cudaCheck(cudaMemcpy(got[k], want[k], bytes[k], cudaMemcpyDeviceToDevice));  // the backward's inputs
+            for (int k : {0, 1, 4}) cudaCheck(cudaMemcpy(got[k], want[k], bytes[k], cudaMemcpyDeviceToDevice));  // the backward's inputs
             tc_each(TcSweepDq{}, [&](auto c) {
                 buf.poison_bwd();
                 decltype(c)::run(buf, seed, st);
@@ -2152,7 +2252,7 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
         size_t ri = 0;
         auto time_it = [&](auto c) { rows[ri++].ms = time_median_ms([&] { decltype(c)::run(buf, seed, st); }, 5, 25, st); };
         tc_each(TcSweepFwd{}, time_it);
-        attention_forward(buf.out, buf.lse, buf.qkv, B, T, C, NH, st, nullptr, seed);  // the default's out / lse for the backward
+        attention_forward(buf.out, buf.lse, buf.qkv, B, T, C, NH, st, nullptr, seed, buf.scales);  // the default's out / lse / scales for the backward
         tc_each(TcSweepDq{}, time_it);
         TcDefDq::run(buf, seed, st);  // D for the dK/dV kernels
         tc_each(TcSweepDkv{}, time_it);

@@ -121,6 +121,9 @@ struct GPT2 {
     float* losses_host;      // pinned (B,T)
     float* scratch;          // fp32 scratch: LayerNorm/bias partials, gradient-norm partials
     size_t scratch_floats;
+    uint8_t* att_scales;     // (L, attention_tcast_scales_bytes(B,T,NH)) the group scales each layer's attention forward
+                             // keeps for its backward, beside att_lse (TensorCast attention casts); NULL: none kept
+    size_t att_scales_layer; // bytes per layer (of the allocated B x T)
     EncoderBackwardWorkspace encoder_ws;
     GemmContext gemm;
     cudaStream_t stream;
@@ -281,6 +284,25 @@ static inline void gpt2_allocate_activations(GPT2* m, int B, int T, int recomput
     encoder_backward_workspace_create(&m->encoder_ws, B * T, c->channels, c->padded_vocab_size);
 }
 
+// The buffer of the group scales the attention forward keeps for its backward (attention_tcast_scales_bytes: the
+// TensorCast attention casts of tile-scaled round-even datatypes, llmc/kernels/attention/attention_tcast.cuh), one
+// slice per layer as att_lse: the attention forward is never recomputed (-r recomputes GELU and LayerNorm only), so
+// each layer's backward reads what its forward wrote. Call after gpt2_allocate_activations and after the attention
+// casts are configured (the mode's attach does both in order); again after a reconfiguration. Nothing (NULL) when
+// the configuration keeps no scales, which is every run but TensorCast's with such a datatype at an attention site.
+static inline void gpt2_allocate_attention_scales(GPT2* m) {
+    cudaFree(m->att_scales);  // (NULL: nothing)
+    m->att_scales = NULL;
+    m->att_scales_layer = attention_tcast_scales_bytes(m->B, m->T, m->config.num_heads);
+    if (m->att_scales_layer) cudaCheck(cudaMalloc(&m->att_scales, m->att_scales_layer * m->config.num_layers));
+}
+
+// Layer l's slice of att_scales (NULL: none kept). A call's B x T (B*T <= the allocated, T <= its T) needs no more
+// than the slice: attention_tcast_scales_bytes grows with B*T and with T.
+static inline uint8_t* gpt2_attention_scales(GPT2* m, int l) {
+    return m->att_scales ? m->att_scales + (size_t)l * m->att_scales_layer : NULL;
+}
+
 // Upload a batch (host token ids, validated < V) into the pinned and device buffers.
 static inline void gpt2_upload_batch(GPT2* m, const int* inputs, const int* targets, int B, int T) {
     size_t BT = (size_t)B * T;
@@ -433,7 +455,8 @@ static inline bool gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         gpt2_stored(m, MATMUL_OUT, TS_QKV, l, qkv, N, 3 * C);
         prof_mark(m->prof, PROF_ATTENTION_FWD, s);
         attention_forward(atty, lse, qkv, B, T, C, NH, s, gemm_amax_slot(g, atty, BTC),
-                          boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)));  // (amax: the attproj input)
+                          boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)),  // (amax: the attproj input)
+                          gpt2_attention_scales(m, l));
         gpt2_stored(m, NUM_BOUNDARY_SITES, TS_ATTY, l, atty, N, C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         const bool ln2_casts = gpt2_projection_cast_by_layernorm(m, N, C);
@@ -618,7 +641,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
         floatX* dqkv = a.dbt4c;  // (B,T,3C) fits in the (B,T,4C) scratch
         prof_mark(m->prof, PROF_ATTENTION_BWD, s);
         attention_backward(dqkv, m->scratch, a.dbtc, qkv, atty, lse, B, T, C, NH, s, gemm_amax_slot(g, dqkv, 3 * BTC),
-                           boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)));
+                           boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)), gpt2_attention_scales(m, l));
         floatX* ln1 = gpt2_layernorm_input(m, l, 1, B, T);
         prof_mark(m->prof, PROF_MATMUL_BWD, s);
         matmul_backward(g, a.dbtc, gr.qkvw + (size_t)l * 3 * C * C, gr.qkvb + l * 3 * C, dqkv, ln1,
@@ -788,6 +811,7 @@ static inline void gpt2_free(GPT2* m) {
     cudaFree(m->v_memory);
     free(m->segments);
     cudaFree(m->acts_memory);
+    cudaFree(m->att_scales);
     cudaFree(m->inputs);
     cudaFree(m->targets);
     cudaFree(m->scratch);

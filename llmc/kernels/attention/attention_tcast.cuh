@@ -35,6 +35,11 @@
 // E5M2) the register casts round with the hardware conversions instead (attn_tc_hw_pair, chosen per
 // site at configure time: AttnTcastSite::hw), bit-identical to attn_tc_rne_elem in every group the
 // RNE family accepts; the harness checks that on the GPU (tc_hw_elem_check).
+//
+// Kept group scales (doc/TCAST.md 6, round 4): a tile-scaled RNE-family site (attention_tcast_keeps) finds each
+// group's scale once, in the forward, and keeps its verdict (a byte: attn_tc_rne_byte, layout attn_tc_scale_at) in a
+// buffer the caller keeps beside lse (attention_tcast_scales_bytes; the trainer: GPT2::att_scales); the backward
+// reads it. The backward's s^ and P^ are the forward's bit for bit, so what it reads is what it would find.
 #pragma once
 
 #include <stdint.h>
@@ -75,12 +80,15 @@ struct AttnTcastSite {
 
 __constant__ AttnTcastSite attn_tc_site[2];
 
-// Per call, by value to the TC kernel instantiations (ignored by the others): the random-bit states
-// of the two sites (fp8_mix64_(seed_site ^ 0x6A09E667F3BCC909), the `state` of tcast_random_bits)
-// and the --cast-stats counters of the forward's counting instantiation.
+// Per call, by value to the TC kernel instantiations (ignored by the others; attn_tc_args): the random-bit states
+// of the two sites (fp8_mix64_(seed_site ^ 0x6A09E667F3BCC909), the `state` of tcast_random_bits),
+// the --cast-stats counters of the forward's counting instantiation, and the group scales the forward
+// keeps for the backward (attention_tcast_keeps; NULL for a site that keeps none): the forward writes
+// them, the dQ and dK/dV kernels read them (the byte layout: attn_tc_scale_at, attn_tc_rne_byte).
 struct AttnTcastArgs {
     uint64_t state[2];
     TcastDeviceStats* stats[2];
+    uint8_t* scales[2];
 };
 
 // The site seeds of one call (see the header comment).
@@ -237,6 +245,33 @@ static inline HOST_DEVICE AttnTcRneQ attn_tc_rne_q(const AttnTcastSite* S, int32
     q.mc = mc;
     q.maxv = tcast_f32_from_bits((uint32_t)mc + (uint32_t)S->rne_kmax);
     return q;
+}
+
+// ---- The group scales the forward keeps for the backward (doc/TCAST.md 6, round 4). A tile-scaled site of the
+// RNE family in the fragment layout (attention_tcast_keeps) keeps one byte per (b, h, 32-key half g, query i): the
+// verdict of attn_tc_rne_group on the group holding keys 32 g .. 32 g + 31 of row i (a 64-key group: the same
+// byte in both halves). Accepted: the exponent field of mc less rne_c's, e = emin + s + 127, in 0 .. 252
+// (attn_tc_rne_group accepts only e + 23 - mbits <= 254, and mbits <= 21); refused: 0xFF, and the tile then
+// takes the staged path in the backward as it does in the forward. The forward's pass 1 writes the scores'
+// bytes, its pass 2 the probabilities', for every group at or below the diagonal (32 g <= i < T); the other
+// bytes are never written: readers take the filler 0 (a valid verdict: finite constants) for them, as their
+// values are +0 (keys after the query) or reach no output (rows past T, whose zero-filled dO and D multiply them).
+// The backward's s^ and P^ are the forward's bit for bit, so the kept verdicts are those it would recompute.
+#define ATTN_TC_REFUSED 0xFFu
+
+// The byte of a group step's verdict (ok, q).
+static inline HOST_DEVICE uint32_t attn_tc_rne_byte(const AttnTcastSite* S, int ok, AttnTcRneQ q) {
+    return ok ? ((uint32_t)q.mc - (uint32_t)S->rne_c) >> 23 : ATTN_TC_REFUSED;
+}
+// The group's mc from an accepted byte (attn_tc_rne_q then gives its constants).
+static inline HOST_DEVICE int32_t attn_tc_rne_mc_of(const AttnTcastSite* S, uint32_t byte) {
+    return (int32_t)((byte << 23) + (uint32_t)S->rne_c);
+}
+// The index of the byte of half g of query i in a site's buffer of B*NH*ceil(T/32)*T bytes, layout (b, h, g, i):
+// the queries of one half are consecutive (the dK/dV kernel reads 64 of them with 16-byte copies).
+// rbase = (b*NH + h) * T.
+static inline HOST_DEVICE size_t attn_tc_scale_at(uint64_t rbase, int T, int g, int i) {
+    return (size_t)(rbase * (uint64_t)((T + 31) >> 5) + (uint64_t)g * (uint64_t)T + (uint64_t)i);
 }
 
 #ifdef __CUDA_ARCH__
@@ -434,11 +469,42 @@ static inline bool attention_tcast_active() { return kModeAttentionCasts && (att
 // True when the probabilities are cast (the forward then runs its two-pass mode).
 static inline bool attention_tcast_probs() { return attn_tc_host[1].on != 0; }
 
-static inline AttnTcastArgs attn_tc_args(uint64_t seed, bool count) {
+// True when site k (ATTN_TC_SCORES / ATTN_TC_PROBS) keeps its group scales from the forward for the backward:
+// cast, tile-scaled (tiles of 32 or 64 keys) and of the RNE family in the fragment layout (AttnTcastSite::frag).
+static inline bool attention_tcast_keeps(int k) { return attn_tc_host[k].on && attn_tc_host[k].frag && attn_tc_host[k].tile > 1; }
+
+// Bytes of one site's group scales for a (B, NH, T) attention call: one byte per query and 32-key half.
+static inline size_t attention_tcast_site_scale_bytes(int B, int T, int NH) {
+    return (size_t)B * NH * (size_t)((T + 31) / 32) * (size_t)T;
+}
+// Bytes of the buffer `scales` of attention_forward / attention_backward for a (B, NH, T) call under the current
+// configuration (attention_tcast_configure): one site's bytes per site that keeps its scales, 0 when none does
+// (then scales may be NULL). The buffer is written by the forward and read by the backward of the same call.
+static inline size_t attention_tcast_scales_bytes(int B, int T, int NH) {
+    return ((size_t)attention_tcast_keeps(ATTN_TC_SCORES) + (size_t)attention_tcast_keeps(ATTN_TC_PROBS)) *
+           attention_tcast_site_scale_bytes(B, T, NH);
+}
+
+// The kernels' per-call arguments: the random-bit states of the call's seed, the --cast-stats counters (count) and
+// each keeping site's part of scales (attention_tcast_scales_bytes(B, T, NH) bytes: the scores' part first). Stops
+// with `error:` when a site keeps its scales and scales is NULL, or one site's part would be 4 GiB or more.
+static inline AttnTcastArgs attn_tc_args(uint64_t seed, bool count, uint8_t* scales, int B, int T, int NH) {
     AttnTcastArgs a;
+    uint8_t* next = scales;
     for (int k = 0; k < 2; k++) {
         a.state[k] = attn_tc_state(attn_tc_site_seed(seed, k));
         a.stats[k] = count ? attn_tc_stats_dev[k] : NULL;
+        a.scales[k] = NULL;
+        if (!attention_tcast_keeps(k)) continue;
+        const char* site = BOUNDARY_SITE_NAMES[k == ATTN_TC_SCORES ? ATTN_SCORES : ATTN_PROBS];
+        if (!scales)
+            die("attention: --cast %s=%s keeps its group scales from the forward for the backward, and the call passed no "
+                "buffer for them (attention_tcast_scales_bytes)", site, attn_tc_host[k].dt.name);
+        if (attention_tcast_site_scale_bytes(B, T, NH) > 0xFFFFFFFFull)  // (the query-major kernels index them in 32 bits)
+            die("attention: --cast %s=%s: B=%d NH=%d T=%d needs %zu bytes of group scales per call, 4 GiB or more", site,
+                attn_tc_host[k].dt.name, B, NH, T, attention_tcast_site_scale_bytes(B, T, NH));
+        a.scales[k] = next;
+        next += attention_tcast_site_scale_bytes(B, T, NH);
     }
     return a;
 }
