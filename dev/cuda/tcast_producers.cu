@@ -386,6 +386,18 @@ static void run_gelu_sites_big(Tally& t, const char* ta, const char* tb, int row
     t.check(name, bad == 0 && nan == 0 && route_ok);
 }
 
+// The runtime the trainer would make for `--cast cast_text --cast-fuse fuse` (its plan in *plan) over a rows x cols
+// activation, with params as the parameter base (the seeds' ids are offsets into it) and the harness's run seed.
+static TcastRuntime* harness_runtime(TcastPlan* plan, const char* cast_text, int fuse, int rows, int cols, const floatX* params) {
+    TcastOptions opt;
+    CliFlag flags[TCAST_NUM_FLAGS];
+    tcast_flags(&opt, flags);
+    opt.cast = cast_text;
+    opt.fuse = fuse;
+    tcast_plan_init(plan, &opt);
+    return tcast_runtime_create(plan, rows, cols, 0xC0FFEEull, params);
+}
+
 // The GEMM front with TensorCast site casts attached (a TcastRuntime as the trainer's, no --cast-gemm): the fc forward
 // matmul_forward(out, inp, w, bias, pre, gelu_id) with --cast-fuse 1 and 0 against a plain GEMM into pre followed by
 // the passes with the trainer's seeds (tcast_seed of the weight id for matmul_out, of gelu_id for gelu_out); with only
@@ -401,14 +413,8 @@ static void run_front_case(Tally& t, const char* cast_text, int N, int C, int OC
     gemm_context_init(&plain, 0);
     bool ok = true;
     for (int fuse = 1; fuse >= 0; fuse--) {
-        TcastOptions opt;
-        CliFlag flags[TCAST_NUM_FLAGS];
-        tcast_flags(&opt, flags);
-        opt.cast = cast_text;
-        opt.fuse = fuse;
         TcastPlan plan;
-        tcast_plan_init(&plan, &opt);
-        TcastRuntime* rt = tcast_runtime_create(&plan, N, OC, 0xC0FFEEull, w.ptr);
+        TcastRuntime* rt = harness_runtime(&plan, cast_text, fuse, N, OC, w.ptr);
         rt->step = 7;
         GemmContext ctx;
         gemm_context_init(&ctx, 0);
@@ -785,14 +791,8 @@ static void run_classifier_runtime_case(Tally& t, const char* cast_text, int row
     DeviceBuffer<float> ref_losses(rows), losses(rows);
     DeviceBuffer<int> targets(rows);
     cudaCheck(cudaMemcpy(targets.ptr, ht.data(), rows * sizeof(int), cudaMemcpyHostToDevice));
-    TcastOptions opt;
-    CliFlag flags[TCAST_NUM_FLAGS];
-    tcast_flags(&opt, flags);
-    opt.cast = cast_text;
-    opt.fuse = fuse;
     TcastPlan plan;
-    tcast_plan_init(&plan, &opt);
-    TcastRuntime* rt = tcast_runtime_create(&plan, rows, Vp, 0xC0FFEEull, params.ptr);
+    TcastRuntime* rt = harness_runtime(&plan, cast_text, fuse, rows, Vp, params.ptr);
     rt->step = 5;
     BoundaryCasts* bc = &rt->casts;
     const unsigned long long matmul_id = 0, logits_id = 6;
