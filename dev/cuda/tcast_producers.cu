@@ -71,6 +71,10 @@
 // hooks through a TcastRuntime (--cast-fuse 1 and 0, several plans, never fused on a --cast-stats step) against the
 // passes with the trainer's seeds.
 //
+// The references run their casts with the float32 element step and the kernels under test with the hardware FP8
+// step where the element format is e4m3fn / e5m2 (Fp32StepScope below), so the fused kernels' FP8 casts are checked
+// against the float32 step too.
+//
 // Timing (skipped with --check-only): at the d12 B=64 MLP shape 65536 x 3072, mxfp8e4 along dim 1 (the
 // GELU -> fcproj x cast) and mxfp8e5 along dim 1 (the GELU' -> fc dy cast): the producer + cast pass
 // against the fused kernel, with the bytes each moves and the device copy rate of the same run; the
@@ -80,7 +84,8 @@
 // forward (65536 x 768 -> 3072) with only gelu_out cast: cuBLASLt's GELU epilogue + a cast pass (matmul_forward
 // takes it) against a plain GEMM + the GELU-and-cast kernel; the classifier with the logits' casts at 8192 x 50304 (an
 // eighth of the d12 B=64 rows: 0.8 GB of logits; the times scale with the rows): the two passes + the classifier
-// against the classifier with the casts, and the plain classifier alone.
+// against the classifier with the casts, and the plain classifier alone. The mxfp8 rows run twice: with the hardware FP8 element
+// step and with the float32 one (tcast_fp8_hw_enable(0)), same binary, same run.
 // Exit status 1 if any check fails.
 #include <stdint.h>
 #include <stdio.h>
@@ -106,6 +111,15 @@ int main() {
 #include "llmc/kernels/tcast/tcast_classifier.cuh"
 #include "llmc/kernels/gemm/gemm.cuh"
 #include "llmc/modes/tcast/tcast_runtime.cuh"
+
+// The references of the checks below run their casts with the float32 element step (tcast_fp8_hw_enable(0): the RNE
+// path as it was before the hardware FP8 step, llmc/kernels/tcast/tcast_fp8_hw.cuh), the kernels under test with the
+// default (the hardware step for e4m3fn / e5m2 elements): so every fused kernel's FP8 casts are also checked against
+// the float32 step, which dev/cuda/tcast.cu checks against the host.
+struct Fp32StepScope {
+    Fp32StepScope() { tcast_fp8_hw_enable(0); }
+    ~Fp32StepScope() { tcast_fp8_hw_enable(1); }
+};
 
 enum Producer { P_GELU = 0, P_GELU_SITE = 1, P_DGELU = 2 };
 static const char* const PRODUCER_NAMES[3] = {"gelu", "gelu-site", "dgelu"};
@@ -175,7 +189,10 @@ static void run_case(Tally& t, Producer p, const char* text, int rows, int cols,
         } else {
             gemm_gelu_apply<false>(ref_store.ptr, pre.ptr, n, 0);
         }
-        tcast_cast(ref_y.ptr, ref_store.ptr, rows, cols, dim, dt, cast_seed, sr, ctx, 0);
+        {
+            Fp32StepScope f32;
+            tcast_cast(ref_y.ptr, ref_store.ptr, rows, cols, dim, dt, cast_seed, sr, ctx, 0);
+        }
         // fused
         if (p == P_DGELU) {
             cudaCheck(cudaMemcpy(store.ptr, d_in.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
@@ -256,7 +273,10 @@ static void run_ln_case(Tally& t, bool residual, const char* text, int rows, int
             fused_residual_layernorm_forward(ref_res.ptr, ref_out.ptr, ref_mean.ptr, ref_rstd.ptr, a.ptr, b.ptr, w.ptr, bias.ptr, rows, C, 0);
         else
             layernorm_forward(ref_out.ptr, ref_mean.ptr, ref_rstd.ptr, a.ptr, w.ptr, bias.ptr, rows, C, 0);
-        tcast_cast(ref_y.ptr, ref_out.ptr, rows, C, 1, dt, cast_seed, sr, ctx, 0);
+        {
+            Fp32StepScope f32;
+            tcast_cast(ref_y.ptr, ref_out.ptr, rows, C, 1, dt, cast_seed, sr, ctx, 0);
+        }
         fused_as_designed = fused_as_designed && tcast_layernorm_fusable(dt, C, residual, with_stats, y.ptr) == (expect_fused && !with_stats);
         tcast_layernorm_cast(y.ptr, residual ? res.ptr : NULL, out.ptr, mean.ptr, rstd.ptr, a.ptr, residual ? b.ptr : NULL, w.ptr,
                              bias.ptr, rows, C, dt, cast_seed, sf, ctx, 0);
@@ -338,7 +358,10 @@ static void run_gelu_sites_case(Tally& t, const char* ta, const char* tb, Bounda
         const TcastSiteCast ra = {on_a ? &dta : NULL, seed_a, with_stats ? st_ref_a.ptr : NULL};
         const TcastSiteCast rb = {on_b ? &dtb : NULL, seed_b, with_stats ? st_ref_b.ptr : NULL};
         const TcastSiteCast fa = {ra.dt, seed_a, with_stats ? st_a.ptr : NULL}, fb = {rb.dt, seed_b, with_stats ? st_b.ptr : NULL};
-        gelu_sites_reference(ref_out.ptr, ref_pre.ptr, rows, cols, ra, rb, form, ctx);
+        {
+            Fp32StepScope f32;
+            gelu_sites_reference(ref_out.ptr, ref_pre.ptr, rows, cols, ra, rb, form, ctx);
+        }
         const TcastGeluRoute r = tcast_gelu_route(out.ptr, pre.ptr, cols, fa, fb, form, true);
         if (!with_stats) {
             route = r;
@@ -573,7 +596,10 @@ static void run_sites_case(Tally& t, const SitesCase& sc, int rows, int C, uint6
                 cr[i] = TcastSiteCast{texts[i] ? &dt[i] : NULL, cs, with_stats ? st_ref.ptr + i : NULL};
                 cf[i] = TcastSiteCast{texts[i] ? &dt[i] : NULL, cs, with_stats ? st.ptr + i : NULL};
             }
-            sites_passes(ref_res.ptr, ref_out.ptr, ref_mean.ptr, ref_rstd.ptr, res_in.ptr, ref_x.ptr, w.ptr, bias.ptr, rows, C, cr, ctx);
+            {
+                Fp32StepScope f32;
+                sites_passes(ref_res.ptr, ref_out.ptr, ref_mean.ptr, ref_rstd.ptr, res_in.ptr, ref_x.ptr, w.ptr, bias.ptr, rows, C, cr, ctx);
+            }
             const bool fusable = tcast_residual_layernorm_sites_fusable(cf[0], cf[1], cf[2], C);
             fused_as_designed = fused_as_designed && fusable == (sc.fused && !with_stats && C <= SITES_MAX_C);
             tcast_residual_layernorm_sites(res.ptr, out.ptr, mean.ptr, rstd.ptr, res_in.ptr, x.ptr, store_x != 0, w.ptr, bias.ptr, rows,
@@ -1004,16 +1030,23 @@ int main(int argc, char** argv) {
         printf("\ntiming (device copy %.0f GB/s):\n", copy);
         TcastCastContext big;
         tcast_cast_context_init(&big, 65536, 3072);
-        time_case(P_GELU, "mxfp8e4", 65536, 3072, copy, &big);
-        time_case(P_DGELU, "mxfp8e5", 65536, 3072, copy, &big);
-        time_ln_case(false, "mxfp8e4", 65536, 768, copy, &big);
-        time_ln_case(true, "mxfp8e4", 65536, 768, copy, &big);
-        time_gelu_sites("mxfp8e4", "mxfp8e4", 65536, 3072, copy, &big);
-        time_gelu_sites("mxfp8e4", NULL, 65536, 3072, copy, &big);
-        time_gelu_sites(NULL, "mxfp8e4", 65536, 3072, copy, &big);
+        // the FP8 rows twice: the hardware element step (the default), then the float32 one (the code before it)
+        for (int hw = 1; hw >= 0; hw--) {
+            tcast_fp8_hw_enable(hw);
+            printf(" element step of e4m3fn / e5m2: %s\n", hw ? "hardware FP8 conversion (tcast_fp8x2_round)" : "float32 rounding (tcast_fp8_hw_enable(0))");
+            time_case(P_GELU, "mxfp8e4", 65536, 3072, copy, &big);
+            time_case(P_DGELU, "mxfp8e5", 65536, 3072, copy, &big);
+            time_ln_case(false, "mxfp8e4", 65536, 768, copy, &big);
+            time_ln_case(true, "mxfp8e4", 65536, 768, copy, &big);
+            time_gelu_sites("mxfp8e4", "mxfp8e4", 65536, 3072, copy, &big);
+            time_gelu_sites("mxfp8e4", NULL, 65536, 3072, copy, &big);
+            time_gelu_sites(NULL, "mxfp8e4", 65536, 3072, copy, &big);
+            time_sites_case("mxfp8e4", 65536, 768, copy, &big);
+        }
+        tcast_fp8_hw_enable(1);
+        printf(" other:\n");
         time_gelu_sites("mxfp6e2", "mxfp6e2", 65536, 3072, copy, &big);
         time_gelu_epilogue_choice("mxfp8e4", 65536, 768, 3072, &big);
-        time_sites_case("mxfp8e4", 65536, 768, copy, &big);
         tcast_cast_context_free(&big);
         // the logits at 8192 rows (an eighth of d12 B=64's 65536: 0.8 GB instead of 6.6; ms scale with the rows)
         TcastCastContext cls;

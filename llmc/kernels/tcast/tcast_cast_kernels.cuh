@@ -15,6 +15,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <type_traits>
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/kernels/tcast/tcast_cast_device.cuh"
 #include "llmc/kernels/tcast/tcast_source.cuh"
@@ -287,9 +288,19 @@ __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
                 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     const Param p = pw[j];
-                    #pragma unroll
-                    for (int kk = 0; kk < TCAST_COL_RPT; kk += 2)
-                        tcast_cols_cast_pair<Q, STATS>(k, p, b, rv, kk, j, idx0 + (size_t)kk * cols, cols, cnt);
+                    // column j's 4 rows: one group, a run of 2 pairs. Stored sources only: with a producer's registers
+                    // on top, the runs' three inlined element steps took the GELU / GELU' column kernels from 8 / 4 to
+                    // 24 / 16 bytes of spills at their 80-register bound (ptxas, CUDA 13.0)
+                    if constexpr (Q::kFastRuns && !STATS && std::is_same<Src, TcastSrcStored>::value) {
+                        tcast_cast_run<Q, STATS, TCAST_COL_RPT / 2>(k, p, cnt, [&](int i) {
+                            const size_t ik = idx0 + (size_t)(2 * i) * cols + j;
+                            return TcastPairRef{b[2 * i][j], b[2 * i + 1][j], ik, ik + (size_t)cols, rv[2 * i], rv[2 * i + 1]};
+                        });
+                    } else {
+                        #pragma unroll
+                        for (int kk = 0; kk < TCAST_COL_RPT; kk += 2)
+                            tcast_cols_cast_pair<Q, STATS>(k, p, b, rv, kk, j, idx0 + (size_t)kk * cols, cols, cnt);
+                    }
                 }
                 tcast_cols_store(y, cols, r0c, c, b, rv);
             }
