@@ -1209,9 +1209,10 @@ struct TcErr {
 //        group scale found again from its amax, nothing read) gives the dqkv and D of the backward above;
 //   (k2) the counting forward (attention_tcast_stats: every tile staged, the verdicts kept from the staged loop) into
 //        poisoned out, lse and scales gives the out and lse above, and the backward after it the dqkv above;
-//   (k3) cs.corrupt: for each site that keeps its scales, the byte of head (0, 0), query T - 1, keys 0..31 (all
-//        visible, a register-path group for these datatypes) lowered by one (the group's scale halved: its largest
-//        element saturates) must change the backward's dqkv: the checks above can fail.
+//   (k3) cs.corrupt: for each site that keeps its scales, the byte of head (0, 0), query T - 1, keys 0..31 (both
+//        halves' bytes, keys 0..63, for a 64-key tile; all visible, a register-path group for these datatypes)
+//        lowered by one (the group's scale halved: its largest element saturates) must change the backward's dqkv:
+//        the checks above can fail.
 static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data_seed, cudaStream_t st) {
     const TcConfig cfg = tc_configure(cs, st);
     Buffers buf(sh, data_seed);
@@ -1264,22 +1265,27 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
         size_t off = 0;
         for (int k = 0; k < 2; k++) {
             if (!attention_tcast_keeps(k)) continue;
+            // a 64-key group keeps its verdict in both of its 32-key halves' bytes, and each half is cast with its own
+            // byte: lowering only one half's would halve the scale of values that may all sit well inside the format's
+            // normal range (the group's largest in the other half), where a power-of-two scale change rounds to the same
+            // values; so the whole group's bytes go down together
+            const int halves = attn_tc_host[k].tile == 64 && T > 32 ? 2 : 1;  // (keys 32.. visible to query T - 1)
             uint8_t* p = buf.scales + off + attn_tc_scale_at(0, T, 0, T - 1);
             off += attention_tcast_site_scale_bytes(B, T, NH);
-            uint8_t good = 0;
-            cudaCheck(cudaMemcpy(&good, p, 1, cudaMemcpyDeviceToHost));
+            uint8_t good[2] = {0, 0};
+            for (int h = 0; h < halves; h++) cudaCheck(cudaMemcpy(&good[h], p + (size_t)h * T, 1, cudaMemcpyDeviceToHost));
             n_corrupt++;
-            if (good == 0 || good == ATTN_TC_REFUSED) {  // not a register-path group: this check cannot run (a failure)
-                printf("    (k3) site %d: kept byte %u, not a lowerable verdict\n", k, good);
+            if (good[0] == 0 || good[0] == ATTN_TC_REFUSED || good[halves - 1] != good[0]) {  // not a register-path group: cannot run (a failure)
+                printf("    (k3) site %d: kept bytes %u, %u, not a lowerable verdict\n", k, good[0], good[halves - 1]);
                 continue;
             }
-            const uint8_t bad = (uint8_t)(good - 1);
-            cudaCheck(cudaMemcpy(p, &bad, 1, cudaMemcpyHostToDevice));
+            const uint8_t bad = (uint8_t)(good[0] - 1);
+            for (int h = 0; h < halves; h++) cudaCheck(cudaMemcpy(p + (size_t)h * T, &bad, 1, cudaMemcpyHostToDevice));
             buf.poison_bwd();
             attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, nullptr, seed, buf.scales);
             cudaCheck(cudaStreamSynchronize(st));
             n_caught += !same_bits(to_host(buf.dqkv, buf.n_qkv), h_dqkv[1]);
-            cudaCheck(cudaMemcpy(p, &good, 1, cudaMemcpyHostToDevice));
+            for (int h = 0; h < halves; h++) cudaCheck(cudaMemcpy(p + (size_t)h * T, &good[h], 1, cudaMemcpyHostToDevice));
         }
     }
     const bool k3 = n_caught == n_corrupt && (n_corrupt > 0 || !cs.corrupt);  // (a case marked corrupt must keep a site)
