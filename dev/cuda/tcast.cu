@@ -351,17 +351,6 @@ __global__ void fp8_round_kernel(const float2* in, float2* out, size_t n) {
         out[i] = tcast_fp8x2_round<F>(in[i]);
 }
 
-static float f32_of(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 // Fresh random and planted finite float32 values for format f (an even count: consecutive values form the pairs):
 // every value of f's grid (subnormals included) and of the binade above emax (past max), the midpoints of
 // consecutive grid values (ties, including half the smallest subnormal and the midpoint above max), the float32
@@ -379,16 +368,16 @@ static std::vector<float> fp8_values(const TcastNumberSpec& f, uint64_t seed, si
         float pts[2] = {grid[i], i + 1 < grid.size() ? (grid[i] + grid[i + 1]) / 2.0f : grid[i]};  // the value, the midpoint above
         for (float p : pts)
             for (int d = -2; d <= 2; d++) {
-                uint32_t b = bits_of(p);
+                uint32_t b = tcast_f32_bits(p);
                 if (p == 0.0f && d < 0) continue;
                 b = (uint32_t)((int64_t)b + d);  // float32 neighbours (d = 0: the point itself)
-                planted.push_back(f32_of(b));
-                planted.push_back(-f32_of(b));
+                planted.push_back(tcast_f32_from_bits(b));
+                planted.push_back(-tcast_f32_from_bits(b));
             }
     }
     const uint32_t specials[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x00400000u, 0x7F7FFFFFu, 0xFF7FFFFFu,
                                  0x00800000u, 0x80800000u, 0x3F800000u};
-    for (uint32_t b : specials) planted.push_back(f32_of(b));
+    for (uint32_t b : specials) planted.push_back(tcast_f32_from_bits(b));
     std::vector<float> v = planted;
     for (size_t i = 0; i < nrandom; i++) {
         uint32_t b;
@@ -399,7 +388,7 @@ static std::vector<float> fp8_values(const TcastNumberSpec& f, uint64_t seed, si
             const int e = f.emin - M - 4 + (int)(r.u32() % (uint32_t)(f.emax + 3 - (f.emin - M - 4) + 1));
             b = ((uint32_t)(e + 127) << 23) | (r.u32() & 0x7FFFFFu) | (r.u32() & 0x80000000u);
         }
-        v.push_back(f32_of(b));
+        v.push_back(tcast_f32_from_bits(b));
     }
     for (size_t i = v.size() - 1; i > 0; i--) std::swap(v[i], v[r.u32() % (i + 1)]);  // mix planted and random in pairs
     if (v.size() & 1) v.push_back(0.0f);
@@ -426,8 +415,8 @@ static void check_fp8_primitive(Tally& tally, uint64_t seed) {
         snprintf(name, sizeof(name), "%s: all finite float32 (device ref)", fp8_name(F));
         tally.check(name, nbad == 0);
         for (unsigned long long i = 0; i < nbad && i < 8; i++)
-            detail("%s y %08x (%.9g): hardware %08x (%.9g), tcast_quantize_exp %08x (%.9g)", fp8_name(F), fm[i].y, f32_of(fm[i].y),
-                   fm[i].got, f32_of(fm[i].got), fm[i].want, f32_of(fm[i].want));
+            detail("%s y %08x (%.9g): hardware %08x (%.9g), tcast_quantize_exp %08x (%.9g)", fp8_name(F), fm[i].y, tcast_f32_from_bits(fm[i].y),
+                   fm[i].got, tcast_f32_from_bits(fm[i].got), fm[i].want, tcast_f32_from_bits(fm[i].want));
         if (nbad) printf("      %llu mismatches\n", nbad);
     }
     const std::vector<float> v = fp8_values(f, seed, (size_t)4 << 20);
@@ -441,13 +430,13 @@ static void check_fp8_primitive(Tally& tally, uint64_t seed) {
     cudaCheck(cudaMemcpy(got.data(), dout.ptr, npairs * sizeof(float2), cudaMemcpyDeviceToHost));
     size_t bad_dev = 0, bad_twin = 0;
     for (size_t i = 0; i < v.size(); i++) {
-        const uint32_t want = bits_of(tcast_quantize_exp(&f, v[i], 0, TCAST_ROUND_EVEN, 0u, NULL));
+        const uint32_t want = tcast_f32_bits(tcast_quantize_exp(&f, v[i], 0, TCAST_ROUND_EVEN, 0u, NULL));
         const float2 t = tcast_fp8x2_round<F>(make_float2(v[i], 0.0f));  // the host twin
-        if (bits_of(got[i]) != want && bad_dev++ < 4)
-            detail("%s y %08x (%.9g): device %08x (%.9g), host tcast_quantize_exp %08x (%.9g)", fp8_name(F), bits_of(v[i]), v[i],
-                   bits_of(got[i]), got[i], want, f32_of(want));
-        if (bits_of(t.x) != want && bad_twin++ < 4)
-            detail("%s y %08x (%.9g): host twin %08x, tcast_quantize_exp %08x", fp8_name(F), bits_of(v[i]), v[i], bits_of(t.x), want);
+        if (tcast_f32_bits(got[i]) != want && bad_dev++ < 4)
+            detail("%s y %08x (%.9g): device %08x (%.9g), host tcast_quantize_exp %08x (%.9g)", fp8_name(F), tcast_f32_bits(v[i]), v[i],
+                   tcast_f32_bits(got[i]), got[i], want, tcast_f32_from_bits(want));
+        if (tcast_f32_bits(t.x) != want && bad_twin++ < 4)
+            detail("%s y %08x (%.9g): host twin %08x, tcast_quantize_exp %08x", fp8_name(F), tcast_f32_bits(v[i]), v[i], tcast_f32_bits(t.x), want);
     }
     snprintf(name, sizeof(name), "%s: %zu random+planted (host ref)", fp8_name(F), v.size());
     tally.check(name, bad_dev == 0);
@@ -483,8 +472,8 @@ static void check_fp8_host_pairs(Tally& tally) {
             for (uint32_t h = 0; h < 65536; h++) {
                 const uint32_t x0 = h << 16, x1 = ((h * 40503u) & 0xFFFFu) << 16;
                 if ((x0 & 0x7F800000u) == 0x7F800000u || (x1 & 0x7F800000u) == 0x7F800000u) continue;
-                const uint32_t w0 = bits_of(tcast_quantize(&dt, &g, f32_of(x0), 0u, NULL));
-                const uint32_t w1 = bits_of(tcast_quantize(&dt, &g, f32_of(x1), 0u, NULL));
+                const uint32_t w0 = tcast_f32_bits(tcast_quantize(&dt, &g, tcast_f32_from_bits(x0), 0u, NULL));
+                const uint32_t w1 = tcast_f32_bits(tcast_quantize(&dt, &g, tcast_f32_from_bits(x1), 0u, NULL));
                 uint32_t a0 = x0, a1 = x1, c0 = x0, c1 = x1;
                 if (F == TCAST_FP8_E4M3) tcast_rne_pair_step<TCAST_FP8_E4M3>(k, p, a0, a1);
                 else tcast_rne_pair_step<TCAST_FP8_E5M2>(k, p, a0, a1);

@@ -49,11 +49,12 @@
 #include "llmc/core/utils.h"
 #include "llmc/kernels/boundary.cuh"
 #include "llmc/numerics/tcast.h"
+#include "llmc/kernels/tcast/tcast_fp8_hw.cuh"
 #include "llmc/kernels/tcast/tcast_stats.cuh"
 
 enum { ATTN_TC_SCORES = 0, ATTN_TC_PROBS = 1 };
 // The element formats the hardware converts (cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32, sm_89+): attn_tc_hw_pair.
-enum { ATTN_TC_HW_NONE = 0, ATTN_TC_HW_E4M3 = 1, ATTN_TC_HW_E5M2 = 2 };
+enum { ATTN_TC_HW_NONE = TCAST_FP8_NONE, ATTN_TC_HW_E4M3 = TCAST_FP8_E4M3, ATTN_TC_HW_E5M2 = TCAST_FP8_E5M2 };
 
 // One attention site's cast, as the kernels read it (constant memory). Plain data.
 struct AttnTcastSite {
@@ -340,31 +341,21 @@ static inline HOST_DEVICE float attn_tc_rne_elem(float x, AttnTcRneQ q, int32_t 
 // (FMUL, F2FP pack and unpack per pair, HADD2.F32, FMUL) instead of attn_tc_rne_elem's 7 (5 NONNEG).
 // dev/cuda/attention.cu (tc_hw_elem_check) compares it with attn_tc_rne_elem and tcast_quantize on the GPU.
 
-// Host / device: the hardware format of a site's datatype (ATTN_TC_HW_*), given its RNE-family fields.
+// Host / device: the hardware format of a site's datatype (ATTN_TC_HW_*: tcast_fp8_of's, for the RNE family in the
+// fragment layout only).
 static inline HOST_DEVICE int attn_tc_hw_format(const TcastDataType* dt, int frag) {
-    const TcastNumberSpec* f = &dt->number;
-    if (!frag || f->kind != TCAST_KIND_FLOAT) return ATTN_TC_HW_NONE;
-    if (f->ebits == 4 && f->mbits == 3 && f->bias == 7 && f->infnan == TCAST_INFNAN_FN) return ATTN_TC_HW_E4M3;
-    if (f->ebits == 5 && f->mbits == 2 && f->bias == 15 && f->infnan == TCAST_INFNAN_IEEE) return ATTN_TC_HW_E5M2;
-    return ATTN_TC_HW_NONE;
+    return frag ? (int)tcast_fp8_of(dt->number) : ATTN_TC_HW_NONE;
 }
 
-// y0, y1 <- the float32 values of their FP8 codes (HW: E4M3 or E5M2, RNE with saturation): one asm block.
-#define ATTN_TC_HW_CVT_(fmt)                                                                                  \
-    asm("{\n\t.reg .b16 c, lo, hi;\n\t.reg .b32 h;\n\t"                                                    \
-        "cvt.rn.satfinite." fmt "x2.f32 c, %1, %0;\n\t" /* first operand -> upper byte */                     \
-        "cvt.rn.f16x2." fmt "x2 h, c;\n\t"                                                                   \
-        "mov.b32 {lo, hi}, h;\n\t"                                                                          \
-        "cvt.f32.f16 %0, lo;\n\t"                                                                           \
-        "cvt.f32.f16 %1, hi;\n\t}"                                                                          \
-        : "+f"(y0), "+f"(y1))
+// y0, y1 <- the float32 values of their FP8 codes (HW: E4M3 or E5M2, RNE with saturation): the cast kernels' one
+// primitive, tcast_fp8x2_round (llmc/kernels/tcast/tcast_fp8_hw.cuh).
 template <int HW>
 static inline __device__ void attn_tc_hw_cvt(float& y0, float& y1) {
     static_assert(HW == ATTN_TC_HW_E4M3 || HW == ATTN_TC_HW_E5M2, "E4M3 or E5M2");
-    if constexpr (HW == ATTN_TC_HW_E4M3) ATTN_TC_HW_CVT_("e4m3");
-    else ATTN_TC_HW_CVT_("e5m2");
+    const float2 r = tcast_fp8x2_round<HW == ATTN_TC_HW_E4M3 ? TCAST_FP8_E4M3 : TCAST_FP8_E5M2>(make_float2(y0, y1));
+    y0 = r.x;
+    y1 = r.y;
 }
-#undef ATTN_TC_HW_CVT_
 
 // 2^-s and 2^s of a group with constant mc (accepted by attn_tc_rne_group); up = the site's hw_up.
 static inline HOST_DEVICE float attn_tc_hw_down(int32_t mc, int32_t up) { return tcast_f32_from_bits(0x7F000000u - ((uint32_t)mc + (uint32_t)up)); }
