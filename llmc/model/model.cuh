@@ -291,7 +291,7 @@ static inline void gpt2_allocate_activations(GPT2* m, int B, int T, int recomput
 // casts are configured (the mode's attach does both in order); again after a reconfiguration. Nothing (NULL) when
 // the configuration keeps no scales, which is every run but TensorCast's with such a datatype at an attention site.
 static inline void gpt2_allocate_attention_scales(GPT2* m) {
-    cudaFree(m->att_scales);  // (NULL: nothing)
+    if (m->att_scales) cudaCheck(cudaFree(m->att_scales));
     m->att_scales = NULL;
     m->att_scales_layer = attention_tcast_scales_bytes(m->B, m->T, m->config.num_heads);
     if (m->att_scales_layer) cudaCheck(cudaMalloc(&m->att_scales, m->att_scales_layer * m->config.num_layers));
