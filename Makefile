@@ -19,6 +19,9 @@
 #   USE_CUDNN=1|0              attention on cuDNN's fused SDPA | the built-in flash kernels (build/<variant>_flash);
 #                              default: cuDNN where found and the mode admits it (BF16 / FP16 storage, FP8, TCFP-12;
 #                              not ENABLE_Q115, TCAST=1, PRECISION=FP32); CUDNN_HOME=... / CUDNN_FRONTEND_PATH=...
+#   CUTLASS_HOME=...           CUTLASS headers ($(CUTLASS_HOME)/include/cutlass/version.h) for the CUTLASS kernels of
+#                              llmc/kernels/gemm/cutlass_*.cu (default: /usr/include, /usr/local/include, else the venv's
+#                              nvidia-cutlass wheel, which scripts/setup_env.sh installs)
 #   GPU_ARCH=90                compute capability to build for (90 = Hopper sm_90)  [90]
 #   NO_MULTI_GPU=1 NO_USE_MPI=1  build without NCCL / without MPI
 #   NVCC=... / CUDA_HOME=...   another CUDA toolkit (e.g. CUDA 12.4: make cuda $(scripts/cuda12_toolchain.sh))
@@ -111,10 +114,18 @@ ifeq ($(and $(CUDNN_H),$(CUDNN_SO)),)
   endif
 endif
 HAVE_CUDNN := $(if $(and $(CUDNN_H),$(CUDNN_SO),$(CUDNN_FE_H),$(if $(CUDNN_FE_NVRTC),$(NVRTC_SO),1)),1,)
+# CUTLASS (header-only; the Hopper FP8 GEMMs with fused epilogues, llmc/kernels/gemm/cutlass_*.cu): cutlass/version.h
+# from CUTLASS_HOME/include, the system, else the venv's nvidia-cutlass wheel (its headers are in site-packages/
+# cutlass_library/source/include; scripts/setup_env.sh installs it, --no-deps, where the system has none).
+CUTLASS_H := $(call first_file,$(if $(CUTLASS_HOME),$(CUTLASS_HOME)/include) /usr/include /usr/local/include \
+  $(addsuffix /cutlass_library/source/include,$(VENV_SITE)),cutlass/version.h)
+CUTLASS_INC := $(patsubst %/cutlass/version.h,%,$(CUTLASS_H))
+CUTLASS_VERSION = $(shell sed -n 's/^\#define CUTLASS_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' $(CUTLASS_H) 2>/dev/null | paste -sd.)
 # where a file came from, for make info
 under = $(and $(2),$(filter $(abspath $(2))/%,$(abspath $(1))))
 origin_of = $(if $(call under,$(1),$(VENV)),venv (PyPI),$(if $(call under,$(1),$(PY_CUDNN)),Python package nvidia.cudnn,$(if $(call under,$(1),$(CUDNN_HOME)),CUDNN_HOME,$(if \
-  $(call under,$(1),$(CUDNN_FRONTEND_PATH)),CUDNN_FRONTEND_PATH,$(if $(call under,$(1),$(CUDA_HOME)),CUDA toolkit,system)))))
+  $(call under,$(1),$(CUDNN_FRONTEND_PATH)),CUDNN_FRONTEND_PATH,$(if $(call under,$(1),$(CUTLASS_HOME)),CUTLASS_HOME,$(if \
+  $(call under,$(1),$(CUDA_HOME)),CUDA toolkit,system))))))
 CUDNN_VERSION = $(shell sed -n 's/^\#define CUDNN_\(MAJOR\|MINOR\|PATCHLEVEL\) *\([0-9]*\).*/\2/p' $(dir $(CUDNN_H))cudnn_version.h 2>/dev/null | paste -sd.)
 CUDNN_FE_VERSION = $(shell sed -n 's/^\#define CUDNN_FRONTEND_\(MAJOR\|MINOR\|PATCH\)_VERSION *\([0-9]*\).*/\2/p' $(dir $(CUDNN_FE_H))cudnn_frontend_version.h 2>/dev/null | paste -sd.)
 
@@ -193,6 +204,19 @@ $(CUDNN_OBJ): llmc/kernels/attention/attention_cudnn.cpp llmc/kernels/attention/
 	@mkdir -p $(@D)
 	$(NVCC) -std=c++17 -O2 -DCUDNN_FRONTEND_SKIP_JSON_LIB -I. $(CUDNN_INCLUDES) -c $< -o $@
 
+# CUTLASS kernels: each instantiation is its own translation unit llmc/kernels/gemm/cutlass_<name>.cu with a C++ API
+# in cutlass_<name>.h (no CUTLASS types), compiled once per build folder (not per variant: about a minute and
+# 4 GB each) into $(BUILD)/cutlass/cutlass_<name>.o, for sm_90a whatever GPU_ARCH is (wgmma and TMA are Hopper's
+# "a" features), without --use_fast_math (the epilogues' GELU uses IEEE expf and division). A dev/cuda harness that
+# calls one links its object (HARNESS_OBJS below); nothing in the trainer does yet.
+CUTLASS_NVCC_FLAGS := -O3 -std=c++17 --expt-relaxed-constexpr -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a
+CUTLASS_FC_OBJ := $(BUILD)/cutlass/cutlass_fp8_fc.o
+$(BUILD)/cutlass/cutlass_%.o: llmc/kernels/gemm/cutlass_%.cu llmc/kernels/gemm/cutlass_%.h Makefile
+	@test -n "$(CUTLASS_INC)" || { echo "error: CUTLASS not found (no cutlass/version.h in CUTLASS_HOME/include, /usr/include, /usr/local/include or the venv's nvidia-cutlass wheel); run scripts/setup_env.sh (it installs nvidia-cutlass==4.2.0.0 into the venv), or set CUTLASS_HOME"; exit 1; }
+	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
+	@mkdir -p $(@D)
+	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@
+
 # ---------------------------------------------------------------------------------------------
 # Python side: data preparation, PyTorch reference, Python tests
 
@@ -225,6 +249,7 @@ info:
 	@echo "  CUPTI        $(or $(CUPTI_H),header not found) | $(or $(CUPTI_SO),library not found)"
 	@echo "  cuDNN        $(or $(CUDNN_H),header not found) | $(or $(CUDNN_SO),library not found)$(if $(CUDNN_H), ($(CUDNN_VERSION), $(call origin_of,$(CUDNN_H))))"
 	@echo "  cuDNN front  $(or $(CUDNN_FE_H),cudnn_frontend.h not found)$(if $(CUDNN_FE_H), ($(CUDNN_FE_VERSION), $(call origin_of,$(CUDNN_FE_H))))"
+	@echo "  CUTLASS      $(or $(CUTLASS_INC),cutlass/version.h not found)$(if $(CUTLASS_H), ($(CUTLASS_VERSION), $(call origin_of,$(CUTLASS_H))))"
 	@echo "  attention    $(if $(filter 1,$(USE_CUDNN)),cuDNN fused SDPA,built-in flash kernels)$(if $(filter command line environment,$(origin USE_CUDNN)), (USE_CUDNN=$(USE_CUDNN)), (default for this mode$(if $(HAVE_CUDNN),, and no cuDNN found)))"
 	@echo "  CUDA variant $(VARIANT): $(strip $(CUDA_MODE_FLAGS)), sm_$(GPU_ARCH)"
 	@echo "  python       $(PYTHON)"
@@ -292,7 +317,10 @@ cuda: $(CUDA_TARGETS) cuda-dev
 # Kernel harnesses in dev/cuda (compile only here; run them on a GPU). HARNESSES="matmul gelu" builds
 # only those (CI's per-variant table is in scripts/build_variants.sh); default: every dev/cuda/*.cu.
 CUDA_DEV_ALL := $(patsubst dev/cuda/%.cu,%,$(wildcard dev/cuda/*.cu))
-HARNESSES ?= $(CUDA_DEV_ALL)
+# harnesses of CUTLASS kernels: in the default list only where CUTLASS is found (make build/<variant>/dev/<name>
+# without it stops with the CUTLASS error)
+CUTLASS_HARNESSES := cutlass_fp8
+HARNESSES ?= $(if $(CUTLASS_INC),$(CUDA_DEV_ALL),$(filter-out $(CUTLASS_HARNESSES),$(CUDA_DEV_ALL)))
 ifneq ($(filter-out $(CUDA_DEV_ALL),$(HARNESSES)),)
   $(error HARNESSES: no dev/cuda/<name>.cu for $(filter-out $(CUDA_DEV_ALL),$(HARNESSES)) (have: $(CUDA_DEV_ALL)))
 endif
@@ -301,7 +329,10 @@ cuda-dev: $(CUDA_DEV_BINS)
 $(BUILD)/$(VARIANT)/dev/%: dev/cuda/%.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ)
 	@test -n "$(HAVE_CUDA)" || { echo "error: nvcc and cuBLASLt are needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(NVCC_LDFLAGS) -o $@
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(HARNESS_OBJS) $(NVCC_LDFLAGS) -o $@
+# the objects a harness links besides its own translation unit
+$(BUILD)/$(VARIANT)/dev/cutlass_fp8: $(CUTLASS_FC_OBJ)
+$(BUILD)/$(VARIANT)/dev/cutlass_fp8: HARNESS_OBJS := $(CUTLASS_FC_OBJ)
 
 # Idle gaps between the kernels of a step: a CUPTI library loaded through CUDA_INJECTION64_PATH (usage
 # in dev/tools/kernel_gaps.cpp; rpath to the CUPTI it was built against) and the probe with a known
