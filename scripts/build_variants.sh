@@ -31,7 +31,9 @@ VARIANTS=(
 #     kernels are the same in q115_tf: SF16_TRUE_FORWARD changes only the GEMM outputs);
 #   the FP8 layer (gemm_fp8, fp8_quant, fp8_epilogues, lowp_producers) in bf16 only: it takes BF16 / fp32 buffers
 #     explicitly, whatever floatX is, and the FP8 / TCFP-12 builds do not change it;
-#   tcast: the TensorCast cast kernels, in the TCAST=1 build.
+#   tcast: the TensorCast cast kernels, in the TCAST=1 build;
+#   cutlass_fp8: the CUTLASS FP8 GEMMs with fused epilogues (llmc/kernels/gemm/cutlass_*.cu, one sm_90a object per
+#     kernel in build/cutlass/, shared by the variants), in bf16 only: explicit FP8 / BF16 buffers, like the FP8 layer.
 # A dev/cuda harness missing here is compiled in bf16 (and named in the log); a name here without its
 # .cu file is skipped.
 HARNESS_TABLE="
@@ -48,6 +50,7 @@ fp8_quant      bf16
 gemm_fp8       bf16
 fp8_epilogues  bf16
 lowp_producers bf16
+cutlass_fp8    bf16
 tcast          tcast
 "
 
