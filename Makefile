@@ -210,9 +210,20 @@ $(CUDNN_OBJ): llmc/kernels/attention/attention_cudnn.cpp llmc/kernels/attention/
 # "a" features), without --use_fast_math (the epilogues' GELU uses IEEE expf and division). A dev/cuda harness that
 # calls one links its object (HARNESS_OBJS below); nothing in the trainer does yet.
 CUTLASS_NVCC_FLAGS := -O3 -std=c++17 --expt-relaxed-constexpr -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a
-CUTLASS_FC_OBJ := $(BUILD)/cutlass/cutlass_fp8_fc.o
+# The fc forward exists in several configurations (cutlass_fp8_fc.h CUTLASS_FP8_FC_CONFIGS), one translation unit
+# each, cutlass_fp8_fc_<config>.cu on cutlass_fp8_fc_impl.cuh (make -j builds them in parallel), plus the dispatcher
+# cutlass_fp8_fc.cu (no CUTLASS header): a harness links all of them.
+CUTLASS_FC_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_fp8_fc_*.cu)
+CUTLASS_FC_OBJ := $(BUILD)/cutlass/cutlass_fp8_fc.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_FC_CONFIG_SRCS))
+CUTLASS_CHECK = @test -n "$(CUTLASS_INC)" || { echo "error: CUTLASS not found (no cutlass/version.h in CUTLASS_HOME/include, /usr/include, /usr/local/include or the venv's nvidia-cutlass wheel); run scripts/setup_env.sh (it installs nvidia-cutlass==4.2.0.0 into the venv), or set CUTLASS_HOME"; exit 1; }
+$(BUILD)/cutlass/cutlass_fp8_fc_%.o: llmc/kernels/gemm/cutlass_fp8_fc_%.cu llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh llmc/kernels/gemm/cutlass_fp8_fc_ops.h Makefile
+	$(CUTLASS_CHECK)
+	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
+	@mkdir -p $(@D)
+	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@
+$(BUILD)/cutlass/cutlass_fp8_fc.o: llmc/kernels/gemm/cutlass_fp8_fc_ops.h
 $(BUILD)/cutlass/cutlass_%.o: llmc/kernels/gemm/cutlass_%.cu llmc/kernels/gemm/cutlass_%.h Makefile
-	@test -n "$(CUTLASS_INC)" || { echo "error: CUTLASS not found (no cutlass/version.h in CUTLASS_HOME/include, /usr/include, /usr/local/include or the venv's nvidia-cutlass wheel); run scripts/setup_env.sh (it installs nvidia-cutlass==4.2.0.0 into the venv), or set CUTLASS_HOME"; exit 1; }
+	$(CUTLASS_CHECK)
 	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)
 	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@

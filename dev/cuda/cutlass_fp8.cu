@@ -2,10 +2,16 @@
 // as one CUTLASS FP8 GEMM whose epilogue writes Z (BF16), the E4M3 codes of GELU(Z) and their amax.
 //
 // Build and run (from the repository root; CUTLASS from scripts/setup_env.sh's venv or CUTLASS_HOME):
-//   make build/bf16/dev/cutlass_fp8 && build/bf16/dev/cutlass_fp8      all checks, then the timings
-//   build/bf16/dev/cutlass_fp8 --check-only                            checks only
-//   build/bf16/dev/cutlass_fp8 --quick                                 the small shapes only, no timings
-//   build/bf16/dev/cutlass_fp8 --seed S                                the inputs of an earlier run (printed first)
+//   make -j16 build/bf16/dev/cutlass_fp8 && build/bf16/dev/cutlass_fp8    all checks, then the timings (coop_t)
+//   build/bf16/dev/cutlass_fp8 --config NAME                            the same for configuration NAME
+//   build/bf16/dev/cutlass_fp8 --all-configs                            every configuration: the small cases
+//                                                                       (N = 1000 and smaller) each, then the
+//                                                                       timings of all of them (one table, last)
+//   build/bf16/dev/cutlass_fp8 --check-only                             checks only
+//   build/bf16/dev/cutlass_fp8 --quick                                  the small shapes only, no timings
+//   build/bf16/dev/cutlass_fp8 --seed S                                 the inputs of an earlier run (printed first)
+// Configurations: cutlass_fp8_fc.h CUTLASS_FP8_FC_CONFIGS ("z only" ones store Z alone: their d and amax checks
+// are skipped, the rest runs).
 // Needs a compute capability 9.0 GPU (the kernel is sm_90a code); elsewhere it says so and fails.
 //
 // Inputs: fresh random E4M3 codes every run (the seed is printed; --seed repeats a run): "gaussian" cases
@@ -51,9 +57,10 @@
 // (N = 32768, C = 1024, OC = 4096); N = 1000 (not a multiple of the 128-row tile, nor of the 2-CTA cluster);
 // N = 4133 with C = 320 and OC = 784 (partial tiles in all three dimensions), 77 x 1024 -> 48, 1 x 16 -> 16.
 // Timing (median of 20, after 3 warm-ups) at the two GPT-2 shapes: the cuBLASLt FP8 GEMM the FP8 build runs
-// today (bias, BF16 out), the GELU producer pass it runs after it (plain + transposed E4M3 codes, amax), both
-// together, the CUTLASS kernel, and the CUTLASS kernel plus a byte transpose of D (fp8_transpose_codes: the
-// transposed copy the fcproj wgrad needs, until the epilogue writes it too).
+// today (bias, BF16 out), that GEMM plus the GELU producer pass it runs after it (plain + transposed E4M3 codes,
+// amax), the byte transpose of D alone (fp8_transpose_codes: the transposed copy the fcproj wgrad needs, until
+// the epilogue writes it too), and each configuration; one table at the end: ms, TFLOP/s, speed-up against the
+// cuBLASLt GEMM alone and against GEMM + producer (what the fused kernel replaces).
 // The last line is `N passed, N failed`; exit status 1 on any failure.
 
 #include <math.h>
@@ -256,8 +263,8 @@ struct DevCase {
         d.poison();
         cudaCheck(cudaMemset(amax(), 0xFF, sizeof(float)));
     }
-    void run(const bf16* b, cudaStream_t stream) {
-        cutlass_fp8_fc_forward(z.ptr, d.ptr, amax(), x.ptr, x_ds(), w.ptr, w_ds(), b, d_scale(), N, C, OC, stream);
+    void run(const bf16* b, cudaStream_t stream, CutlassFcConfig cfg) {
+        cutlass_fp8_fc_forward(z.ptr, d.ptr, amax(), x.ptr, x_ds(), w.ptr, w_ds(), b, d_scale(), N, C, OC, stream, cfg);
     }
 };
 
@@ -321,7 +328,8 @@ static void time_producer(F gemm, const X* pre, int N, int OC, uint8_t* codes, u
 // ------------------------------------------------------------------------------------------------
 // One case
 
-static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* fctx, cudaStream_t stream) {
+static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* fctx, cudaStream_t stream, CutlassFcConfig cfg) {
+    const bool writes_d = cutlass_fp8_fc_config_writes_d(cfg);
     const int N = cs.N, C = cs.C, OC = cs.OC;
     const uint64_t s0 = seed * 1000 + (uint64_t)index * 10;
     printf("\n[%d] %s: N=%d C=%d OC=%d, %s, %s, d_scale %s\n", index, cs.name, N, C, OC,
@@ -358,7 +366,7 @@ static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* f
     const bf16* bias = cs.bias ? dc.bias.ptr : NULL;
 
     dc.poison_outputs();
-    dc.run(bias, stream);
+    dc.run(bias, stream, cfg);
     cudaCheck(cudaStreamSynchronize(stream));
     const Outputs o = download_outputs(dc);
     const size_t n = (size_t)N * OC;
@@ -395,7 +403,9 @@ static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* f
     }
 
     // --- D and amax against the host chain on the kernel's own Z, every element
-    {
+    if (!writes_d) {
+        printf("  (configuration %s stores Z only: no d, no amax)\n", cutlass_fp8_fc_config_name(cfg));
+    } else {
         struct Part {
             size_t near = 0, ambiguous = 0, mismatch = 0, nan_codes = 0;
             float amax_lo = 0, amax_hi = 0;
@@ -453,7 +463,7 @@ static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* f
     }
 
     // --- end to end (printed): d against float64 all the way on the sampled rows
-    {
+    if (writes_d) {
         size_t diff = 0;
         int worst = 0;
         for (size_t i = 0; i < ref.rows.size(); i++)
@@ -470,7 +480,7 @@ static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* f
     // --- writes stay inside, and a second run is bitwise equal
     tally.check("guard bytes after z and d untouched", guards_intact(o, n));
     dc.poison_outputs();
-    dc.run(bias, stream);
+    dc.run(bias, stream, cfg);
     cudaCheck(cudaStreamSynchronize(stream));
     const Outputs o2 = download_outputs(dc);
     tally.check("two runs bitwise equal (z, d, amax)",
@@ -479,7 +489,9 @@ static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* f
     // --- today's producer on the same Z
     std::vector<uint8_t> pc;
     float pamax = 0;
-    if (producer_on_z(dc.z.ptr, N, OC, dc.d_scale(), &pc, &pamax, stream)) {
+    if (!writes_d) {
+        // nothing to compare
+    } else if (producer_on_z(dc.z.ptr, N, OC, dc.d_scale(), &pc, &pamax, stream)) {
         size_t diff = 0;
         int worst = 0;
         for (size_t i = 0; i < n; i++) {
@@ -522,8 +534,8 @@ static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* f
 // ------------------------------------------------------------------------------------------------
 // Arguments
 
-static void check_arguments(cudaStream_t stream) {
-    printf("\narguments:\n");
+static void check_arguments(cudaStream_t stream, CutlassFcConfig cfg) {
+    printf("\narguments (configuration %s):\n", cutlass_fp8_fc_config_name(cfg));
     DevCase dc(64, 64, 64);
     const void* z = dc.z.ptr;
     const void* d = dc.d.ptr;
@@ -539,28 +551,43 @@ static void check_arguments(cudaStream_t stream) {
         {"bias + 2 elements", 64, 64, 64, z, d, x, w, dc.bias.ptr + 2},
     };
     for (const Bad& b : bad) {
-        const char* why = cutlass_fp8_fc_unsupported(b.N, b.C, b.OC, b.z, b.d, b.x, b.w, b.b);
+        const char* why = cutlass_fp8_fc_unsupported(b.N, b.C, b.OC, b.z, b.d, b.x, b.w, b.b, cfg);
         printf("  %-32s -> %s\n", b.what, why ? why : "(accepted)");
         char name[96];
         snprintf(name, sizeof(name), "refuses %s", b.what);
         tally.check(name, why != NULL);
     }
-    const char* ok = cutlass_fp8_fc_unsupported(64, 64, 64, z, d, x, w, dc.bias.ptr);
+    const char* ok = cutlass_fp8_fc_unsupported(64, 64, 64, z, d, x, w, dc.bias.ptr, cfg);
     if (ok) printf("  64 x 64 -> 64 refused: %s\n", ok);
     tally.check("accepts 64 x 64 -> 64", ok == NULL);
-    // N = 0: amax zeroed, nothing written
+    // N = 0: amax zeroed (configurations that write it), nothing written
+    const bool writes_d = cutlass_fp8_fc_config_writes_d(cfg);
     dc.poison_outputs();
     cudaCheck(cudaMemset(dc.scales.ptr, 0, 12 * sizeof(float)));
-    cutlass_fp8_fc_forward(dc.z.ptr, dc.d.ptr, dc.amax(), dc.x.ptr, dc.x_ds(), dc.w.ptr, dc.w_ds(), NULL, dc.d_scale(), 0, 64, 64, stream);
+    cutlass_fp8_fc_forward(dc.z.ptr, dc.d.ptr, dc.amax(), dc.x.ptr, dc.x_ds(), dc.w.ptr, dc.w_ds(), NULL, dc.d_scale(), 0, 64, 64, stream,
+                           cfg);
     cudaCheck(cudaStreamSynchronize(stream));
     const Outputs o = download_outputs(dc);
-    tally.check("N = 0: amax = 0, nothing written", o.amax == 0.0f && bits_of(o.amax) == 0 && guards_intact(o, 0));
+    tally.check(writes_d ? "N = 0: amax = 0, nothing written" : "N = 0: nothing written (amax untouched)",
+                (writes_d ? bits_of(o.amax) == 0 : bits_of(o.amax) == 0xFFFFFFFFu) && guards_intact(o, 0));
 }
 
 // ------------------------------------------------------------------------------------------------
 // Timing
 
-static void time_shape(int N, int C, int OC, const char* label, uint64_t seed, Fp8GemmContext* fctx, cudaStream_t stream) {
+// One row of the timing table: a configuration (or a baseline: config < 0) on a shape.
+struct TimeRow {
+    const char* shape;
+    int config;  // -1: cuBLASLt GEMM, -2: cuBLASLt GEMM + GELU producer, -3: fp8_transpose_codes of D alone
+    float ms, ms_gemm, ms_both;
+    double flop;
+};
+
+// Times, at one shape, today's chain (cuBLASLt FP8 GEMM with bias and BF16 out, then the GELU producer pass with
+// plain and transposed codes and the amax), the byte transpose the fcproj wgrad would still need, and every
+// configuration in `cfgs`; appends the rows.
+static void time_shape(int N, int C, int OC, const char* label, uint64_t seed, Fp8GemmContext* fctx, cudaStream_t stream,
+                       const std::vector<int>& cfgs, std::vector<TimeRow>* rows) {
     HostCase h;
     gaussian_codes(h.x, &h.x_ds, (size_t)N * C, seed + 1, 1.0f);
     gaussian_codes(h.w, &h.w_ds, (size_t)OC * C, seed + 2, 0.02f);
@@ -586,33 +613,66 @@ static void time_shape(int N, int C, int OC, const char* label, uint64_t seed, F
     const float t_lt = time_median_ms(lt, 3, 20, stream);
     float t_prod, t_both;
     time_producer(lt, pre.ptr, N, OC, codes.ptr, tcodes.ptr, dc.d_scale(), bits.ptr, stream, &t_prod, &t_both);
-    auto cut = [&] { dc.run(dc.bias.ptr, stream); };
-    const float t_cut = time_median_ms(cut, 3, 20, stream);
-    const float t_cut_t = time_median_ms([&] { cut(); fp8_transpose_codes(tcodes.ptr, dc.d.ptr, N, OC, stream); }, 3, 20, stream);
-    printf("  %-4s %6d x %4d -> %4d | cuBLASLt GEMM %7.3f ms (%4.0f TFLOP/s) | + GELU producer %7.3f ms = %7.3f ms | CUTLASS fused "
-           "%7.3f ms (%4.0f TFLOP/s) | + transpose of d %7.3f ms | speed-up %.2fx (%.2fx with the transpose)\n",
-           label, N, C, OC, t_lt, flop / (t_lt * 1e-3) / 1e12, t_prod, t_both, t_cut, flop / (t_cut * 1e-3) / 1e12, t_cut_t,
-           t_both > 0 ? t_both / t_cut : 0.0, t_both > 0 ? t_both / t_cut_t : 0.0);
+    const float t_tr = time_median_ms([&] { fp8_transpose_codes(tcodes.ptr, dc.d.ptr, N, OC, stream); }, 3, 20, stream);
+    rows->push_back({label, -1, t_lt, t_lt, t_both, flop});
+    rows->push_back({label, -2, t_both, t_lt, t_both, flop});
+    rows->push_back({label, -3, t_tr, t_lt, t_both, 0.0});
+    for (int c : cfgs) {
+        const float t = time_median_ms([&] { dc.run(dc.bias.ptr, stream, (CutlassFcConfig)c); }, 3, 20, stream);
+        rows->push_back({label, c, t, t_lt, t_both, flop});
+    }
+}
+
+static void print_time_table(const std::vector<TimeRow>& rows) {
+    printf("\ntiming table (median of 20 after 3 warm-ups; today's fc forward = cuBLASLt FP8 GEMM (bias, BF16 out) + GELU producer "
+           "pass (plain and transposed codes, amax); speed-ups: that time / the row's):\n");
+    printf("  %-6s %-30s %9s %9s %12s %14s\n", "shape", "configuration", "ms", "TFLOP/s", "vs GEMM", "vs GEMM+prod");
+    for (const TimeRow& r : rows) {
+        const char* name = r.config == -1 ? "cuBLASLt GEMM (today)" : r.config == -2 ? "cuBLASLt GEMM + GELU producer"
+                         : r.config == -3 ? "fp8_transpose_codes (d)" : cutlass_fp8_fc_config_name((CutlassFcConfig)r.config);
+        char tf[16] = "-";
+        if (r.flop > 0) snprintf(tf, sizeof(tf), "%.0f", r.flop / (r.ms * 1e-3) / 1e12);
+        char both[24] = "-";
+        if (r.ms_both > 0 && r.config != -3) snprintf(both, sizeof(both), "%.2fx", r.ms_both / r.ms);
+        char gemm[24] = "-";
+        if (r.config != -3) snprintf(gemm, sizeof(gemm), "%.2fx", r.ms_gemm / r.ms);
+        printf("  %-6s %-30s %9.3f %9s %12s %14s%s\n", r.shape, name, r.ms, tf, gemm, both,
+               r.config >= 0 && !cutlass_fp8_fc_config_writes_d((CutlassFcConfig)r.config) ? "   (z only)" : "");
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
 
 int main(int argc, char** argv) {
-    bool timing = true, quick = false;
+    bool timing = true, quick = false, all_configs = false;
+    int config = CUTLASS_FC_coop_t;
     uint64_t seed = ((uint64_t)time(NULL) << 16) ^ (uint64_t)getpid();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--check-only")) timing = false;
         else if (!strcmp(argv[i], "--quick")) quick = true, timing = false;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else {
-            fprintf(stderr, "usage: %s [--check-only] [--quick] [--seed S]\n", argv[0]);
+        else if (!strcmp(argv[i], "--all-configs")) all_configs = true;
+        else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+            config = cutlass_fp8_fc_config_parse(argv[++i]);
+            if (config < 0) {
+                fprintf(stderr, "error: no configuration '%s'; there are:", argv[i]);
+                for (int c = 0; c < CUTLASS_FC_NUM_CONFIGS; c++) fprintf(stderr, " %s", cutlass_fp8_fc_config_name((CutlassFcConfig)c));
+                fprintf(stderr, "\n");
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "usage: %s [--check-only] [--quick] [--seed S] [--config NAME | --all-configs]\n", argv[0]);
             return 2;
         }
     }
+    std::vector<int> cfgs;
+    if (all_configs) for (int c = 0; c < CUTLASS_FC_NUM_CONFIGS; c++) cfgs.push_back(c);
+    else cfgs.push_back(config);
     kE4M3 = fp8_format(FP8_E4M3FN);
     const cudaDeviceProp prop = harness_device();
-    printf("cutlass_fp8: %s (sm_%d%d, %d SMs), %s build\n  %s\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-           PRECISION_MODE_NAME, cutlass_fp8_fc_describe());
+    printf("cutlass_fp8: %s (sm_%d%d, %d SMs), %s build\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+           PRECISION_MODE_NAME);
+    for (int c : cfgs) printf("  %-14s %s\n", cutlass_fp8_fc_config_name((CutlassFcConfig)c), cutlass_fp8_fc_describe((CutlassFcConfig)c));
     printf("seed %llu (rerun with --seed %llu)\n", (unsigned long long)seed, (unsigned long long)seed);
     printf("tolerances: z per element 2^-8 |z64| + 2^-10 S, norm %.0e; d bit-exact except gelu within 2^-21 (4 + |2u| e/(1+e)) of a "
            "BF16 midpoint; today's producer: <= %.0e of the codes, one step\n", Z_NORM_TOL, AGREE_MAX);
@@ -628,7 +688,6 @@ int main(int argc, char** argv) {
     Fp8GemmContext* fctx = new Fp8GemmContext;  // large (plan array): heap
     fp8_gemm_context_init(fctx, &gctx);
 
-    check_arguments(stream);
     const Case cases[] = {
         {"GPT-2 d12 fc, B=64 T=1024", 65536, 768, 3072, false, 0.02f, true, 0},
         {"GPT-2 d24 fc, B=32 T=1024", 32768, 1024, 4096, false, 0.02f, true, 0},
@@ -638,15 +697,25 @@ int main(int argc, char** argv) {
         {"smallest", 1, 16, 16, false, 0.1f, true, 0},
     };
     const int ncases = (int)(sizeof(cases) / sizeof(cases[0]));
-    for (int i = quick ? 2 : 0; i < ncases; i++) run_case(cases[i], i, seed, fctx, stream);
+    // one configuration: every case (the GPT-2 shapes too, unless --quick); all of them: the small cases each
+    for (int c : cfgs) {
+        printf("\n==== configuration %s: %s\n", cutlass_fp8_fc_config_name((CutlassFcConfig)c), cutlass_fp8_fc_describe((CutlassFcConfig)c));
+        const int passed0 = tally.passed, failed0 = tally.failed;
+        check_arguments(stream, (CutlassFcConfig)c);
+        for (int i = (quick || all_configs) ? 2 : 0; i < ncases; i++) run_case(cases[i], i, seed, fctx, stream, (CutlassFcConfig)c);
+        printf("==== configuration %s: %d passed, %d failed\n", cutlass_fp8_fc_config_name((CutlassFcConfig)c), tally.passed - passed0,
+               tally.failed - failed0);
+    }
 
     if (timing) {
-        printf("\ntiming (median of 20; the FP8 build's fc forward today = cuBLASLt GEMM + GELU producer pass with plain and transposed "
-               "codes):\n");
-        time_shape(65536, 768, 3072, "d12", seed + 77, fctx, stream);
-        time_shape(32768, 1024, 4096, "d24", seed + 78, fctx, stream);
+        std::vector<TimeRow> rows;
+        time_shape(65536, 768, 3072, "d12", seed + 77, fctx, stream, cfgs, &rows);
+        time_shape(32768, 1024, 4096, "d24", seed + 78, fctx, stream, cfgs, &rows);
+        fp8_gemm_context_print_plans(fctx, stdout);
+        print_time_table(rows);
+    } else {
+        fp8_gemm_context_print_plans(fctx, stdout);
     }
-    fp8_gemm_context_print_plans(fctx, stdout);
     cutlass_fp8_fc_free();
     fp8_gemm_context_free(fctx);
     delete fctx;

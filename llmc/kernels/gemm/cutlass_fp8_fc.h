@@ -1,7 +1,8 @@
 // cutlass_fp8_fc.h - the fc layer's forward of the FP8 build as ONE Hopper FP8 GEMM whose epilogue writes the
 // next GEMM's operand (issue 27): out = inp · weightᵀ + bias with the GELU and its FP8 quantization fused into
-// the epilogue, on CUTLASS (compiled in its own translation unit, cutlass_fp8_fc.cu, into
-// $(BUILD)/cutlass/cutlass_fp8_fc.o for sm_90a; this header has no CUTLASS types). Not used by the trainer yet:
+// the epilogue, on CUTLASS (one translation unit per configuration, cutlass_fp8_fc_<name>.cu, and a dispatcher,
+// cutlass_fp8_fc.cu, compiled into $(BUILD)/cutlass/ for sm_90a; this header has no CUTLASS types). Not used by
+// the trainer yet:
 // dev/cuda/cutlass_fp8.cu is its only caller (doc/TCFP12.md, "CUTLASS path: status").
 //
 // What it computes, per output element (n, o), n < N (tokens), o < OC:
@@ -23,7 +24,7 @@
 // make the scale product exact; any positive values work.
 // Accumulation: Hopper FP8 tensor cores (wgmma) with CUTLASS's FP8 mainloop promoting the partial sums to fp32
 // registers every 4 MMA k-blocks (128 values of C; mma_promotion_interval), i.e. not "fast accumulation": the
-// trainer's default (--fp8-fast-accum 0).
+// trainer's default (--fp8-fast-accum 0); the "fast accumulation" configurations below do not promote.
 //
 // Tensors (row-major, the trainer's layout):
 //   inp     (N, C)   E4M3 codes          the fc layer's input X, quantized
@@ -32,23 +33,34 @@
 //   z       (N, OC)  BF16                overwritten
 //   d       (N, OC)  E4M3 codes          overwritten
 //   amax_d  1 float, or NULL             overwritten (zeroed on `stream`, then the kernel's atomicMax)
-// In CUTLASS's column-major terms this is the transposed product: D (M x N) = A · B with M = OC, N = N, K = C;
-// A = weight as an M x K row-major matrix ("T", K contiguous), B = inp as a K x N column-major matrix ("N", K
-// contiguous): both operands K-major, the TN form Hopper's FP8 wgmma needs; D and the auxiliary Z output are
-// M x N column-major with leading dimension OC, which is exactly the row-major (N, OC) output; the bias is
-// per row of D (per M = per output feature): ScaledLinCombPerRowBiasEltActAmaxAux with ElementC = void.
+// In CUTLASS's terms: the two problem forms of the configurations below (_t, _n), ElementC = void.
 //
 // Requirements: N >= 0, C >= 16 and OC >= 16, both multiples of 16 (TMA: 16-byte row strides of inp, weight and
 // d); every tensor pointer 16-byte aligned; a GPU of compute capability 9.0 (sm_90a code only); z, d not
 // overlapping the inputs. N == 0 only zeroes *amax_d. Any N: the last tile may be partial (TMA clips it).
-// Schedule: TMA warp-specialized cooperative kernel, tile 128 x 128 x 128 (M x N x K), cluster 1 x 2 x 1, the
-// persistent data-parallel tile scheduler: each output tile is computed by exactly one CTA over the whole K
-// (no split-K, no stream-K), so z and d are bitwise reproducible; amax is a max of |g| bit patterns through
-// atomicMax (order-independent), so it is too.
+// Configurations (issue 27's tuning): the kernel exists in several explicit CUTLASS instantiations, each its own
+// translation unit llmc/kernels/gemm/cutlass_fp8_fc_<name>.cu (all built on llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh),
+// picked at run time by a CutlassFcConfig; the list and what each one tests is CUTLASS_FP8_FC_CONFIGS below.
+// Every configuration uses the persistent data-parallel tile scheduler: each output tile is computed by exactly
+// one CTA over the whole K (no split-K, no stream-K), so z and d are bitwise reproducible; amax is a max of |g|
+// bit patterns through atomicMax (order-independent), so it is too. Two problem forms:
+//   _t ("transposed", the first form): CUTLASS's column-major D (M x N) = A · B with M = OC, N = tokens: A = weight
+//      (M x K row-major), B = inp (K x N column-major), D and Z column-major (M-major) = the row-major (N, OC)
+//      output, bias per row of D (ScaledLinCombPerRowBiasEltActAmaxAux).
+//   _n ("natural"): D (M x N) = A · B with M = tokens, N = OC: A = inp (M x K row-major), B = weight (K x N
+//      column-major), D and Z row-major (N-major) = the same (N, OC) output, bias per column of D
+//      (ScaledLinCombPerColBiasEltActAmaxAux). Both operands are K-major (the TN form FP8 wgmma needs) either way;
+//      the difference is the epilogue's register -> shared memory stores: wgmma's accumulator fragments hold pairs
+//      of neighbours along N, so an N-major tile gets vectorized stores, an M-major one single-byte stores of the
+//      E4M3 codes (CUTLASS's auto-vectorizing copy; BF16 Z gets stmatrix either way).
+// "z only" configurations store Z alone (ScaledLinComb...BiasEltAct with the identity, BF16 D; d and amax are not
+// written): what the mainloop costs in CUTLASS, against the cuBLASLt GEMM that does the same work.
+// "fast accumulation" configurations let the tensor cores accumulate all of K (no fp32 promotion): different
+// numerics (the harness still checks z against float64 and counts the bits that differ from cuBLASLt).
 // Errors: an unsupported shape or alignment, CUTLASS's can_implement refusing the problem, a failing
 // initialization or launch print `error: cutlass_fp8_fc: <what> (N=.., C=.., OC=..)` with CUTLASS's status or
-// the CUDA error, and exit with status 1. Asynchronous on `stream`; no host synchronization. The CUTLASS
-// workspace (none for this schedule) would be allocated once and kept (cutlass_fp8_fc_free frees it).
+// the CUDA error, and exit with status 1. Asynchronous on `stream`; no host synchronization. A CUTLASS
+// workspace, where a configuration needs one, is allocated once and kept (cutlass_fp8_fc_free frees it).
 #pragma once
 
 #include <stddef.h>
@@ -56,19 +68,48 @@
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 
-// The forward described above.
+// X(name, description): every configuration, in the order the harness runs them. The first is the default
+// (the one the first GPU run measured).
+#define CUTLASS_FP8_FC_CONFIGS(X)                                                                                        \
+    X(coop_t, "transposed, cooperative 128x128x128, cluster 1x2, fp32 promotion, Z+D+amax (amax: atomic per thread)")   \
+    X(coop_t_z, "transposed, cooperative 128x128x128, cluster 1x2, fp32 promotion, z only")                           \
+    X(coop_n, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, Z+D+amax (amax: atomic per thread)")     \
+    X(coop_n_z, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, z only")                              \
+    X(coop_n_wamax, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, Z+D+amax (amax: warp max, 1 atomic per warp)") \
+    X(pp_n, "natural, pingpong 64x128x128, cluster 2x1, fp32 promotion, Z+D+amax (warp amax)")                         \
+    X(pp_n_fa, "natural, pingpong 128x128x128, cluster 2x1, fast accumulation, Z+D+amax (warp amax)")                 \
+    X(coop_n_fa256, "natural, cooperative 128x256x128, cluster 2x1, fast accumulation, Z+D+amax (warp amax)")
+
+enum CutlassFcConfig {
+#define CUTLASS_FP8_FC_ENUM(name, text) CUTLASS_FC_##name,
+    CUTLASS_FP8_FC_CONFIGS(CUTLASS_FP8_FC_ENUM)
+#undef CUTLASS_FP8_FC_ENUM
+    CUTLASS_FC_NUM_CONFIGS
+};
+
+// The configuration's short name ("coop_t", ...); NULL for a value outside the enum.
+const char* cutlass_fp8_fc_config_name(CutlassFcConfig cfg);
+
+// The configuration called `name`; -1 when there is none.
+int cutlass_fp8_fc_config_parse(const char* name);
+
+// Whether the configuration writes d and amax_d (false: "z only", d and *amax_d are left as they were).
+bool cutlass_fp8_fc_config_writes_d(CutlassFcConfig cfg);
+
+// The forward described above, with configuration cfg (a value outside the enum: the error line, exit 1).
 void cutlass_fp8_fc_forward(__nv_bfloat16* z, uint8_t* d, float* amax_d, const uint8_t* inp, const float* inp_dscale,
                             const uint8_t* weight, const float* weight_dscale, const __nv_bfloat16* bias, const float* d_scale,
-                            int N, int C, int OC, cudaStream_t stream);
+                            int N, int C, int OC, cudaStream_t stream, CutlassFcConfig cfg = CUTLASS_FC_coop_t);
 
 // NULL when cutlass_fp8_fc_forward can run this shape with these pointers on the current device, else why not
 // (the text its error line would print). Host-side checks only (shape, alignment, device, CUTLASS's
 // can_implement); the pointers are not dereferenced.
 const char* cutlass_fp8_fc_unsupported(int N, int C, int OC, const void* z, const void* d, const void* inp, const void* weight,
-                                       const void* bias);
+                                       const void* bias, CutlassFcConfig cfg = CUTLASS_FC_coop_t);
 
-// One line on the kernel: CUTLASS version, schedule, tile, cluster, pipeline stages, shared memory.
-const char* cutlass_fp8_fc_describe(void);
+// One line on the configuration's kernel: CUTLASS version, schedule, tile, cluster, accumulation, pipeline
+// stages, shared memory, epilogue tile, epilogue.
+const char* cutlass_fp8_fc_describe(CutlassFcConfig cfg = CUTLASS_FC_coop_t);
 
-// Frees the workspace, if one was ever needed (at exit; safe to call twice).
+// Frees every configuration's workspace, if one was ever needed (at exit; safe to call twice).
 void cutlass_fp8_fc_free(void);

@@ -1,0 +1,325 @@
+// cutlass_fp8_fc_impl.cuh - the CUTLASS instantiation behind cutlass_fp8_fc.h, as a template over a configuration
+// (what it computes, the two problem forms, layouts: cutlass_fp8_fc.h). Included ONLY by the configuration
+// translation units llmc/kernels/gemm/cutlass_fp8_fc_<name>.cu (one instantiation each: about a minute and 4 GB of
+// compiler memory), which are compiled for sm_90a with -std=c++17 --expt-relaxed-constexpr and without
+// --use_fast_math (the GELU below uses IEEE expf and division).
+//
+// The instantiation, in CUTLASS 3.x / 4.x terms:
+//   mainloop  CollectiveBuilder<Sm90, TensorOp, e4m3 RowMajor A, e4m3 ColumnMajor B (both K-major), fp32
+//             accumulator, Cfg::Tile, Cfg::Cluster, stages = what shared memory leaves after the epilogue,
+//             Cfg::KernelSchedule>: with a non-FastAccum schedule the FP8 mainloop promoting to fp32 every
+//             mma_promotion_interval = 4 k-blocks (MainloopSm90TmaGmmaWarpSpecializedFP8), with a FP8FastAccum
+//             schedule the tensor cores accumulate all of K
+//   epilogue  CollectiveBuilder<..., C = void, D, EpilogueTileAuto, Cfg::EpilogueSchedule, fusion>:
+//             full:   ScaledLinComb{PerRow (transposed) | PerCol (natural)}BiasEltActAmaxAux<aux layout = D's,
+//                     FcGeluBf16, D e4m3, compute fp32, aux bf16, amax, bias bf16, source void>: Z = scale_a scale_b
+//                     acc + bias stored as BF16 through the aux store, D = act(Z) · scale_d as e4m3,
+//                     amax_D = max |act(Z)| (before scale_d, for an FP8 D)
+//             z only: ScaledLinComb{PerRow | PerCol}BiasEltAct<Identity, D bf16>: Z stored as D
+//   kernel    GemmUniversal<Shape<int,int,int,int>, mainloop, epilogue, PersistentScheduler>
+// amax_D: CUTLASS's scalar reduction keeps a per-thread max over the thread's elements of a tile and ends each
+// tile with GmemReduceFn = atomic_maximum<ElementAmax> on the pointer: one atomic per thread and tile (256 per
+// 128x128 tile on one address). Cfg::kWarpAmax uses the element type FcAmaxWarp instead, whose atomic_maximum
+// first takes the max over the warp (__reduce_max_sync of the bit patterns) and lets lane 0 do the atomic: 32x
+// fewer atomics, same value (a max; |g| >= 0, so bit patterns order like the values).
+// CUTLASS_SKIP_REDUCTION_INIT: CUTLASS would zero the amax with cuMemsetD32Async (a driver API call, -lcuda);
+// the dispatcher zeroes it with cudaMemsetAsync.
+#pragma once
+
+#define CUTLASS_SKIP_REDUCTION_INIT 1
+
+#include "llmc/kernels/gemm/cutlass_fp8_fc_ops.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <math.h>
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/version.h>
+#include <cutlass/numeric_types.h>
+#include <cutlass/numeric_conversion.h>
+#include <cutlass/functional.h>
+#include <cutlass/kernel_hardware_info.h>
+#include <cutlass/epilogue/thread/activation.h>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/operations.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/gemm/kernel/tile_scheduler.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+
+#if !defined(CUTLASS_ARCH_MMA_SM90_SUPPORTED)
+#error "cutlass_fp8_fc_impl.cuh needs CUTLASS's SM90 MMA support: compile with nvcc >= 12.0 for sm_90a"
+#endif
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// The activation: GELU (tanh form) of the BF16-rounded pre-activation, rounded to BF16 (cutlass_fp8_fc.h)
+
+CUTLASS_HOST_DEVICE float fc_bf16_round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// gemm_kernels.cuh gemm_gelu_tanh's formula: x * sigmoid(2u), sigmoid(2u) = 1 / (1 + exp(-2u)). exp overflow for
+// very negative x gives x / inf = -0, the right limit.
+CUTLASS_HOST_DEVICE float fc_gelu_stored(float z) {
+    const float x = fc_bf16_round(z);
+    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    const float s = 1.0f / (1.0f + expf(-2.0f * u));
+    return fc_bf16_round(x * s);
+}
+
+// The epilogue applies ActivationFn<Array<float, FragmentSize>> to fragments (Sm90Compute); the scalar
+// specialization is what it inspects for an Arguments member (none: no parameters).
+template <class T> struct FcGeluBf16;
+
+template <> struct FcGeluBf16<float> {
+    CUTLASS_HOST_DEVICE float operator()(float z) const { return fc_gelu_stored(z); }
+};
+
+template <int N> struct FcGeluBf16<cutlass::Array<float, N>> {
+    CUTLASS_HOST_DEVICE cutlass::Array<float, N> operator()(cutlass::Array<float, N> const& z) const {
+        cutlass::Array<float, N> g;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < N; ++i) g[i] = fc_gelu_stored(z[i]);
+        return g;
+    }
+};
+
+// The amax element type of the warp-reduced configurations: a float (same bytes, the pointer is the caller's
+// float*) whose atomic_maximum reduces over the warp first (header comment).
+struct FcAmaxWarp {
+    float v;
+    CUTLASS_HOST_DEVICE FcAmaxWarp() : v(0.0f) {}
+    CUTLASS_HOST_DEVICE explicit FcAmaxWarp(float x) : v(x) {}
+};
+static_assert(sizeof(FcAmaxWarp) == sizeof(float), "FcAmaxWarp aliases the caller's float");
+
+}  // namespace
+
+namespace cutlass {
+
+// float -> FcAmaxWarp: the value as it is (what the scalar reduction converts its per-thread max with)
+template <FloatRoundStyle Round>
+struct NumericConverter<FcAmaxWarp, float, Round> {
+    using result_type = FcAmaxWarp;
+    using source_type = float;
+    static FloatRoundStyle const round_style = Round;
+    CUTLASS_HOST_DEVICE static result_type convert(source_type const& s) { return FcAmaxWarp(s); }
+    CUTLASS_HOST_DEVICE result_type operator()(source_type const& s) const { return convert(s); }
+};
+
+// The reduction's final atomic: called by all 32 lanes of every consumer warp at the end of each tile (the
+// epilogue's end(), unconditional); values are maxima of |g| >= 0 (or NaN, whose bit pattern is larger than
+// every finite one's and so propagates), so the unsigned max of the bit patterns is the max of the values.
+template <>
+struct atomic_maximum<FcAmaxWarp> {
+    CUTLASS_DEVICE FcAmaxWarp operator()(FcAmaxWarp* ptr, FcAmaxWarp value) const {
+#if defined(__CUDA_ARCH__)
+        const unsigned bits = __reduce_max_sync(0xffffffffu, __float_as_uint(value.v));
+        if ((threadIdx.x & 31u) == 0) atomicMax(reinterpret_cast<unsigned*>(ptr), bits);
+#else
+        CUTLASS_UNUSED(ptr);
+        CUTLASS_NOT_IMPLEMENTED();
+#endif
+        return value;
+    }
+};
+
+}  // namespace cutlass
+
+namespace {
+
+using namespace cute;
+
+// ------------------------------------------------------------------------------------------------
+// The GEMM type of a configuration. Cfg: kNatural (problem form), kZOnly, kFastAccum (informational: the
+// schedule decides), kWarpAmax, Tile, Cluster, KernelSchedule, EpilogueSchedule, kSchedule (a name).
+
+template <class Cfg>
+struct FcGemm {
+    using ElementOp = cutlass::float_e4m3_t;  // both operands: K-major e4m3 codes
+    using LayoutA = cutlass::layout::RowMajor;
+    using LayoutB = cutlass::layout::ColumnMajor;
+    using LayoutD = cute::conditional_t<Cfg::kNatural, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
+    using ElementD = cute::conditional_t<Cfg::kZOnly, cutlass::bfloat16_t, cutlass::float_e4m3_t>;
+    using ElementAux = cutlass::bfloat16_t;   // Z
+    using ElementBias = cutlass::bfloat16_t;
+    using ElementAmax = cute::conditional_t<Cfg::kWarpAmax, FcAmaxWarp, float>;
+    static constexpr int kAlignOp = 16;                                  // elements: 16 bytes of e4m3 (TMA)
+    static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
+
+    template <template <class> class Act>
+    using FullOp = cute::conditional_t<
+        Cfg::kNatural,
+        cutlass::epilogue::fusion::ScaledLinCombPerColBiasEltActAmaxAux<LayoutD, Act, ElementD, float, ElementAux, ElementAmax,
+                                                                        ElementBias, void>,
+        cutlass::epilogue::fusion::ScaledLinCombPerRowBiasEltActAmaxAux<LayoutD, Act, ElementD, float, ElementAux, ElementAmax,
+                                                                        ElementBias, void>>;
+    using ZOnlyOp = cute::conditional_t<
+        Cfg::kNatural,
+        cutlass::epilogue::fusion::ScaledLinCombPerColBiasEltAct<cutlass::epilogue::thread::Identity, ElementD, float, ElementBias, void>,
+        cutlass::epilogue::fusion::ScaledLinCombPerRowBiasEltAct<cutlass::epilogue::thread::Identity, ElementD, float, ElementBias, void>>;
+    using FusionOp = cute::conditional_t<Cfg::kZOnly, ZOnlyOp, FullOp<FcGeluBf16>>;
+
+    using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Cfg::Tile, typename Cfg::Cluster,
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float, /*ElementC*/ void, LayoutD, kAlignD, ElementD, LayoutD, kAlignD,
+        typename Cfg::EpilogueSchedule, FusionOp>::CollectiveOp;
+
+    using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementOp, LayoutA, kAlignOp, ElementOp, LayoutB, kAlignOp, float,
+        typename Cfg::Tile, typename Cfg::Cluster,
+        cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
+        typename Cfg::KernelSchedule>::CollectiveOp;
+
+    using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue,
+                                                        cutlass::gemm::PersistentScheduler>;
+    using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+    using StrideA = typename Kernel::StrideA;
+    using StrideB = typename Kernel::StrideB;
+    using StrideC = typename Kernel::StrideC;
+    using StrideD = typename Kernel::StrideD;
+    static_assert(cute::is_same_v<StrideA, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "A: K-major (M, K, L) stride");
+    static_assert(cute::is_same_v<StrideB, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "B: K-major (N, K, L) stride");
+    static_assert(Cfg::kNatural ? cute::is_same_v<StrideD, cute::Stride<int64_t, cute::Int<1>, int64_t>>
+                                : cute::is_same_v<StrideD, cute::Stride<cute::Int<1>, int64_t, int64_t>>,
+                  "D: N-major (natural) or M-major (transposed) (M, N, L) stride");
+
+    // The CUTLASS arguments of one call (scales may be NULL for can_implement only).
+    static typename Gemm::Arguments arguments(const CutlassFcCall& c) {
+        const int64_t N = c.N, K = c.C, OC = c.OC;
+        // natural: M = N (A = inp), N = OC (B = weight); transposed: M = OC (A = weight), N = N (B = inp)
+        const int64_t M = Cfg::kNatural ? N : OC, Nn = Cfg::kNatural ? OC : N;
+        const uint8_t* a = Cfg::kNatural ? c.inp : c.weight;
+        const uint8_t* b = Cfg::kNatural ? c.weight : c.inp;
+        const float* a_ds = Cfg::kNatural ? c.inp_dscale : c.weight_dscale;
+        const float* b_ds = Cfg::kNatural ? c.weight_dscale : c.inp_dscale;
+        StrideD stride_d;  // the row-major (N, OC) output either way: leading dimension OC
+        if constexpr (Cfg::kNatural) stride_d = cute::make_stride(OC, cute::Int<1>{}, M * Nn);
+        else stride_d = cute::make_stride(cute::Int<1>{}, OC, M * Nn);
+        typename Gemm::Arguments args{};
+        args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+        args.problem_shape = {(int)M, (int)Nn, (int)K, 1};
+        args.mainloop.ptr_A = reinterpret_cast<ElementOp const*>(a);
+        args.mainloop.dA = cute::make_stride(K, cute::Int<1>{}, M * K);
+        args.mainloop.ptr_B = reinterpret_cast<ElementOp const*>(b);
+        args.mainloop.dB = cute::make_stride(K, cute::Int<1>{}, Nn * K);
+        if constexpr (!Cfg::kFastAccum) args.mainloop.mma_promotion_interval = 4;
+        args.epilogue.ptr_C = nullptr;
+        args.epilogue.dC = StrideC{};
+        args.epilogue.dD = stride_d;
+        auto& f = args.epilogue.thread;
+        f.alpha = 1.0f;
+        f.beta = 0.0f;
+        f.scale_a = 1.0f;
+        f.scale_b = 1.0f;
+        f.scale_d = 1.0f;
+        f.scale_a_ptr = a_ds;
+        f.scale_b_ptr = b_ds;
+        f.bias_ptr = reinterpret_cast<ElementBias const*>(c.bias);
+        if constexpr (Cfg::kZOnly) {
+            args.epilogue.ptr_D = reinterpret_cast<ElementD*>(c.z);
+        } else {
+            args.epilogue.ptr_D = reinterpret_cast<ElementD*>(c.d);
+            f.scale_d_ptr = c.d_scale;
+            f.amax_D_ptr = reinterpret_cast<ElementAmax*>(c.amax_d);
+            f.amax_aux_ptr = nullptr;  // Z is BF16: no amax, no scale
+            f.aux_ptr = reinterpret_cast<ElementAux*>(c.z);
+            f.dAux = stride_d;
+        }
+        args.hw_info.device_id = c.device;
+        args.hw_info.sm_count = c.sm_count;
+        return args;
+    }
+};
+
+// ------------------------------------------------------------------------------------------------
+// Host side of a configuration: the CutlassFcOps functions
+
+template <class Cfg>
+struct FcHost {
+    using G = FcGemm<Cfg>;
+    static inline void* workspace = nullptr;
+    static inline size_t workspace_bytes = 0;
+    static inline char msg[256];
+
+    static const char* can_implement(const CutlassFcCall& c) {
+        const cutlass::Status st = G::Gemm::can_implement(G::arguments(c));
+        return st == cutlass::Status::kSuccess ? nullptr : cutlass::cutlassGetStatusString(st);
+    }
+
+    static const char* run(const CutlassFcCall& c, cudaStream_t stream) {
+        typename G::Gemm::Arguments args = G::arguments(c);
+        cudaError_t ce;
+        const size_t ws = G::Gemm::get_workspace_size(args);
+        if (ws > workspace_bytes) {
+            if (workspace) cudaFree(workspace);
+            workspace = nullptr;
+            workspace_bytes = 0;
+            if ((ce = cudaMalloc(&workspace, ws)) != cudaSuccess) {
+                snprintf(msg, sizeof(msg), "workspace of %zu bytes: %s", ws, cudaGetErrorString(ce));
+                return msg;
+            }
+            workspace_bytes = ws;
+        }
+        typename G::Gemm gemm;
+        cutlass::Status st = gemm.initialize(args, workspace, stream);
+        if (st != cutlass::Status::kSuccess) {
+            snprintf(msg, sizeof(msg), "CUTLASS initialize: %s (CUDA: %s)", cutlass::cutlassGetStatusString(st),
+                     cudaGetErrorString(cudaGetLastError()));
+            return msg;
+        }
+        st = gemm.run(stream);
+        ce = cudaGetLastError();
+        if (st != cutlass::Status::kSuccess || ce != cudaSuccess) {
+            snprintf(msg, sizeof(msg), "CUTLASS run: %s (CUDA: %s)", cutlass::cutlassGetStatusString(st), cudaGetErrorString(ce));
+            return msg;
+        }
+        return nullptr;
+    }
+
+    static const char* describe() {
+        static char line[400];
+        using Tile = typename Cfg::Tile;
+        using Cl = typename Cfg::Cluster;
+        using EpiTile = typename G::CollectiveEpilogue::EpilogueTile;
+        snprintf(line, sizeof(line),
+                 "CUTLASS %d.%d.%d sm_90a, %s problem, %s, tile %dx%dx%d, cluster %dx%dx%d, %s, %d stages, %d B shared memory, "
+                 "epilogue tile %dx%d, %s",
+                 CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH, Cfg::kNatural ? "natural (M = tokens)" : "transposed (M = OC)",
+                 Cfg::kSchedule, (int)cute::size<0>(Tile{}), (int)cute::size<1>(Tile{}), (int)cute::size<2>(Tile{}),
+                 (int)cute::size<0>(Cl{}), (int)cute::size<1>(Cl{}), (int)cute::size<2>(Cl{}),
+                 Cfg::kFastAccum ? "fast accumulation" : "fp32 promotion every 4 k-blocks",
+                 (int)G::CollectiveMainloop::DispatchPolicy::Stages, (int)G::Kernel::SharedStorageSize,
+                 (int)cute::size<0>(EpiTile{}), (int)cute::size<1>(EpiTile{}),
+                 Cfg::kZOnly ? "Z bf16 only" : Cfg::kWarpAmax ? "Z bf16 + GELU e4m3 + amax (warp max, 1 atomic per warp)"
+                                                               : "Z bf16 + GELU e4m3 + amax (1 atomic per thread)");
+        return line;
+    }
+
+    static void free_workspace() {
+        if (workspace) cudaFree(workspace);
+        workspace = nullptr;
+        workspace_bytes = 0;
+    }
+
+    static constexpr CutlassFcOps ops() { return CutlassFcOps{!Cfg::kZOnly, can_implement, run, describe, free_workspace}; }
+};
+
+// Configuration building blocks
+using CoopSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using CoopFastSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum;
+using PingpongSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+using PingpongFastSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum;
+using CoopEpilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+using PingpongEpilogue = cutlass::epilogue::TmaWarpSpecialized;
+
+}  // namespace
+
+// Defines the configuration's CutlassFcOps (cutlass_fp8_fc_ops.h) from its Cfg struct.
+#define CUTLASS_FP8_FC_DEFINE_OPS(name, Cfg) extern const CutlassFcOps cutlass_fp8_fc_ops_##name = FcHost<Cfg>::ops();
