@@ -76,6 +76,7 @@
     X(coop_n, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, Z+D+amax (amax: atomic per thread)")     \
     X(coop_n_z, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, z only")                              \
     X(coop_n_wamax, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, Z+D+amax (amax: warp max, 1 atomic per warp)") \
+    X(coop_n_fgelu, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, Z+D+amax (warp amax), GELU on __expf and __fdividef") \
     X(pp_n, "natural, pingpong 64x128x128, cluster 2x1, fp32 promotion, Z+D+amax (warp amax)")                         \
     X(pp_n_fa, "natural, pingpong 128x128x128, cluster 2x1, fast accumulation, Z+D+amax (warp amax)")                 \
     X(coop_n_fa256, "natural, cooperative 128x256x128, cluster 2x1, fast accumulation, Z+D+amax (warp amax)")

@@ -10,6 +10,7 @@ struct Cfg {
     static constexpr bool kZOnly = false;
     static constexpr bool kFastAccum = false;
     static constexpr bool kWarpAmax = false;
+    static constexpr bool kFastGelu = false;
     using Tile = Shape<_128, _128, _128>;
     using Cluster = Shape<_1, _2, _1>;
     using KernelSchedule = CoopSchedule;

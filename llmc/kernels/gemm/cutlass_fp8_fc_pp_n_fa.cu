@@ -10,6 +10,7 @@ struct Cfg {
     static constexpr bool kZOnly = false;
     static constexpr bool kFastAccum = true;
     static constexpr bool kWarpAmax = true;
+    static constexpr bool kFastGelu = false;
     using Tile = Shape<_128, _128, _128>;
     using Cluster = Shape<_2, _1, _1>;
     using KernelSchedule = PingpongFastSchedule;
