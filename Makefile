@@ -207,7 +207,8 @@ $(CUDNN_OBJ): llmc/kernels/attention/attention_cudnn.cpp llmc/kernels/attention/
 # CUTLASS kernels: each instantiation is its own translation unit llmc/kernels/gemm/cutlass_<name>.cu with a C++ API
 # in cutlass_<name>.h (no CUTLASS types), compiled once per build folder (not per variant: about a minute and
 # 4 GB each) into $(BUILD)/cutlass/cutlass_<name>.o, for sm_90a whatever GPU_ARCH is (wgmma and TMA are Hopper's
-# "a" features), without --use_fast_math (the epilogues' GELU uses IEEE expf and division). A dev/cuda harness that
+# "a" features), without --use_fast_math (the IEEE GELU needs IEEE expf and division; the GELU that matches today's
+# producer is explicit PTX, llmc/kernels/gemm/gelu_fastmath.cuh). A dev/cuda harness that
 # calls one links its object (HARNESS_OBJS below); nothing in the trainer does yet.
 CUTLASS_NVCC_FLAGS := -O3 -std=c++17 --expt-relaxed-constexpr -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a
 # The fc forward exists in several configurations (cutlass_fp8_fc.h CUTLASS_FP8_FC_CONFIGS), one translation unit
@@ -216,7 +217,8 @@ CUTLASS_NVCC_FLAGS := -O3 -std=c++17 --expt-relaxed-constexpr -DNDEBUG -lineinfo
 CUTLASS_FC_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_fp8_fc_*.cu)
 CUTLASS_FC_OBJ := $(BUILD)/cutlass/cutlass_fp8_fc.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_FC_CONFIG_SRCS))
 CUTLASS_CHECK = @test -n "$(CUTLASS_INC)" || { echo "error: CUTLASS not found (no cutlass/version.h in CUTLASS_HOME/include, /usr/include, /usr/local/include or the venv's nvidia-cutlass wheel); run scripts/setup_env.sh (it installs nvidia-cutlass==4.2.0.0 into the venv), or set CUTLASS_HOME"; exit 1; }
-$(BUILD)/cutlass/cutlass_fp8_fc_%.o: llmc/kernels/gemm/cutlass_fp8_fc_%.cu llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh llmc/kernels/gemm/cutlass_fp8_fc_ops.h Makefile
+$(BUILD)/cutlass/cutlass_fp8_fc_%.o: llmc/kernels/gemm/cutlass_fp8_fc_%.cu llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh llmc/kernels/gemm/cutlass_fp8_fc_ops.h \
+  llmc/kernels/gemm/cutlass_fp8_fc.h llmc/kernels/gemm/gelu_fastmath.cuh Makefile
 	$(CUTLASS_CHECK)
 	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)

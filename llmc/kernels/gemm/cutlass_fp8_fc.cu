@@ -45,6 +45,14 @@ const char* why(int N, int C, int OC, const char* fmt, ...) {
     exit(EXIT_FAILURE);
 }
 
+[[noreturn]] void failf(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_why, sizeof(g_why), fmt, ap);
+    va_end(ap);
+    fail(g_why);
+}
+
 bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 
 bool valid(CutlassFcConfig cfg) { return (int)cfg >= 0 && (int)cfg < CUTLASS_FC_NUM_CONFIGS; }
@@ -83,7 +91,15 @@ int cutlass_fp8_fc_config_parse(const char* name) {
     return -1;
 }
 
-bool cutlass_fp8_fc_config_writes_d(CutlassFcConfig cfg) { return valid(cfg) && g_ops[cfg]->writes_d; }
+bool cutlass_fp8_fc_config_writes_d(CutlassFcConfig cfg) { return valid(cfg) && g_ops[cfg]->gelu != CUTLASS_FC_GELU_NONE; }
+
+CutlassFcGelu cutlass_fp8_fc_config_gelu(CutlassFcConfig cfg) { return valid(cfg) ? g_ops[cfg]->gelu : CUTLASS_FC_GELU_NONE; }
+
+void cutlass_fp8_fc_gelu_eval(CutlassFcConfig cfg, const float* in, float* out, int n, cudaStream_t stream) {
+    if (!valid(cfg)) failf("gelu_eval: no configuration %d (there are %d)", (int)cfg, (int)CUTLASS_FC_NUM_CONFIGS);
+    if (n < 0 || (n > 0 && (!in || !out))) failf("gelu_eval: needs n >= 0 (got %d) and device arrays in, out", n);
+    if (const char* msg = g_ops[cfg]->act_eval(in, out, n, stream)) failf("gelu_eval, configuration %s: %s", g_names[cfg], msg);
+}
 
 const char* cutlass_fp8_fc_unsupported(int N, int C, int OC, const void* z, const void* d, const void* inp, const void* weight,
                                        const void* bias, CutlassFcConfig cfg) {
@@ -113,7 +129,7 @@ void cutlass_fp8_fc_forward(__nv_bfloat16* z, uint8_t* d, float* amax_d, const u
     if (const char* msg = cutlass_fp8_fc_unsupported(N, C, OC, z, d, inp, weight, bias, cfg)) fail(msg);
     if (!inp_dscale || !weight_dscale || !d_scale) fail(why(N, C, OC, "inp_dscale, weight_dscale and d_scale must not be NULL"));
     cudaError_t ce;
-    if (amax_d && g_ops[cfg]->writes_d && (ce = cudaMemsetAsync(amax_d, 0, sizeof(float), stream)) != cudaSuccess)
+    if (amax_d && cutlass_fp8_fc_config_writes_d(cfg) && (ce = cudaMemsetAsync(amax_d, 0, sizeof(float), stream)) != cudaSuccess)
         fail(why(N, C, OC, "zeroing amax_d: %s", cudaGetErrorString(ce)));
     if (N == 0) return;
     int dev = 0;

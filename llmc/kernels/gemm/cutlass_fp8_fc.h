@@ -13,10 +13,11 @@
 //   d[n, o]   = e4m3_rne_satfinite(fp32(g · d_scale))                   stored: the fcproj GEMM's operand codes
 //   *amax_d   = max over all (n, o) of |g|                              a float, BEFORE d_scale (a BF16 value)
 // gelu_tanh(x) = x · sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x³): the formula of gemm_kernels.cuh
-// gemm_gelu_tanh, evaluated in fp32 with IEEE expf and division (this file's TU is not built with
-// --use_fast_math). So g is, up to the last fp32 bits of the GELU, the value the separate passes store
-// (gemm_gelu_stored: GELU of the BF16 pre-activation, rounded to BF16) and d / amax are what
-// fp8_quantize_pair_from(LowpSrcGelu) makes of it; dev/cuda/cutlass_fp8.cu counts the codes that differ.
+// gemm_gelu_tanh, evaluated in fp32 by one of three instruction sequences (CutlassFcGelu below; the translation
+// units are not built with --use_fast_math): with the producer's sequence (CUTLASS_FC_GELU_PRODUCER) g is bit for
+// bit the value today's passes store (gemm_gelu_stored: GELU of the BF16 pre-activation, rounded to BF16) and d /
+// amax are what fp8_quantize_pair_from(LowpSrcGelu) makes of it; with the others g differs where the GELU lies
+// within a few fp32 ulps of a BF16 rounding midpoint (dev/cuda/cutlass_fp8.cu counts the codes that differ).
 // e4m3_rne_satfinite is cvt.rn.satfinite.e4m3x2.f32: round to nearest even, beyond ±448 -> ±448, NaN -> 0x7F,
 // i.e. llmc/numerics/fp8.h fp8_encode_rne(E4M3FN, v, 1) for every non-NaN v.
 // Scales (the conventions of gemm_fp8.cuh): inp_dscale, weight_dscale are device fp32 DEQUANT scales (value
@@ -70,16 +71,26 @@
 
 // X(name, description): every configuration, in the order the harness runs them. The first is the default
 // (the one the first GPU run measured).
+// Second round (2026-11-27): the dead ends of the first (coop_t_z, coop_n, coop_n_wamax, pp_n, pp_n_fa,
+// coop_n_fa256: doc/TCFP12.md's table) are gone; "_pgelu" = today's producer's GELU (bit-exact), "_e64" = epilogue
+// tile 128x64 instead of CUTLASS's automatic 128x32 (cooperative), "fa" = fast accumulation.
 #define CUTLASS_FP8_FC_CONFIGS(X)                                                                                        \
-    X(coop_t, "transposed, cooperative 128x128x128, cluster 1x2, fp32 promotion, Z+D+amax (amax: atomic per thread)")   \
-    X(coop_t_z, "transposed, cooperative 128x128x128, cluster 1x2, fp32 promotion, z only")                           \
-    X(coop_n, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, Z+D+amax (amax: atomic per thread)")     \
+    X(coop_t, "transposed, cooperative 128x128x128, cluster 1x2, fp32 promotion, IEEE GELU, amax atomic per thread")    \
     X(coop_n_z, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, z only")                              \
-    X(coop_n_wamax, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, Z+D+amax (amax: warp max, 1 atomic per warp)") \
-    X(coop_n_fgelu, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, Z+D+amax (warp amax), GELU on __expf and __fdividef") \
-    X(pp_n, "natural, pingpong 64x128x128, cluster 2x1, fp32 promotion, Z+D+amax (warp amax)")                         \
-    X(pp_n_fa, "natural, pingpong 128x128x128, cluster 2x1, fast accumulation, Z+D+amax (warp amax)")                 \
-    X(coop_n_fa256, "natural, cooperative 128x256x128, cluster 2x1, fast accumulation, Z+D+amax (warp amax)")
+    X(coop_n_fgelu, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, GELU on __expf and __fdividef")   \
+    X(coop_n_pgelu, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, producer GELU")                   \
+    X(coop_n_pgelu_e64, "coop_n_pgelu with epilogue tile 128x64")                                                      \
+    X(coop_n_fa256_pgelu, "natural, cooperative 128x256x128, cluster 2x1, fast accumulation, producer GELU")          \
+    X(coop_n_fa256_pgelu_e64, "coop_n_fa256_pgelu with epilogue tile 128x64")                                          \
+    X(pp_n_fa_pgelu, "natural, pingpong 128x128x128, cluster 2x1, fast accumulation, producer GELU")
+
+// The epilogue's GELU (header comment; cutlass_fp8_fc_impl.cuh has the details):
+enum CutlassFcGelu {
+    CUTLASS_FC_GELU_NONE,      // z only: no GELU, no d
+    CUTLASS_FC_GELU_IEEE,      // IEEE expf and division
+    CUTLASS_FC_GELU_FAST,      // __expf and __fdividef
+    CUTLASS_FC_GELU_PRODUCER,  // today's producer's instructions (gelu_fastmath.cuh): its bits on every input
+};
 
 enum CutlassFcConfig {
 #define CUTLASS_FP8_FC_ENUM(name, text) CUTLASS_FC_##name,
@@ -96,6 +107,15 @@ int cutlass_fp8_fc_config_parse(const char* name);
 
 // Whether the configuration writes d and amax_d (false: "z only", d and *amax_d are left as they were).
 bool cutlass_fp8_fc_config_writes_d(CutlassFcConfig cfg);
+
+// The configuration's GELU (CUTLASS_FC_GELU_NONE for z only and for a value outside the enum).
+CutlassFcGelu cutlass_fp8_fc_config_gelu(CutlassFcConfig cfg);
+
+// out[i] = the configuration's stored GELU of in[i] (bf16(gelu(bf16(in[i]))) as a float), i < n: the very functor
+// its epilogue instantiates, compiled in its translation unit (for the harness's exhaustive comparison with today's
+// producer). in, out: device fp32 arrays of n >= 0 values. Asynchronous on stream. A z-only configuration, a value
+// outside the enum or a launch failure: `error: cutlass_fp8_fc: ...`, exit 1.
+void cutlass_fp8_fc_gelu_eval(CutlassFcConfig cfg, const float* in, float* out, int n, cudaStream_t stream);
 
 // The forward described above, with configuration cfg (a value outside the enum: the error line, exit 1).
 void cutlass_fp8_fc_forward(__nv_bfloat16* z, uint8_t* d, float* amax_d, const uint8_t* inp, const float* inp_dscale,

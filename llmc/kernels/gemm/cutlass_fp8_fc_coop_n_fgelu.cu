@@ -1,21 +1,13 @@
-// cutlass_fp8_fc_coop_n_fgelu.cu - configuration coop_n_fgelu of cutlass_fp8_fc.h (CUTLASS_FP8_FC_CONFIGS): coop_n_wamax with the GELU on __expf and __fdividef (MUFU.EX2, MUFU.RCP) instead of IEEE expf and division.
+// cutlass_fp8_fc_coop_n_fgelu.cu - configuration coop_n_fgelu of cutlass_fp8_fc.h (CUTLASS_FP8_FC_CONFIGS): the base
+// configuration with the GELU on __expf and __fdividef (the first round's fastest; not the producer's bits).
 // One explicit CUTLASS instantiation (cutlass_fp8_fc_impl.cuh), its own translation unit compiled into
 // $(BUILD)/cutlass/cutlass_fp8_fc_coop_n_fgelu.o; the dispatcher (cutlass_fp8_fc.cu) reaches it through
 // cutlass_fp8_fc_ops_coop_n_fgelu.
 #include "llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh"
 
 namespace {
-struct Cfg {
-    static constexpr bool kNatural = true;
-    static constexpr bool kZOnly = false;
-    static constexpr bool kFastAccum = false;
-    static constexpr bool kWarpAmax = true;
-    static constexpr bool kFastGelu = true;
-    using Tile = Shape<_128, _128, _128>;
-    using Cluster = Shape<_2, _1, _1>;
-    using KernelSchedule = CoopSchedule;
-    using EpilogueSchedule = CoopEpilogue;
-    static constexpr const char* kSchedule = "cooperative";
+struct Cfg : FcCfgBase {
+    static constexpr CutlassFcGelu kGelu = CUTLASS_FC_GELU_FAST;
 };
 }  // namespace
 

@@ -1,21 +1,14 @@
-// cutlass_fp8_fc_coop_n_z.cu - configuration coop_n_z of cutlass_fp8_fc.h (CUTLASS_FP8_FC_CONFIGS): coop_n's mainloop with a Z-only epilogue.
+// cutlass_fp8_fc_coop_n_z.cu - configuration coop_n_z of cutlass_fp8_fc.h (CUTLASS_FP8_FC_CONFIGS): the base
+// configuration's mainloop with a Z-only epilogue (bias, scales, BF16 store): what the mainloop costs in CUTLASS.
 // One explicit CUTLASS instantiation (cutlass_fp8_fc_impl.cuh), its own translation unit compiled into
 // $(BUILD)/cutlass/cutlass_fp8_fc_coop_n_z.o; the dispatcher (cutlass_fp8_fc.cu) reaches it through
 // cutlass_fp8_fc_ops_coop_n_z.
 #include "llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh"
 
 namespace {
-struct Cfg {
-    static constexpr bool kNatural = true;
+struct Cfg : FcCfgBase {
     static constexpr bool kZOnly = true;
-    static constexpr bool kFastAccum = false;
     static constexpr bool kWarpAmax = false;
-    static constexpr bool kFastGelu = false;
-    using Tile = Shape<_128, _128, _128>;
-    using Cluster = Shape<_2, _1, _1>;
-    using KernelSchedule = CoopSchedule;
-    using EpilogueSchedule = CoopEpilogue;
-    static constexpr const char* kSchedule = "cooperative";
 };
 }  // namespace
 

@@ -2,7 +2,7 @@
 // (what it computes, the two problem forms, layouts: cutlass_fp8_fc.h). Included ONLY by the configuration
 // translation units llmc/kernels/gemm/cutlass_fp8_fc_<name>.cu (one instantiation each: about a minute and 4 GB of
 // compiler memory), which are compiled for sm_90a with -std=c++17 --expt-relaxed-constexpr and without
-// --use_fast_math (the GELU below uses IEEE expf and division).
+// --use_fast_math (the IEEE GELU below needs IEEE expf and division; the producer's GELU is explicit PTX).
 //
 // The instantiation, in CUTLASS 3.x / 4.x terms:
 //   mainloop  CollectiveBuilder<Sm90, TensorOp, e4m3 RowMajor A, e4m3 ColumnMajor B (both K-major), fp32
@@ -10,9 +10,10 @@
 //             Cfg::KernelSchedule>: with a non-FastAccum schedule the FP8 mainloop promoting to fp32 every
 //             mma_promotion_interval = 4 k-blocks (MainloopSm90TmaGmmaWarpSpecializedFP8), with a FP8FastAccum
 //             schedule the tensor cores accumulate all of K
-//   epilogue  CollectiveBuilder<..., C = void, D, EpilogueTileAuto, Cfg::EpilogueSchedule, fusion>:
+//   epilogue  CollectiveBuilder<..., C = void, D, Cfg::EpilogueTile (EpilogueTileAuto: 128x32 cooperative, 64x64
+//             pingpong; an override must have M = 128 cooperative, 64 pingpong), Cfg::EpilogueSchedule, fusion>:
 //             full:   ScaledLinComb{PerRow (transposed) | PerCol (natural)}BiasEltActAmaxAux<aux layout = D's,
-//                     FcGeluBf16, D e4m3, compute fp32, aux bf16, amax, bias bf16, source void>: Z = scale_a scale_b
+//                     FcGelu<Cfg::kGelu>, D e4m3, compute fp32, aux bf16, amax, bias bf16, source void>: Z = scale_a scale_b
 //                     acc + bias stored as BF16 through the aux store, D = act(Z) · scale_d as e4m3,
 //                     amax_D = max |act(Z)| (before scale_d, for an FP8 D)
 //             z only: ScaledLinComb{PerRow | PerCol}BiasEltAct<Identity, D bf16>: Z stored as D
@@ -29,6 +30,7 @@
 #define CUTLASS_SKIP_REDUCTION_INIT 1
 
 #include "llmc/kernels/gemm/cutlass_fp8_fc_ops.h"
+#include "llmc/kernels/gemm/gelu_fastmath.cuh"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -63,50 +65,56 @@ namespace {
 
 CUTLASS_HOST_DEVICE float fc_bf16_round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-// gemm_kernels.cuh gemm_gelu_tanh's formula: x * sigmoid(2u), sigmoid(2u) = 1 / (1 + exp(-2u)). exp overflow for
-// very negative x gives x / inf = -0, the right limit. Fast = false: IEEE expf and division (a range reduction
-// around MUFU.EX2, MUFU.RCP with Newton steps and a slow-path check). Fast = true (Cfg::kFastGelu): __expf
-// (MUFU.EX2 of x log2(e)) and __fdividef (MUFU.RCP): the fp32 sigmoid moves by about 2^-22 plus |2u| 2^-24 of
-// itself times e/(1+e), inside the harness's midpoint tolerance (2^-21 (4 + |2u| e/(1+e))), so the BF16 g is the
-// same except where the exact GELU lies that close to a BF16 rounding midpoint (the harness counts those and
-// accepts either rounding); __fdividef(1, y) is 0 for y > 2^126 (x below about -9.9), where g is -0 instead of
-// a value below 1e-37 (same E4M3 code at any sane d_scale).
-template <bool Fast>
+// The three GELUs of the configurations (Cfg::kGelu), all of the BF16-rounded pre-activation x = bf16(z) and
+// rounded to BF16 (cutlass_fp8_fc.h):
+// - CUTLASS_FC_GELU_IEEE: gemm_kernels.cuh gemm_gelu_tanh's formula, x * sigmoid(2u), sigmoid(2u) = 1 / (1 +
+//   exp(-2u)), with IEEE expf and division (a range reduction around MUFU.EX2, MUFU.RCP with Newton steps and a
+//   slow-path call). exp overflow for very negative x gives x / inf = -0, the right limit.
+// - CUTLASS_FC_GELU_FAST: __expf (MUFU.EX2 of x log2(e)) and __fdividef (MUFU.RCP): the fp32 sigmoid moves by
+//   about 2^-22 plus |2u| 2^-24 of itself times e/(1+e), inside the harness's midpoint tolerance (2^-21 (4 + |2u|
+//   e/(1+e))), so the BF16 g is the same except where the exact GELU lies that close to a BF16 rounding midpoint
+//   (the harness counts those and accepts either rounding); __fdividef(1, y) is 0 for y > 2^126 (x below about
+//   -9.9), where g is -0 instead of a value below 1e-37 (same E4M3 code at any sane d_scale).
+// - CUTLASS_FC_GELU_PRODUCER: gelu_fastmath.cuh, the instructions today's GELU producer executes (gemm_gelu_stored
+//   under --use_fast_math: ex2.approx.ftz, rcp.approx.ftz, FTZ multiplies), so g, d and amax are the producer's
+//   bit for bit; the host branch (CUTLASS never evaluates the activation on the host) is the IEEE formula.
+template <CutlassFcGelu Gelu>
 CUTLASS_HOST_DEVICE float fc_gelu_stored(float z) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (Gelu == CUTLASS_FC_GELU_PRODUCER) return gelu_stored_fastmath(z);
+#endif
     const float x = fc_bf16_round(z);
     const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
     float s;
-    if constexpr (Fast) {
 #if defined(__CUDA_ARCH__)
-        s = __fdividef(1.0f, 1.0f + __expf(-2.0f * u));
+    if constexpr (Gelu == CUTLASS_FC_GELU_FAST) s = __fdividef(1.0f, 1.0f + __expf(-2.0f * u));
+    else s = 1.0f / (1.0f + expf(-2.0f * u));
 #else
-        s = 1.0f / (1.0f + expf(-2.0f * u));
+    s = 1.0f / (1.0f + expf(-2.0f * u));
 #endif
-    } else {
-        s = 1.0f / (1.0f + expf(-2.0f * u));
-    }
     return fc_bf16_round(x * s);
 }
 
 // The epilogue applies ActivationFn<Array<float, FragmentSize>> to fragments (Sm90Compute); the scalar
 // specialization is what it inspects for an Arguments member (none: no parameters).
-template <class T, bool Fast> struct FcGeluImpl;
+template <class T, CutlassFcGelu Gelu> struct FcGeluImpl;
 
-template <bool Fast> struct FcGeluImpl<float, Fast> {
-    CUTLASS_HOST_DEVICE float operator()(float z) const { return fc_gelu_stored<Fast>(z); }
+template <CutlassFcGelu Gelu> struct FcGeluImpl<float, Gelu> {
+    CUTLASS_HOST_DEVICE float operator()(float z) const { return fc_gelu_stored<Gelu>(z); }
 };
 
-template <int N, bool Fast> struct FcGeluImpl<cutlass::Array<float, N>, Fast> {
+template <int N, CutlassFcGelu Gelu> struct FcGeluImpl<cutlass::Array<float, N>, Gelu> {
     CUTLASS_HOST_DEVICE cutlass::Array<float, N> operator()(cutlass::Array<float, N> const& z) const {
         cutlass::Array<float, N> g;
         CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < N; ++i) g[i] = fc_gelu_stored<Fast>(z[i]);
+        for (int i = 0; i < N; ++i) g[i] = fc_gelu_stored<Gelu>(z[i]);
         return g;
     }
 };
 
-template <class T> using FcGeluBf16 = FcGeluImpl<T, false>;     // IEEE expf and division
-template <class T> using FcGeluBf16Fast = FcGeluImpl<T, true>;  // __expf and __fdividef
+template <class T> using FcGeluIeee = FcGeluImpl<T, CUTLASS_FC_GELU_IEEE>;
+template <class T> using FcGeluFast = FcGeluImpl<T, CUTLASS_FC_GELU_FAST>;
+template <class T> using FcGeluProducer = FcGeluImpl<T, CUTLASS_FC_GELU_PRODUCER>;
 
 // The amax element type of the warp-reduced configurations: a float (same bytes, the pointer is the caller's
 // float*) whose atomic_maximum reduces over the warp first (header comment).
@@ -118,6 +126,26 @@ struct FcAmaxWarp {
 static_assert(sizeof(FcAmaxWarp) == sizeof(float), "FcAmaxWarp aliases the caller's float");
 
 }  // namespace
+
+// The activation's values on n inputs (cutlass_fp8_fc_gelu_eval): the functor type the epilogue of configuration
+// Id instantiates (FcGeluImpl<Array<float, N>, Gelu>), on fragments of 4 (one thread per 4 values). Outside the
+// anonymous namespaces and with no type from them in its signature: nvcc's host stub names such types through an
+// unqualified anonymous-namespace name, which the using-directive for cute (whose headers have an anonymous
+// namespace too) makes ambiguous. Id makes each configuration's translation unit a kernel of its own.
+namespace cutlass_fp8_fc_detail {
+template <CutlassFcGelu Gelu, CutlassFcConfig Id>
+__global__ void fc_act_eval_kernel(const float* __restrict__ in, float* __restrict__ out, int n) {
+    const int i = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= n) return;
+    cutlass::Array<float, 4> z;
+    CUTLASS_PRAGMA_UNROLL
+    for (int k = 0; k < 4; ++k) z[k] = i + k < n ? in[i + k] : 0.0f;
+    const cutlass::Array<float, 4> g = FcGeluImpl<cutlass::Array<float, 4>, Gelu>{}(z);
+    CUTLASS_PRAGMA_UNROLL
+    for (int k = 0; k < 4; ++k)
+        if (i + k < n) out[i + k] = g[k];
+}
+}  // namespace cutlass_fp8_fc_detail
 
 namespace cutlass {
 
@@ -156,7 +184,8 @@ using namespace cute;
 
 // ------------------------------------------------------------------------------------------------
 // The GEMM type of a configuration. Cfg: kNatural (problem form), kZOnly, kFastAccum (informational: the
-// schedule decides), kWarpAmax, kFastGelu, Tile, Cluster, KernelSchedule, EpilogueSchedule, kSchedule (a name).
+// schedule decides), kWarpAmax, kGelu (ignored when kZOnly), Tile, Cluster, KernelSchedule, EpilogueSchedule,
+// EpilogueTile, kSchedule (a name).
 
 template <class Cfg>
 struct FcGemm {
@@ -182,11 +211,13 @@ struct FcGemm {
         Cfg::kNatural,
         cutlass::epilogue::fusion::ScaledLinCombPerColBiasEltAct<cutlass::epilogue::thread::Identity, ElementD, float, ElementBias, void>,
         cutlass::epilogue::fusion::ScaledLinCombPerRowBiasEltAct<cutlass::epilogue::thread::Identity, ElementD, float, ElementBias, void>>;
-    using FusionOp = cute::conditional_t<Cfg::kZOnly, ZOnlyOp, cute::conditional_t<Cfg::kFastGelu, FullOp<FcGeluBf16Fast>, FullOp<FcGeluBf16>>>;
+    using FullOpGelu = cute::conditional_t<Cfg::kGelu == CUTLASS_FC_GELU_PRODUCER, FullOp<FcGeluProducer>,
+                                           cute::conditional_t<Cfg::kGelu == CUTLASS_FC_GELU_FAST, FullOp<FcGeluFast>, FullOp<FcGeluIeee>>>;
+    using FusionOp = cute::conditional_t<Cfg::kZOnly, ZOnlyOp, FullOpGelu>;
 
     using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Cfg::Tile, typename Cfg::Cluster,
-        cutlass::epilogue::collective::EpilogueTileAuto, float, float, /*ElementC*/ void, LayoutD, kAlignD, ElementD, LayoutD, kAlignD,
+        typename Cfg::EpilogueTile, float, float, /*ElementC*/ void, LayoutD, kAlignD, ElementD, LayoutD, kAlignD,
         typename Cfg::EpilogueSchedule, FusionOp>::CollectiveOp;
 
     using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -260,7 +291,7 @@ struct FcGemm {
 // ------------------------------------------------------------------------------------------------
 // Host side of a configuration: the CutlassFcOps functions
 
-template <class Cfg>
+template <class Cfg, CutlassFcConfig Id>
 struct FcHost {
     using G = FcGemm<Cfg>;
     static inline void* workspace = nullptr;
@@ -303,24 +334,38 @@ struct FcHost {
     }
 
     static const char* describe() {
-        static char line[400];
+        static char line[480];
         using Tile = typename Cfg::Tile;
         using Cl = typename Cfg::Cluster;
         using EpiTile = typename G::CollectiveEpilogue::EpilogueTile;
         snprintf(line, sizeof(line),
                  "CUTLASS %d.%d.%d sm_90a, %s problem, %s, tile %dx%dx%d, cluster %dx%dx%d, %s, %d stages, %d B shared memory, "
-                 "epilogue tile %dx%d, %s",
+                 "epilogue tile %dx%d, %s%s",
                  CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH, Cfg::kNatural ? "natural (M = tokens)" : "transposed (M = OC)",
                  Cfg::kSchedule, (int)cute::size<0>(Tile{}), (int)cute::size<1>(Tile{}), (int)cute::size<2>(Tile{}),
                  (int)cute::size<0>(Cl{}), (int)cute::size<1>(Cl{}), (int)cute::size<2>(Cl{}),
                  Cfg::kFastAccum ? "fast accumulation" : "fp32 promotion every 4 k-blocks",
                  (int)G::CollectiveMainloop::DispatchPolicy::Stages, (int)G::Kernel::SharedStorageSize,
                  (int)cute::size<0>(EpiTile{}), (int)cute::size<1>(EpiTile{}),
-                 Cfg::kZOnly      ? "Z bf16 only"
-                 : Cfg::kFastGelu ? "Z bf16 + GELU (__expf, __fdividef) e4m3 + amax (warp max)"
-                 : Cfg::kWarpAmax ? "Z bf16 + GELU e4m3 + amax (warp max, 1 atomic per warp)"
-                                  : "Z bf16 + GELU e4m3 + amax (atomic per thread)");
+                 Cfg::kZOnly                               ? "Z bf16 only"
+                 : Cfg::kGelu == CUTLASS_FC_GELU_PRODUCER ? "Z bf16 + GELU (today's producer's instructions) e4m3 + amax"
+                 : Cfg::kGelu == CUTLASS_FC_GELU_FAST     ? "Z bf16 + GELU (__expf, __fdividef) e4m3 + amax"
+                                                           : "Z bf16 + GELU (IEEE expf, division) e4m3 + amax",
+                 Cfg::kZOnly ? "" : Cfg::kWarpAmax ? " (warp max, 1 atomic per warp)" : " (atomic per thread)");
         return line;
+    }
+
+    // The epilogue's activation on n values (cutlass_fp8_fc_gelu_eval); NULL on success, else what failed.
+    static const char* act_eval(const float* in, float* out, int n, cudaStream_t stream) {
+        if constexpr (Cfg::kZOnly) {
+            return "the configuration stores Z only (no activation)";
+        } else {
+            if (n > 0) cutlass_fp8_fc_detail::fc_act_eval_kernel<Cfg::kGelu, Id><<<(n + 1023) / 1024, 256, 0, stream>>>(in, out, n);
+            const cudaError_t ce = cudaGetLastError();
+            if (ce == cudaSuccess) return nullptr;
+            snprintf(msg, sizeof(msg), "activation kernel: %s", cudaGetErrorString(ce));
+            return msg;
+        }
     }
 
     static void free_workspace() {
@@ -329,7 +374,9 @@ struct FcHost {
         workspace_bytes = 0;
     }
 
-    static constexpr CutlassFcOps ops() { return CutlassFcOps{!Cfg::kZOnly, can_implement, run, describe, free_workspace}; }
+    static constexpr CutlassFcOps ops() {
+        return CutlassFcOps{Cfg::kZOnly ? CUTLASS_FC_GELU_NONE : Cfg::kGelu, can_implement, run, describe, act_eval, free_workspace};
+    }
 };
 
 // Configuration building blocks
@@ -340,7 +387,24 @@ using PingpongFastSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8F
 using CoopEpilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
 using PingpongEpilogue = cutlass::epilogue::TmaWarpSpecialized;
 
+// The configuration the others are variations of (each TU's Cfg derives from it and redefines what differs):
+// natural form, cooperative 128x128x128, cluster 2x1, fp32 promotion, today's producer's GELU, warp-reduced
+// amax, CUTLASS's automatic epilogue tile (128x32 cooperative).
+struct FcCfgBase {
+    static constexpr bool kNatural = true;
+    static constexpr bool kZOnly = false;
+    static constexpr bool kFastAccum = false;
+    static constexpr bool kWarpAmax = true;
+    static constexpr CutlassFcGelu kGelu = CUTLASS_FC_GELU_PRODUCER;
+    using Tile = Shape<_128, _128, _128>;
+    using Cluster = Shape<_2, _1, _1>;
+    using KernelSchedule = CoopSchedule;
+    using EpilogueSchedule = CoopEpilogue;
+    using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
+    static constexpr const char* kSchedule = "cooperative";
+};
+
 }  // namespace
 
 // Defines the configuration's CutlassFcOps (cutlass_fp8_fc_ops.h) from its Cfg struct.
-#define CUTLASS_FP8_FC_DEFINE_OPS(name, Cfg) extern const CutlassFcOps cutlass_fp8_fc_ops_##name = FcHost<Cfg>::ops();
+#define CUTLASS_FP8_FC_DEFINE_OPS(name, Cfg) extern const CutlassFcOps cutlass_fp8_fc_ops_##name = FcHost<Cfg, CUTLASS_FC_##name>::ops();

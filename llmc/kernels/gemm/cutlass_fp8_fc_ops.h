@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
+#include "llmc/kernels/gemm/cutlass_fp8_fc.h"
 
 // One call's operands, already checked by the dispatcher (shape, alignment, NULLs, device): see cutlass_fp8_fc.h.
 struct CutlassFcCall {
@@ -24,7 +25,7 @@ struct CutlassFcCall {
 };
 
 struct CutlassFcOps {
-    bool writes_d;  // false: the configuration stores Z only
+    CutlassFcGelu gelu;  // the epilogue's GELU; CUTLASS_FC_GELU_NONE: the configuration stores Z only
     // NULL when CUTLASS's can_implement accepts the call, else CUTLASS's status string
     const char* (*can_implement)(const CutlassFcCall& call);
     // Enqueues the GEMM on stream (amax_d already zeroed); NULL on success, else what failed (a static string
@@ -32,6 +33,9 @@ struct CutlassFcOps {
     const char* (*run)(const CutlassFcCall& call, cudaStream_t stream);
     // One line: schedule, tiles, cluster, accumulation, stages, shared memory, epilogue
     const char* (*describe)(void);
+    // Enqueues out[i] = the epilogue's activation of in[i], i < n (device pointers); NULL on success, else what
+    // failed (Z-only configurations: always an error)
+    const char* (*act_eval)(const float* in, float* out, int n, cudaStream_t stream);
     void (*free_workspace)(void);
 };
 
