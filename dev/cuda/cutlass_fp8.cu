@@ -741,7 +741,7 @@ int main(int argc, char** argv) {
     const cudaDeviceProp prop = harness_device();
     printf("cutlass_fp8: %s (sm_%d%d, %d SMs), %s build\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount,
            PRECISION_MODE_NAME);
-    for (int c : cfgs) printf("  %-14s %s\n", cutlass_fp8_fc_config_name((CutlassFcConfig)c), cutlass_fp8_fc_describe((CutlassFcConfig)c));
+    for (int c : cfgs) printf("  %-22s %s\n", cutlass_fp8_fc_config_name((CutlassFcConfig)c), cutlass_fp8_fc_describe((CutlassFcConfig)c));
     printf("seed %llu (rerun with --seed %llu)\n", (unsigned long long)seed, (unsigned long long)seed);
     printf("tolerances: z per element 2^-8 |z64| + 2^-10 S, norm %.0e; d bit-exact except gelu within 2^-21 (4 + |2u| e/(1+e)) of a "
            "BF16 midpoint; today's producer: bit-exact (producer GELU), else <= %.0e of the codes, one step\n", Z_NORM_TOL, AGREE_MAX);
