@@ -72,17 +72,19 @@
 // X(name, description): every configuration, in the order the harness runs them. The first is the default
 // (the one the first GPU run measured).
 // Second round (2026-11-27): the dead ends of the first (coop_t_z, coop_n, coop_n_wamax, pp_n, pp_n_fa,
-// coop_n_fa256: doc/TCFP12.md's table) are gone; "_pgelu" = today's producer's GELU (bit-exact), "_e64" = epilogue
-// tile 128x64 instead of CUTLASS's automatic 128x32 (cooperative), "fa" = fast accumulation.
+// coop_n_fa256: doc/TCFP12.md's table) are gone; "_pgelu" = today's producer's GELU (bit-exact), "_eMxN" = epilogue
+// tile MxN instead of CUTLASS's automatic one (128x32 cooperative, 64x64 pingpong), "fa" = fast accumulation.
 #define CUTLASS_FP8_FC_CONFIGS(X)                                                                                        \
     X(coop_t, "transposed, cooperative 128x128x128, cluster 1x2, fp32 promotion, IEEE GELU, amax atomic per thread")    \
     X(coop_n_z, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, z only")                              \
     X(coop_n_fgelu, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, GELU on __expf and __fdividef")   \
     X(coop_n_pgelu, "natural, cooperative 128x128x128, cluster 2x1, fp32 promotion, producer GELU")                   \
-    X(coop_n_pgelu_e64, "coop_n_pgelu with epilogue tile 128x64")                                                      \
+    X(coop_n_pgelu_e128x64, "coop_n_pgelu with epilogue tile 128x64")                                                  \
+    X(coop_n_pgelu_e128x128, "coop_n_pgelu with epilogue tile 128x128 (one subtile per tile)")                         \
     X(coop_n_fa256_pgelu, "natural, cooperative 128x256x128, cluster 2x1, fast accumulation, producer GELU")          \
-    X(coop_n_fa256_pgelu_e64, "coop_n_fa256_pgelu with epilogue tile 128x64")                                          \
-    X(pp_n_fa_pgelu, "natural, pingpong 128x128x128, cluster 2x1, fast accumulation, producer GELU")
+    X(coop_n_fa256_pgelu_e128x64, "coop_n_fa256_pgelu with epilogue tile 128x64")                                      \
+    X(pp_n_fa_pgelu, "natural, pingpong 128x128x128, cluster 2x1, fast accumulation, producer GELU")                  \
+    X(pp_n_fa_pgelu_e64x128, "pp_n_fa_pgelu with epilogue tile 64x128")
 
 // The epilogue's GELU (header comment; cutlass_fp8_fc_impl.cuh has the details):
 enum CutlassFcGelu {

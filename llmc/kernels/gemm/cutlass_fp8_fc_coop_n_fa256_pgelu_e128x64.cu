@@ -1,8 +1,8 @@
-// cutlass_fp8_fc_coop_n_fa256_pgelu_e64.cu - configuration coop_n_fa256_pgelu_e64 of cutlass_fp8_fc.h
+// cutlass_fp8_fc_coop_n_fa256_pgelu_e128x64.cu - configuration coop_n_fa256_pgelu_e128x64 of cutlass_fp8_fc.h
 // (CUTLASS_FP8_FC_CONFIGS): coop_n_fa256_pgelu with epilogue tile 128x64.
 // One explicit CUTLASS instantiation (cutlass_fp8_fc_impl.cuh), its own translation unit compiled into
-// $(BUILD)/cutlass/cutlass_fp8_fc_coop_n_fa256_pgelu_e64.o; the dispatcher (cutlass_fp8_fc.cu) reaches it through
-// cutlass_fp8_fc_ops_coop_n_fa256_pgelu_e64.
+// $(BUILD)/cutlass/cutlass_fp8_fc_coop_n_fa256_pgelu_e128x64.o; the dispatcher (cutlass_fp8_fc.cu) reaches it through
+// cutlass_fp8_fc_ops_coop_n_fa256_pgelu_e128x64.
 #include "llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh"
 
 namespace {
@@ -14,4 +14,4 @@ struct Cfg : FcCfgBase {
 };
 }  // namespace
 
-CUTLASS_FP8_FC_DEFINE_OPS(coop_n_fa256_pgelu_e64, Cfg)
+CUTLASS_FP8_FC_DEFINE_OPS(coop_n_fa256_pgelu_e128x64, Cfg)
