@@ -98,18 +98,19 @@ static const char* TRAIN_DOC =
 
 // Options of the CUDA trainer beyond the shared TrainConfig and the subsystems' own tables.
 struct GpuTrainOptions {
-    int resume, recompute, master_weights, gelu_fusion, tf32, profile, diagnose, tensor_stats, log_gpu;
+    int resume, recompute, master_weights, gelu_fusion, tf32, profile, diagnose, tensor_stats, log_gpu, gemm_tune;
 };
 
-#define GPU_TRAIN_NUM_FLAGS 9
+#define GPU_TRAIN_NUM_FLAGS 10
 
 static int gpu_train_flags(GpuTrainOptions* o, CliFlag* flags) {
-    *o = GpuTrainOptions{0, RECOMPUTE_AUTO, 1, 1, 0, 0, 0, 0, 0};
+    *o = GpuTrainOptions{0, RECOMPUTE_AUTO, 1, 1, 0, 0, 0, 0, 0, 1};
     const CliFlag f[GPU_TRAIN_NUM_FLAGS] = {
         {"-y", CLI_INT, &o->resume, "1 = resume from the newest checkpoint in -o", 0, 1, NULL},
         {"-r", CLI_INT, &o->recompute, "recompute in backward: 0 none, 1 GELU, 2 GELU + LayerNorm, -1 = the least that fits in GPU memory", 0, 2, "-1"},
         {"-w", CLI_INT, &o->master_weights, "1 = keep fp32 master weights for AdamW", 0, 1, NULL},
         {"-ge", CLI_INT, &o->gelu_fusion, "1 = fuse GELU into the fc GEMM epilogue", 0, 1, NULL},
+        {"-gt", CLI_INT, &o->gemm_tune, "1 = each GEMM's first call times cuBLASLt's candidate algorithms and keeps the fastest whose output bits equal its first answer's; 0 = its first answer", 0, 1, NULL},
         {"-f", CLI_INT, &o->tf32, "1 = allow TF32 tensor cores for FP32 GEMMs (FP32 build)", 0, 1, NULL},
         {"-prof", CLI_INT, &o->profile, "1 = print the step time by kernel family at the end", 0, 1, NULL},
         {"--diagnose", CLI_INT, &o->diagnose, "1 = per linear layer the SNR (dB) of FP8 / TCFP-12 weights and outputs vs BF16 on the first train batch, then exit", 0, 1, NULL},
@@ -206,6 +207,8 @@ static void trainer_print_config(Trainer* t) {
     print_config_rule();
     print_config_row("device", "%s", t->prop.name);
     print_config_row("precision, GEMM", "%s, %s", PRECISION_MODE_NAME, gemm_backend_name(&m.gemm));
+    print_config_row("GEMM algorithms", "%s", m.gemm.autotune ? "measured at first call, bit-identical to the heuristic's (-gt 1)"
+                                                              : "cuBLASLt heuristic's first answer (-gt 0)");
     print_config_row("attention", "%s", attention_backend_name());
     print_config_row("storage boundaries", "%s", BOUNDARY_MODE_NAME);
     print_config_row("master weights, recompute", "%d, %d", m.master_weights != NULL, t->opt.recompute);
@@ -312,6 +315,7 @@ static void trainer_setup(Trainer* t) {
     t->mode.attach_parameters(m);
     m->seed = (unsigned long long)tc.seed * 0x9E3779B97F4A7C15ull + 1;
     gemm_set_tf32(&m->gemm, t->opt.tf32);
+    m->gemm.autotune = t->opt.gemm_tune;
     trainer_choose_recompute(t, &config);
     gpt2_allocate_activations(m, tc.B, tc.T, t->opt.recompute, t->opt.gelu_fusion);
     t->mode.attach_activations(m);
@@ -499,6 +503,7 @@ static void trainer_loop(Trainer* t) {
     }
     trainer_print_median(t, step_seconds, timed_steps);
     gemm_lowp_report(&m->gemm, stdout);
+    gemm_tune_report(&m->gemm, stdout);
     free(step_seconds);
     prof_print(t->profiler);
     size_t free_b, total_b;

@@ -15,7 +15,8 @@
 // the small shapes and 64 random rows (always including the first and last) x all columns of the
 // large ones; dbias is checked in full. dweight and dbias start from random non-zero values of the
 // same magnitude as the update, so a missing += fails clearly. Determinism: the same call twice
-// (from the same state) must give bit-identical outputs. The plan cache must serve repeated calls
+// (from the same state) must give bit-identical outputs; so must a context without algorithm tuning
+// (ctx.autotune = 0: cuBLASLt's first answer) on the trainer's calls. The plan cache must serve repeated calls
 // without new heuristic queries. Exit status 1 on any failure; the last line is `N passed, N failed`.
 
 #include <stdio.h>
@@ -332,6 +333,36 @@ static void run_shape(const Shape& s, int index, bool do_timing, cudaStream_t st
     tally.check("deterministic forward (gelu+bias)", mf == 0);
     tally.check("deterministic backward (all)", mb == 0);
 
+    // ---- tuning (ctx.autotune, gemm_tune.cuh) keeps the bits of cuBLASLt's first answer: a context without it
+    //      must give the same words for every call the tuned context planned above
+    GemmContext first;
+    gemm_context_init(&first, stream);
+    first.autotune = 0;
+    {
+        size_t diff = 0;
+        for (int gelu = 0; gelu < 2; gelu++) {  // forward with bias, and with bias + GELU (pre_gelu too)
+            matmul_forward(&ctx, out.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, gelu ? pre.ptr : NULL);
+            matmul_forward(&first, out2.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, gelu ? pre2.ptr : NULL);
+            diff += device_mismatch(out.ptr, out2.ptr, nNO * sizeof(floatX));
+            if (gelu) diff += device_mismatch(pre.ptr, pre2.ptr, nNO * sizeof(floatX));
+        }
+        restore_grads();
+        matmul_backward(&ctx, dinp.ptr, dw.ptr, db.ptr, dout.ptr, inp.ptr, w.ptr, scratch.ptr, N, C, OC, pre_in.ptr);
+        cudaCheck(cudaMemcpyAsync(dw2.ptr, dw.ptr, nOC * sizeof(floatX), cudaMemcpyDeviceToDevice, stream));
+        restore_grads();
+        matmul_backward(&first, dinp2.ptr, dw.ptr, db.ptr, dout.ptr, inp.ptr, w.ptr, scratch.ptr, N, C, OC, pre_in.ptr);
+        cudaCheck(cudaStreamSynchronize(stream));
+        diff += device_mismatch(dinp.ptr, dinp2.ptr, nNC * sizeof(floatX)) + device_mismatch(dw.ptr, dw2.ptr, nOC * sizeof(floatX));
+        int tuned = 0, switched = 0;
+        for (int i = 0; i < ctx.num_plans; i++) {
+            tuned += ctx.plans[i].tune.result.candidates > 0;
+            switched += ctx.plans[i].tune.result.chosen != 0;
+        }
+        printf("  tuning: %d of %d plans tuned, %d switched algorithm; %zu words differ from the heuristic's first answer\n",
+               tuned, ctx.num_plans, switched, diff);
+        tally.check("tuned = heuristic's bits (fwd, gelu, bwd)", diff == 0);
+    }
+
     // ---- plan cache: repeating every call above must not query the heuristic again
     const unsigned long long q0 = ctx.heuristic_queries;
     matmul_forward(&ctx, out.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, NULL);
@@ -355,11 +386,14 @@ static void run_shape(const Shape& s, int index, bool do_timing, cudaStream_t st
         };
         auto T = [&](auto fn) { return time_median_ms(fn, 3, 20, stream); };
         add("fwd (bias)", T([&] { matmul_forward(&ctx, out.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, NULL); }), true);
+        add("fwd (bias), heuristic's first", T([&] { matmul_forward(&first, out.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, NULL); }), true);
         add("fwd gelu+bias", T([&] { matmul_forward(&ctx, out.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, pre.ptr); }), true);
         ctx.fuse_gelu = 0;
         add("fwd gelu+bias unfused", T([&] { matmul_forward(&ctx, out.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, pre.ptr); }), true);
         ctx.fuse_gelu = 1;
         add("bwd dinp", T([&] { matmul_backward(&ctx, dinp.ptr, NULL, NULL, dout.ptr, NULL, w.ptr, NULL, N, C, OC, NULL); }), true);
+        add("bwd dinp, heuristic's first",
+            T([&] { matmul_backward(&first, dinp.ptr, NULL, NULL, dout.ptr, NULL, w.ptr, NULL, N, C, OC, NULL); }), true);
         add("bwd dinp dgelu", T([&] { matmul_backward(&ctx, dinp.ptr, NULL, NULL, dout.ptr, NULL, w.ptr, NULL, N, C, OC, pre_in.ptr); }), true);
         ctx.fuse_gelu = 0;
         add("bwd dinp dgelu unfused",
@@ -387,6 +421,7 @@ static void run_shape(const Shape& s, int index, bool do_timing, cudaStream_t st
     }
 
     gemm_context_print_plans(&ctx, stdout);
+    gemm_context_free(&first);
     gemm_context_free(&ctx);
 }
 

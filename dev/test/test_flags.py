@@ -72,6 +72,7 @@ BAD = {
     "-r": ["3", "-2"],
     "-w": ["2", "-1"],
     "-ge": ["2", "-1"],
+    "-gt": ["2", "-1", "x"],
     "-f": ["2", "-1"],
     "-prof": ["2", "-1"],
     "--q115-stats": ["-1"],
@@ -106,6 +107,7 @@ BAD = {
     "--cast-gemm": ["q=bfloat16", "x"],
     "--cast-lm-head": ["2", "-1"],
     "--cast-stats": ["-1"],
+    "--cast-fuse": ["2", "-1"],
 }
 
 HELP_LINE = re.compile(r"^\s+(-\S+)\s+(int|float|string)\s")

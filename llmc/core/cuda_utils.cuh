@@ -134,11 +134,30 @@ __device__ __forceinline__ void warp_amax_accumulate(unsigned int* amax, unsigne
 // ---- stochastic rounding ----------------------------------------------------------------------------
 
 // Counter-based hash (SplitMix64 finalizer) of (seed, index) -> 32 random bits: reproducible, no state.
-__device__ __forceinline__ unsigned int random_u32(unsigned long long seed, unsigned long long index) {
-    unsigned long long z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+// random_u32(seed, index) = random_mix(random_state(seed, index)). The state is linear in the index
+// (mod 2^64): random_state(seed, index + k) = random_state(seed, index) + k * RANDOM_STATE_STEP, so a
+// thread drawing consecutive indices may step the state by that addition and get exactly the same bits
+// (used by adamw.cuh; the multiplication it saves is one of three 64-bit ones per draw).
+constexpr unsigned long long RANDOM_STATE_STEP = 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio (SplitMix64)
+
+__device__ __forceinline__ unsigned long long random_state(unsigned long long seed, unsigned long long index) {
+    return seed + RANDOM_STATE_STEP * (index + 1);
+}
+
+// SplitMix64's finalizer (Steele, Lea, Flood 2014): a bijective 64-bit mix; also the fingerprint mix of
+// llmc/kernels/gemm/gemm_tune.cuh.
+__host__ __device__ __forceinline__ unsigned long long splitmix64_mix(unsigned long long z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (unsigned int)((z ^ (z >> 31)) >> 32);
+    return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ unsigned int random_mix(unsigned long long z) {
+    return (unsigned int)(splitmix64_mix(z) >> 32);
+}
+
+__device__ __forceinline__ unsigned int random_u32(unsigned long long seed, unsigned long long index) {
+    return random_mix(random_state(seed, index));
 }
 
 // Round fp32 x to bf16 stochastically: up with probability equal to the distance to the lower

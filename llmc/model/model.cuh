@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <vector>
 
 #include "llmc/core/precision.h"
 #include "llmc/core/cuda_common.cuh"
@@ -630,6 +631,31 @@ static inline float gpt2_grad_norm(GPT2* m) {
     else return raw;
 }
 
+// The AdamW step over this rank's segments in one launch per ADAMW_MAX_SEGMENTS segments, reading the
+// gradients grads (flat, floatX or the fp32 sums). Tensor t's rounding seed is m->seed ^ (step << 20) ^ t
+// and a ZeRO-1 piece draws from its position in its tensor (sg.tensor_index), so the parameters are the
+// same bits with and without ZeRO-1; weight decay on the 2-D tensors only.
+template <typename G>
+static inline void gpt2_adamw(GPT2* m, const G* grads, float lr, float beta1, float beta2, float eps, float weight_decay,
+                              float grad_scale, int step) {
+    std::vector<AdamWSegment<G>> segs(m->num_segments);
+    for (int i = 0; i < m->num_segments; i++) {
+        const OptimizerSegment& sg = m->segments[i];
+        const int t = sg.tensor;
+        AdamWSegment<G>& a = segs[i];
+        a.params = m->params_memory + sg.param_offset;
+        a.master = m->master_weights ? m->master_weights + sg.state_offset : NULL;
+        a.grads = grads + sg.param_offset;
+        a.m = m->m_memory + sg.state_offset;
+        a.v = m->v_memory + sg.state_offset;
+        a.n = sg.count;
+        a.index0 = sg.tensor_index;
+        a.seed = m->seed ^ ((unsigned long long)step << 20) ^ (unsigned long long)t;
+        a.weight_decay = gpt2_param_is_matrix(t) ? weight_decay : 0.0f;
+    }
+    adamw_update_segments(segs.data(), m->num_segments, lr, beta1, beta2, step, eps, grad_scale, m->stream);
+}
+
 // Phase 2: AdamW step (PyTorch semantics, weight decay on the 2-D tensors only) after clipping the
 // global gradient norm grad_norm (from gpt2_grad_norm) to grad_clip (factor grad_clip / (norm + 1e-6)
 // when below 1; 0 disables). step is AdamW's 1-based step count (updates applied so far + 1).
@@ -653,20 +679,8 @@ static inline UpdateResult gpt2_apply_update(GPT2* m, float grad_norm, float lr,
     float clip = 1.0f;
     if (grad_clip > 0.0f && grad_clip / (r.grad_norm + 1e-6f) < 1.0f) clip = grad_clip / (r.grad_norm + 1e-6f);
     const float* g32 = gpt2_grads_f32(m);
-    for (int i = 0; i < m->num_segments; i++) {
-        const OptimizerSegment& sg = m->segments[i];
-        const int t = sg.tensor;
-        float wd = gpt2_param_is_matrix(t) ? weight_decay : 0.0f;
-        unsigned long long seed = m->seed ^ ((unsigned long long)step << 20) ^ (unsigned long long)t;
-        floatX* params = m->params_memory + sg.param_offset;
-        float* master = m->master_weights ? m->master_weights + sg.state_offset : NULL;
-        float* mm = m->m_memory + sg.state_offset;
-        float* vv = m->v_memory + sg.state_offset;
-        if (g32) adamw_update(params, master, g32 + sg.param_offset, mm, vv, sg.count, lr, beta1, beta2, step, eps, wd,
-                              clip * unscale, seed, m->stream, sg.tensor_index);
-        else adamw_update(params, master, (const floatX*)m->grads_memory + sg.param_offset, mm, vv, sg.count, lr, beta1, beta2,
-                          step, eps, wd, clip * unscale, seed, m->stream, sg.tensor_index);
-    }
+    if (g32) gpt2_adamw(m, g32, lr, beta1, beta2, eps, weight_decay, clip * unscale, step);
+    else gpt2_adamw(m, (const floatX*)m->grads_memory, lr, beta1, beta2, eps, weight_decay, clip * unscale, step);
     if (m->mg) multi_gpu_gather_params(m->mg, m->params_memory, m->stream);
     gemm_weights_updated(&m->gemm);
     if constexpr (kStorageFP16) {

@@ -59,21 +59,22 @@
 // are cast in groups along the keys (keys j > i and j >= T enter as 0, so they never move a scale,
 // and are masked to -inf after the cast), lse is taken over s^, and the normalized
 // p = exp2(s^ log2(e) - lse log2(e)) is cast the same way (masked p = 0) before it multiplies V: a
-// probability cast forces the two-pass forward (PL = true) at run time. Groups: in the forward and
-// dQ kernels (query-major fragments, key tiles of 64 keys) a row's keys lie in one quad, and a group
-// of X keys is a thread's register pair (X = 2), plus lanes xor 1 / xor 2 (X = 4 / 8), plus 2, 4 or 8
-// n-tiles merged in registers (X = 16..64); in the dK/dV kernel (key-major: keys down the rows) a
-// column's keys run over lanes g (xor 4, 8, 16), the thread's 8-key chunks and, for X > 16*WM,
-// consecutive warps, whose partials merge in shared memory. M:N sparsity reads each group's N values
-// back from shared memory. All three kernels evaluate the same expressions on the same fp32 dot
-// products, so the backward recomputes the forward's s^ and P^ bit for bit; gradients pass straight
-// through both casts (dS = P^ (dP - D)). The cast kernels exist for head size 64 only (attn_tc_require_tc).
-// Where the cost goes: integer bit math per
-// element and cast (an inline fast path for exponent-scaled and unscaled float formats; float-scaled
-// ints / uints, NaN groups and rare edge values call tcast_quantize out of line), one group scale per
-// group and lane, up to 3 shuffles per group (plus a barrier for cross-warp groups in dK/dV), no extra
-// global memory traffic; the scores are cast twice in the two-pass forward (once per pass) and once in
-// each backward kernel, the probabilities once per kernel.
+// probability cast forces the two-pass forward (PL = true) at run time. How (attention_tcast_cast.cuh):
+// after the Q.K^T (K.Q^T) MMA the warps write v into a shared-memory tile (one per warp in the forward
+// and dQ kernels, 16*WM queries x 64 keys; one per CTA in the dK/dV kernel, 64 queries x 128 keys),
+// each thread casts the 32 or 64 consecutive keys of one query it owns in one plain (not unrolled)
+// loop - M:N pruning, per group the amax (a shuffle merges the two threads of a 64-key group where a
+// thread holds 32), the group scale, then per element the rounding, the mask and, when the
+// probabilities follow, p = exp2(s^ log2(e) - lse log2(e)) and their own cast - and the fragments are
+// read back for the plain steps (the online softmax on s^, dS = P^ (dP - D), the P.V / dS.K MMAs).
+// All three kernels evaluate the same expressions on the same fp32 dot products, so the backward
+// recomputes the forward's s^ and P^ bit for bit; gradients pass straight through both casts
+// (dS = P^ (dP - D)). The cast kernels exist for head size 64 only (attn_tc_require_tc). Where the cost
+// goes: per element and cast a shared-memory write and read-back of the fragment and the loop's reads
+// and write (amax, then rounding), integer bit math (an inline fast path for exponent-scaled and
+// unscaled float formats; float-scaled ints / uints, NaN groups and rare edge values call tcast_quantize
+// out of line), no extra global memory traffic; the scores are cast twice in the two-pass forward (once
+// per pass) and once in each backward kernel, the probabilities once per kernel.
 //
 // Files (each a comment, its kernels or helpers, then its launchers):
 //   attention.cuh             this API: attention_forward / attention_backward, shape checks, dispatch

@@ -23,7 +23,7 @@ struct AttnBwdDqTC {
 };
 
 // TC: the attention-site casts (P^ and s^ recomputed as in the forward; AMAX ignored, run-time amax;
-// the sparsity stage follows sDrow in the dynamic shared memory).
+// each warp's cast tile, AttnTcTileQ, follows sDrow in the dynamic shared memory).
 template <int HS, int WM, int NW, int BC, int MINB, bool AMAX = false, bool TC = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const floatX* __restrict__ dout,
@@ -33,8 +33,7 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
     constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     constexpr int KS = HS / 16, NS = BC / 8, NO = HS / 8, CPR = HS / 8;
     static_assert(HS % 64 == 0 && BC % 16 == 0, "HS must be a multiple of 64, BC of 16");
-    static_assert(!TC || BC % 64 == 0, "TC: casting groups of up to 64 keys must not cross a key tile");
-    constexpr int LDST = BC + 4;  // TC sparsity stage row
+    static_assert(!TC || BC == 64, "TC: the cast tiles hold key tiles of 64 keys (no casting group crosses one)");
 
     extern __shared__ __align__(16) unsigned char attn_smem[];
     floatX* sQ = reinterpret_cast<floatX*>(attn_smem);  // BR rows; reused for dQ staging
@@ -49,7 +48,7 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tq = lane & 3;
     const int wrow = warp * 16 * WM, wr0 = q0 + wrow, wr1 = wr0 + 16 * WM - 1;
     const bool live = wr0 < T;
-    float* stage = TC ? sDrow + BR + warp * 16 * WM * LDST : nullptr;
+    float* stage = TC ? sDrow + BR + warp * AttnTcTileQ<WM>::words : nullptr;  // TC: this warp's cast tile
     const uint64_t rbase = (uint64_t)bh * (uint64_t)T;
 
     const floatX* gQ = qkv + (size_t)b * T * C3 + h * HS;
@@ -110,6 +109,8 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
     uint32_t qf[WM][KS][4], dof[WM][KS][4];
     float dq[WM][NO][4];
     attn_frag_zero(dq);
+    // TC: the lse * log2(e) of the query row this lane casts (attn_tc_cast_q).
+    const float lse2v = TC ? attn_tc_row_value<WM>(lse2, lane % AttnTcTileQ<WM>::NI) : 0.f;
 
     for (int j = 0; j < n_kv; j++) {
         const int buf = attn_kv_next<HS, BC, NT, true>(sK, sV, gK, gV, C3, j, n_kv, T);
@@ -126,9 +127,15 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
             attn_mma_abt<WM, NS, KS, LDS>(s, qf, sKa, lane);                                  // S  = Q K^T
             attn_mma_abt<WM, NS, KS, LDS>(dp, dof, attn_smem_addr(sV + buf * BC * LDS), lane); // dP = dO V^T
 
-            if (k0 + BC - 1 > wr0) attn_dq_step<true, TC>(s, dp, lse2, Dr, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
-            else attn_dq_step<false, TC>(s, dp, lse2, Dr, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
-            if constexpr (TC) attn_tc_ds(s, dp, Dr);  // dS = P^ (dP - D)
+            if constexpr (TC) {  // s <- P^ through the cast tile, then dS = P^ (dP - D)
+                attn_tc_put_q(stage, s, scale, wr0 + g, k0 + 2 * tq, lane);
+                attn_tc_cast_q<false>(s, stage, wr0, k0, T, true, lse2v, tc, rbase, lane, -1);
+                attn_tc_ds(s, dp, Dr);
+            } else if (k0 + BC - 1 > wr0) {
+                attn_dq_ds<true>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
+            } else {
+                attn_dq_ds<false>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
+            }
             uint32_t dsa[WM][BC / 16][4];
             attn_c_to_a<WM, NS>(dsa, s);
             attn_mma_ab<WM, NO, BC / 16, LDS>(dq, dsa, sKa, lane);  // dQ += dS K
@@ -174,10 +181,9 @@ __device__ __forceinline__ void attn_dkv_accumulate(float (&dv)[WM][NO][4], floa
     attn_mma_ab<WM, NO, BR / 16, LDS>(dk, pa, sQa, lane);  // dK += dS^T Q
 }
 
-// TC: the attention-site casts along the keys, i.e. down the rows of S^T: every warp runs every query
-// tile (warps with no visible key contribute zeros to groups that span warps) and the dynamic shared
-// memory holds, after sD, the cross-warp group partials (2 sites x 3 x NW x BR words) and, when a site
-// is M:N sparse, the sparsity stage (BK rows of BR + 4 floats). AMAX ignored (run-time amax).
+// TC: the attention-site casts along the keys, i.e. down the rows of S^T, through one cast tile per CTA
+// (AttnTcTileK, after sD in the dynamic shared memory): every warp runs every query tile (warps with no
+// visible key contribute zeros to the groups). AMAX ignored (run-time amax).
 template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool AMAX = false, bool TC = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dout, const floatX* __restrict__ qkv,
@@ -186,7 +192,8 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
     constexpr int NT = NW * 32, BK = 16 * WM * NW, LDS = HS + 8;
     constexpr int KS = HS / 16, NS = BR / 8, NO = HS / 8;
     static_assert(HS % 16 == 0 && BR % 16 == 0, "tile sizes must be multiples of 16");
-    static_assert(!TC || BK % 64 == 0, "TC: casting groups of up to 64 keys must not cross a CTA's keys");
+    static_assert(!TC || (BK == AttnTcTileK::NK && BR == AttnTcTileK::NI && NT == AttnTcTileK::NTHR),
+                  "TC: the cast tile holds 128 keys x 64 queries, cast by 256 threads");
 
     extern __shared__ __align__(16) unsigned char attn_smem[];
     floatX* sK = reinterpret_cast<floatX*>(attn_smem);  // BK rows; reused for dK staging
@@ -195,8 +202,7 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
     floatX* sdO = sQ + 2 * BR * LDS;                     // 2 x BR rows
     float* sL = reinterpret_cast<float*>(sdO + 2 * BR * LDS);  // 2 x BR lse values
     float* sD = sL + 2 * BR;                                   // 2 x BR D values
-    uint32_t* tc_part = TC ? reinterpret_cast<uint32_t*>(sD + 2 * BR) : nullptr;  // TC: [site][3][NW][BR]
-    float* tc_stage = TC ? reinterpret_cast<float*>(tc_part + 2 * 3 * NW * BR) : nullptr;  // TC: BK x (BR + 4)
+    float* tc_tile = TC ? sD + 2 * BR : nullptr;  // TC: the CTA's cast tile (AttnTcTileK)
 
     const int C = NH * HS, C3 = 3 * C;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -244,71 +250,27 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
             attn_load_a<WM, KS, LDS>(vf, sVa, lane);
         }
         const int qb = i * BR;
-        if constexpr (TC) {
-            // The same steps in the TensorCast form: cast calls are made by every warp (barriers inside
-            // for groups that span warps); `active` warps have keys visible to the tile's queries.
-            const bool active = live && qb + BR - 1 >= kw0;
+        const bool active = live && qb + BR - 1 >= kw0;  // some query of the tile sees some key of the warp
+        if (TC || active) {  // TC: every warp takes part in the cast tile's barriers (inactive ones stage zeros)
             const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
             const float* L = sL + buf * BR;
             const float* Dq = sD + buf * BR;
-            const int row0 = kw0 + g, col0 = qb + 2 * tq;
-            const uint64_t rbase = (uint64_t)bh * (uint64_t)T;
+
             float s[WM][NS][4];
             attn_frag_zero(s);
-            // (The key-major elementwise steps are written out here: through helpers shared with the
-            // query-major forms the compiler numbers this kernel's registers differently.)
             if (active) {
                 if (!KV_REGS) attn_load_a<WM, KS, LDS>(kf, sKa, lane);
                 attn_mma_abt<WM, NS, KS, LDS>(s, kf, sQa, lane);  // S^T = K Q^T
-                #pragma unroll
-                for (int mi = 0; mi < WM; mi++)
-                    #pragma unroll
-                    for (int n = 0; n < NS; n++)
-                        #pragma unroll
-                        for (int r = 0; r < 4; r++) {  // v = raw * scale; keys after the query enter the groups as 0
-                            float v = s[mi][n][r] * scale;
-                            if (col0 + n * 8 + (r & 1) < row0 + mi * 16 + 8 * (r >> 1)) v = 0.f;
-                            s[mi][n][r] = v;
-                        }
             }
-            attn_tc_cast_cols<ATTN_TC_SCORES, WM, NS, NW>(s, active, tc_stage, BR + 4, tc_part, warp, row0, col0, T,
-                                                          tc.state[ATTN_TC_SCORES], rbase, lane);
-            if (active) {
-                #pragma unroll
-                for (int n = 0; n < NS; n++) {
-                    const float2 lq = *reinterpret_cast<const float2*>(L + n * 8 + 2 * tq);
-                    const float lq2[2] = {lq.x * ATTN_LOG2E, lq.y * ATTN_LOG2E};
-                    #pragma unroll
-                    for (int mi = 0; mi < WM; mi++)
-                        #pragma unroll
-                        for (int r = 0; r < 4; r++) {
-                            const bool masked = col0 + n * 8 + (r & 1) < row0 + mi * 16 + 8 * (r >> 1);
-                            float p = attn_exp2(fmaf(masked ? -INFINITY : s[mi][n][r], ATTN_LOG2E, -lq2[r & 1]));
-                            if (masked) p = 0.f;
-                            s[mi][n][r] = p;
-                        }
-                }
+            if constexpr (TC) {  // s <- P^T through the CTA's cast tile
+                attn_tc_put_k(tc_tile, s, active, scale, wrow, kw0 + g, qb + 2 * tq, lane);
+                attn_tc_cast_k(s, tc_tile, active, wrow, qb, k0, T, L, tc, (uint64_t)bh * (uint64_t)T, lane);
+            } else if (qb < kw1) {  // mask only where some query of the tile precedes some key of the warp
+                attn_dkv_p<true>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
+            } else {
+                attn_dkv_p<false>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
             }
-            attn_tc_cast_cols<ATTN_TC_PROBS, WM, NS, NW>(s, active, tc_stage, BR + 4, tc_part + 3 * NW * BR, warp, row0, col0, T,
-                                                         tc.state[ATTN_TC_PROBS], rbase, lane);
-            if (active) {
-                attn_frag_mask<true>(s, col0, row0, 0.f);
-                attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane);
-            }
-        } else if (live && qb + BR - 1 >= kw0) {  // some query of the tile sees some key of the warp
-            const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
-            const float* L = sL + buf * BR;
-            const float* Dq = sD + buf * BR;
-
-            float s[WM][NS][4];
-            attn_frag_zero(s);
-            if (!KV_REGS) attn_load_a<WM, KS, LDS>(kf, sKa, lane);
-            attn_mma_abt<WM, NS, KS, LDS>(s, kf, sQa, lane);  // S^T = K Q^T
-
-            // Mask only where some query of the tile precedes some key of the warp.
-            if (qb < kw1) attn_dkv_p<true>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
-            else attn_dkv_p<false>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
-            attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane);
+            if (active) attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane);
         }
         __syncthreads();
     }
@@ -355,7 +317,7 @@ void attention_backward_dq_tc_cast(floatX* dqkv, float* Dbuf, const floatX* dout
                                    const float* lse, int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed) {
     using Cfg = AttnBwdDqTC<HS, WM, NW, BC, MINB>;
     auto kernel = attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, false, true>;
-    const size_t smem = Cfg::smem_bytes + (attn_tc_sparse() ? (size_t)NW * 16 * WM * (BC + 4) * sizeof(float) : 0);
+    const size_t smem = Cfg::smem_bytes + (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
     attn_set_smem(kernel, smem);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
     kernel<<<grid, Cfg::NT, smem, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS), amax,
@@ -368,8 +330,7 @@ void attention_backward_dkv_tc_cast(floatX* dqkv, const floatX* dout, const floa
                                     int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed) {
     using Cfg = AttnBwdDkvTC<HS, WM, NW, BR, KV_REGS, MINB>;
     auto kernel = attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false, true>;
-    const size_t smem = Cfg::smem_bytes + (size_t)2 * 3 * NW * BR * sizeof(uint32_t) +
-                        (attn_tc_sparse() ? (size_t)Cfg::BK * (BR + 4) * sizeof(float) : 0);
+    const size_t smem = Cfg::smem_bytes + (size_t)AttnTcTileK::words * sizeof(float);
     attn_set_smem(kernel, smem);
     const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
     kernel<<<grid, Cfg::NT, smem, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,

@@ -28,7 +28,7 @@ struct AttnFwdTC {
 
 // TC (TensorCast, see the header comment of attention.cuh): the attention-site casts; CNT then counts --cast-stats
 // (tc.stats), AMAX is ignored (the amax output is a run-time choice) and the dynamic shared memory
-// holds the sparsity stage after the tiles when a site is M:N sparse.
+// holds, after the tiles, each warp's cast tile (AttnTcTileQ, attention_tcast_cast.cuh).
 template <int HS, int WM, int NW, int BC, int MINB, bool PL = kAttnProbsFromLse, bool CNT = false, bool AMAX = false, bool TC = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floatX* __restrict__ qkv,
@@ -38,13 +38,12 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
     constexpr int NS = BC / 8;   // n-tiles of S (keys)
     constexpr int NO = HS / 8;   // n-tiles of O (head dims)
     static_assert(HS % 16 == 0 && BC % 16 == 0, "tile sizes must be multiples of 16");
-    static_assert(!TC || BC % 64 == 0, "TC: casting groups of up to 64 keys must not cross a key tile");
+    static_assert(!TC || BC == 64, "TC: the cast tiles hold key tiles of 64 keys (no casting group crosses one)");
 
     extern __shared__ __align__(16) unsigned char attn_smem[];
     floatX* sQ = reinterpret_cast<floatX*>(attn_smem);  // BR rows; reused for output staging
     floatX* sK = sQ + BR * LDS;                          // 2 buffers x BC rows
     floatX* sV = sK + 2 * BC * LDS;                      // 2 buffers x BC rows
-    constexpr int LDST = BC + 4;                         // TC sparsity stage: 16*WM rows of LDST floats per warp
 
     const int C = NH * HS, C3 = 3 * C;
     // blockIdx.x walks the tiles of one head, longest (latest queries) first, so that the tiles of
@@ -55,7 +54,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
     const int wrow = warp * 16 * WM;                  // first row of this warp inside the tile
     const int wr0 = q0 + wrow, wr1 = wr0 + 16 * WM - 1;
     const bool live = wr0 < T;
-    float* stage = TC ? reinterpret_cast<float*>(sV + 2 * BC * LDS) + warp * 16 * WM * LDST : nullptr;
+    float* stage = TC ? reinterpret_cast<float*>(sV + 2 * BC * LDS) + warp * AttnTcTileQ<WM>::words : nullptr;  // TC: this warp's cast tile
     const uint64_t rbase = (uint64_t)bh * (uint64_t)T;
 
     const floatX* gQ = qkv + (size_t)b * T * C3 + h * HS;
@@ -90,11 +89,15 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
             attn_frag_zero(s);
             attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
-            // Only tiles crossing the diagonal (some key after some row of the warp) pay for the mask.
-            if (k0 + BC - 1 > wr0)
-                attn_fwd_step<true, PL, CNT, TC>(s, o, m, l, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
-            else
-                attn_fwd_step<false, PL, CNT, TC>(s, o, m, l, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
+            if constexpr (TC) {  // s <- s^ (masked: -inf) through the cast tile, then the softmax step on s^
+                attn_tc_put_q(stage, s, scale, wr0 + g, k0 + 2 * tq, lane);
+                attn_tc_cast_q<CNT>(s, stage, wr0, k0, T, false, 0.f, tc, rbase, lane, ATTN_TC_SCORES);
+                attn_fwd_softmax<false, PL, false, true>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+            } else if (k0 + BC - 1 > wr0) {  // only tiles crossing the diagonal (some key after some row of the warp) pay for the mask
+                attn_fwd_softmax<true, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+            } else {
+                attn_fwd_softmax<false, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+            }
 
             if constexpr (!PL) {
                 uint32_t pa[WM][BC / 16][4];
@@ -119,6 +122,8 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                 lse2[mi][hh] = L * ATTN_LOG2E;
             }
 
+        // TC: the lse * log2(e) of the query row this lane casts (attn_tc_cast_q).
+        const float lse2v = TC ? attn_tc_row_value<WM>(lse2, lane % AttnTcTileQ<WM>::NI) : 0.f;
         // Pass 2: O = sum over key tiles of P^ V, same double-buffered schedule, K and V tiles.
         // The last pass-1 iteration ended with a barrier and left only an empty cp.async group.
         attn_load_tile<HS, BC, NT>(sK, gK, C3, 0, T);
@@ -132,10 +137,14 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                 attn_frag_zero(s);
                 attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
-                if (k0 + BC - 1 > wr0)
-                    attn_fwd_p_step<true, CNT, TC>(s, lse2, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
-                else
-                    attn_fwd_p_step<false, CNT, TC>(s, lse2, scale, wr0 + g, k0 + 2 * tq, T, stage, LDST, tc, rbase, lane);
+                if constexpr (TC) {  // s <- P^ through the cast tile
+                    attn_tc_put_q(stage, s, scale, wr0 + g, k0 + 2 * tq, lane);
+                    attn_tc_cast_q<CNT>(s, stage, wr0, k0, T, true, lse2v, tc, rbase, lane, ATTN_TC_PROBS);
+                } else if (k0 + BC - 1 > wr0) {
+                    attn_fwd_p_lse<true, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
+                } else {
+                    attn_fwd_p_lse<false, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
+                }
 
                 uint32_t pa[WM][BC / 16][4];
                 attn_c_to_a<WM, NS>(pa, s);
@@ -188,8 +197,8 @@ void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int
 
 // TensorCast launchers: the TC instantiations (attention_tcast.cuh), with the per-call seed and, in
 // the forward, the --cast-stats counting instantiation while attention_tcast_stats is set. The
-// dynamic shared memory grows by the sparsity stage only when a site is M:N sparse. Only the dispatch
-// of a build whose mode sets kModeAttentionCasts instantiates them (attention.cuh).
+// dynamic shared memory grows by the cast tiles (attention_tcast_cast.cuh). Only the dispatch of a
+// build whose mode sets kModeAttentionCasts instantiates them (attention.cuh).
 template <int HS, int WM, int NW, int BC, int MINB, bool PL>
 void attention_forward_tc_cast(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
                                unsigned int* amax, uint64_t seed) {
@@ -197,7 +206,7 @@ void attention_forward_tc_cast(floatX* out, float* lse, const floatX* qkv, int B
     const bool count = attn_tc_counting();
     auto kernel = count ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false, true>
                         : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, false, true>;
-    const size_t smem = Cfg::smem_bytes + (attn_tc_sparse() ? (size_t)NW * 16 * WM * (BC + 4) * sizeof(float) : 0);
+    const size_t smem = Cfg::smem_bytes + (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
     attn_set_smem(kernel, smem);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
     kernel<<<grid, Cfg::NT, smem, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, attn_tc_args(seed, count));

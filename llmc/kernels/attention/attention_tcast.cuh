@@ -1,8 +1,8 @@
 // attention_tcast.cuh - the TensorCast attention sites (doc/TCAST.md 5.1) for llmc/kernels/attention/attention.cuh:
 // the run-time configuration (which datatype casts the scores, which the probabilities), the scalar
 // pieces every attention kernel shares (group scale, element quantization, random bits) and the host
-// API (attention_tcast_configure & co.); the group casts in the two fragment layouts of the
-// tensor-core kernels are in attention_tcast_cast.cuh. Included in every build, and the host API
+// API (attention_tcast_configure & co.); the casts of the shared-memory tiles the tensor-core
+// kernels stage their scores in are in attention_tcast_cast.cuh. Included in every build, and the host API
 // exists in every build, but only a build whose mode sets kModeAttentionCasts (TCAST=1) instantiates
 // the kernels that use any of it (attention.cuh, attn_forward_tc_dispatch): elsewhere
 // attention_tcast_active() is constant false and everything here is dead code.
@@ -254,4 +254,3 @@ static inline AttnTcastArgs attn_tc_args(uint64_t seed, bool count) {
     return a;
 }
 static inline bool attn_tc_counting() { return attn_tc_stats_dev[0] != NULL || attn_tc_stats_dev[1] != NULL; }
-static inline bool attn_tc_sparse() { return attn_tc_host[0].sparse_n > 0 || attn_tc_host[1].sparse_n > 0; }

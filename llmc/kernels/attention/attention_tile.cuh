@@ -264,14 +264,6 @@ __device__ __forceinline__ bool attn_masked(int col0, int row0, int mi, int n, i
     return KMAJ ? col < row : col > row;
 }
 
-// s = value at the masked elements.
-template <bool KMAJ, int WM, int NS>
-__device__ __forceinline__ void attn_frag_mask(float (&s)[WM][NS][4], int col0, int row0, float value) {
-    attn_frag_each<WM, NS>([&](int mi, int n, int r) {
-        if (attn_masked<KMAJ>(col0, row0, mi, n, r)) s[mi][n][r] = value;
-    });
-}
-
 // Sum over the 4 lanes of a quad (the lanes holding one row of a C fragment), in a fixed order.
 __device__ __forceinline__ float attn_quad_sum(float v) {
     v += __shfl_xor_sync(0xffffffffu, v, 1);
@@ -283,7 +275,7 @@ __device__ __forceinline__ float attn_quad_sum(float v) {
 // rescale the running sum l and the output accumulator o by exp(m_old - m_new), and leave the hooked,
 // not yet normalized probabilities exp(s - m_new) in s. Rows span the 4 lanes of a quad.
 // STATS (pass 1 of the two-pass forward): only m and l are updated; o and s are left alone.
-// PRE (TC kernels): s already holds the hooked scores s^, masked entries -inf (attn_tc_scores_q).
+// PRE (TC kernels): s already holds the hooked scores s^, masked entries -inf (attn_tc_cast_q).
 template <bool MASK, bool STATS, bool CNT, bool PRE = false, int WM, int NS, int NO>
 __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&o)[WM][NO][4], float (&m)[WM][2],
                                                  float (&l)[WM][2], float scale, int col0, int row0) {

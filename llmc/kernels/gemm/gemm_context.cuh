@@ -13,6 +13,7 @@
 #include <cublasLt.h>
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/kernels/boundary.cuh"
+#include "llmc/kernels/gemm/gemm_tune.cuh"
 
 // ------------------------------------------------------------------------------------------------
 // The base backend's name (the FP8 / TCFP-12 builds attach llmc/modes/lowp/gemm_lowp.cuh on top of it).
@@ -61,6 +62,8 @@ struct GemmPlan {
     uint32_t reduction_mask;             // split-K reduction schemes that were allowed when planning
     cublasStatus_t status;               // status of the last heuristic query (why found == false)
     unsigned long long uses;
+    GemmTuneState tune;                  // the heuristic's candidates; algo is the first until the first call tunes
+                                         // (context's autotune on), then the fastest bit-identical one (gemm_tune.cuh)
 };
 
 struct GemmContext;
@@ -112,6 +115,8 @@ struct GemmContext {
     cudaStream_t stream;                 // every GEMM and kernel of this front runs here
     int fuse_gelu;                       // 1: GELU / GELU' in the cuBLASLt epilogue when supported (GELU' only where
                                          // gemm_dgelu_fused_for says so); 0: separate kernels
+    int autotune;                        // 1: each planned GEMM's first call times the heuristic's candidates and
+                                         // keeps the fastest bit-identical one (gemm_tune.cuh); 0: its first answer
     GemmPlan plans[GEMM_PLAN_CACHE_SIZE];
     int num_plans;
     unsigned long long heuristic_queries; // cublasLtMatmulAlgoGetHeuristic calls so far (caching check)
@@ -183,6 +188,7 @@ void gemm_context_init(GemmContext* ctx, cudaStream_t stream) {
     ctx->compute_type = gemm_default_compute_type();
     ctx->stream = stream;
     ctx->fuse_gelu = 1;
+    ctx->autotune = 1;
 }
 
 // Destroy a plan's cuBLASLt descriptor and layouts (any plan type with desc, a, b, d; FP8 plans too).
@@ -266,13 +272,14 @@ static inline void gemm_layout(cublasLtMatrixLayout_t* layout, int32_t trans, in
     else cublasCheck(cublasLtMatrixLayoutCreate(layout, t, cols, rows, cols));
 }
 
-// The best algorithm for D = op(A) op(B) (C = D) under the given workspace, split-K reduction schemes and
-// minimum pointer alignments (bytes; A, B, and C = D): one cublasLtMatmulAlgoGetHeuristic query. Returns its
-// status; *count is the number of results (0 or 1). Shared by the BF16 and the FP8 plan caches.
+// The best `requested` algorithms (best first) for D = op(A) op(B) (C = D) under the given workspace, split-K
+// reduction schemes and minimum pointer alignments (bytes; A, B, and C = D): one cublasLtMatmulAlgoGetHeuristic
+// query into result[0 .. requested). Returns its status; *count is the number of results (0 .. requested).
+// Shared by the BF16 and the FP8 plan caches.
 static inline cublasStatus_t gemm_heuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
                                             cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t d, uint64_t workspace,
                                             uint32_t reduction_mask, uint32_t align_a, uint32_t align_b, uint32_t align_d,
-                                            cublasLtMatmulHeuristicResult_t* result, int* count) {
+                                            cublasLtMatmulHeuristicResult_t* result, int* count, int requested = 1) {
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
@@ -282,9 +289,9 @@ static inline cublasStatus_t gemm_heuristic(cublasLtHandle_t handle, cublasLtMat
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
-    memset(result, 0, sizeof(*result));
+    memset(result, 0, sizeof(*result) * requested);
     *count = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, d, d, pref, 1, result, count);
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, d, d, pref, requested, result, count);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     return st;
 }
@@ -308,12 +315,13 @@ static inline bool gemm_plan_try(GemmContext* ctx, GemmPlan* plan, cublasCompute
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
     }
 
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t results[GEMM_TUNE_MAX_ALGOS];
     int count = 0;
     ctx->heuristic_queries++;
     cublasStatus_t st = gemm_heuristic(ctx->handle, plan->desc, plan->a, plan->b, plan->d, ctx->workspace_size, reduction_mask,
                                        gemm_align_bytes(key.align & 7), gemm_align_bytes((key.align >> 3) & 7),
-                                       gemm_align_bytes((key.align >> 6) & 7), &result, &count);
+                                       gemm_align_bytes((key.align >> 6) & 7), results, &count, GEMM_TUNE_MAX_ALGOS);
+    const cublasLtMatmulHeuristicResult_t& result = results[0];
     // "No algorithm" comes back as NOT_SUPPORTED, as SUCCESS with count 0, or (for some epilogue / type
     // combinations) as INVALID_VALUE: all three mean "plan without it"; the status is kept for messages.
     plan->status = st == CUBLAS_STATUS_SUCCESS && count > 0 ? result.state : st;
@@ -321,6 +329,7 @@ static inline bool gemm_plan_try(GemmContext* ctx, GemmPlan* plan, cublasCompute
         (st == CUBLAS_STATUS_SUCCESS && (count == 0 || result.state != CUBLAS_STATUS_SUCCESS)))
         return false;
     cublasCheck(st);
+    gemm_tune_collect(&plan->tune, results, count);
     plan->algo = result.algo;
     plan->workspace = result.workspaceSize;
     plan->waves = result.wavesCount;
@@ -401,6 +410,15 @@ static inline bool gemm_cublaslt(GemmContext* ctx, void* D, const void* A, const
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     if (gemm_epilogue_has_aux(epilogue))
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    if (!plan->tune.done) {  // first call of this plan: choose among the candidates on these operands (not the scratch plan)
+        const size_t d_bytes = (size_t)m * n * sizeof(floatX);
+        // GELU_AUX(_BIAS) also writes the pre-activation into aux (ld m): its bits must match too
+        const bool aux_out = epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+        const GemmTuneLaunch L = {ctx->handle, plan->desc, plan->a, plan->b, plan->d, A, B, D, d_bytes, accumulate,
+                                  aux_out ? (void*)aux : NULL, aux_out ? d_bytes : 0, ctx->workspace, ctx->workspace_size,
+                                  ctx->stream};
+        gemm_tune_first_launch(&plan->tune, ctx->autotune && plan != &scratch, L, &plan->algo, &plan->workspace);
+    }
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     cublasCheck(cublasLtMatmul(ctx->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D, plan->d, D, plan->d,
                                &plan->algo, ctx->workspace, ctx->workspace_size, ctx->stream));
@@ -469,6 +487,7 @@ void gemm_context_print_plans(const GemmContext* ctx, FILE* f) {
         const uint64_t op = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_OP_TYPE_MASK;
         const uint64_t acc = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK;
         const uint64_t in = impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_OP_INPUT_TYPE_MASK;
+        gemm_tune_describe(p.tune, f);
         fprintf(f, "algo %d tile %u stages %u splitK %d red %u cluster %u %s acc %s in %s%s%s%s ws %zu KiB waves %.2f uses %llu\n",
                 a.id, a.tile, a.stages, a.splitk, a.red, (unsigned)cluster,
                 op == CUBLASLT_NUMERICAL_IMPL_FLAGS_HMMA ? "HMMA" : op == CUBLASLT_NUMERICAL_IMPL_FLAGS_FMA ? "FMA" : "other",
@@ -481,6 +500,15 @@ void gemm_context_print_plans(const GemmContext* ctx, FILE* f) {
     }
 }
 
+
+// One line on what GEMM tuning did this run (nothing when no plan was tuned): plans tuned, how many run
+// another algorithm than cuBLASLt's first answer, and the time their calls saved at the tuning's measured
+// medians (each plan's (first answer - chosen) x its calls).
+static inline void gemm_tune_report(const GemmContext* ctx, FILE* f) {
+    GemmTuneTotals t;
+    for (int i = 0; i < ctx->num_plans; i++) t.add(ctx->plans[i].tune, ctx->plans[i].uses);
+    t.print(f, GEMM_BACKEND_NAME);
+}
 
 // One line on the compute type: requested, and how many cached GEMM plans fell back to 32F
 // (SF16_TRUE_FORWARD asks for CUBLAS_COMPUTE_32F_FAST_16BF; cuBLASLt may refuse it for some shapes).

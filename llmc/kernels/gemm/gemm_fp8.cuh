@@ -218,6 +218,7 @@ struct Fp8GemmPlan {
     uint32_t reduction_mask;    // split-K schemes allowed when planning
     cublasStatus_t status;      // heuristic (or first launch) status when found == false
     unsigned long long uses;
+    GemmTuneState tune;         // measured choice among the heuristic's candidates at the first launch (gemm_tune.cuh)
 };
 
 struct Fp8GemmContext {
@@ -315,17 +316,19 @@ static inline bool fp8_plan_try(Fp8GemmContext* ctx, Fp8GemmPlan* plan, uint32_t
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
 
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t results[GEMM_TUNE_MAX_ALGOS];
     int count = 0;
     ctx->heuristic_queries++;
     const cublasStatus_t st = gemm_heuristic(ctx->gemm->handle, plan->desc, plan->a, plan->b, plan->d, ctx->gemm->workspace_size,
                                              reduction_mask, 16u << (key.align & 7), 16u << ((key.align >> 3) & 7),
-                                             16u << ((key.align >> 6) & 7), &result, &count);
+                                             16u << ((key.align >> 6) & 7), results, &count, GEMM_TUNE_MAX_ALGOS);
+    const cublasLtMatmulHeuristicResult_t& result = results[0];
     plan->status = st == CUBLAS_STATUS_SUCCESS && count > 0 ? result.state : st;
     if (st == CUBLAS_STATUS_SUCCESS && count == 0) plan->status = CUBLAS_STATUS_NOT_SUPPORTED;
     // "No algorithm" comes back as NOT_SUPPORTED, INVALID_VALUE, ARCH_MISMATCH, or SUCCESS with no result:
     // all mean "this configuration cannot run"; the status is kept for the caller's message.
     if (st != CUBLAS_STATUS_SUCCESS || count == 0 || result.state != CUBLAS_STATUS_SUCCESS) return false;
+    gemm_tune_collect(&plan->tune, results, count);
     plan->algo = result.algo;
     plan->workspace = result.workspaceSize;
     plan->waves = result.wavesCount;
@@ -491,6 +494,13 @@ static inline cublasStatus_t fp8_plan_launch(Fp8GemmContext* ctx, Fp8GemmPlan* p
     cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
     if (plan->key.bias)
         cublasCheck(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (!plan->tune.done) {  // first launch of a cached plan: the fastest candidate with the first answer's bits
+        const bool cached = plan >= ctx->plans && plan < ctx->plans + FP8_GEMM_PLAN_CACHE_SIZE;
+        const size_t d_bytes = (size_t)plan->key.m * plan->key.n * (plan->key.d_type == CUDA_R_32F ? 4 : 2);
+        const GemmTuneLaunch L = {ctx->gemm->handle, plan->desc, plan->a, plan->b, plan->d, A, B, D, d_bytes, beta != 0.0f, NULL, 0,
+                                  ctx->gemm->workspace, ctx->gemm->workspace_size, ctx->gemm->stream};
+        gemm_tune_first_launch(&plan->tune, ctx->gemm->autotune && cached, L, &plan->algo, &plan->workspace);
+    }
     const float alpha = 1.0f;
     const cublasStatus_t st = cublasLtMatmul(ctx->gemm->handle, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D, plan->d, D,
                                              plan->d, &plan->algo, ctx->gemm->workspace, ctx->gemm->workspace_size, ctx->gemm->stream);
@@ -812,6 +822,13 @@ bool tcfp12_linear_dgrad(Fp8GemmContext* ctx, __nv_bfloat16* dx, const uint8_t* 
 // ------------------------------------------------------------------------------------------------
 // Diagnostics
 
+// The end-of-run line of the FP8 plans' algorithm tuning (nothing when none was tuned).
+static inline void fp8_gemm_tune_report(const Fp8GemmContext* ctx, FILE* f) {
+    GemmTuneTotals t;
+    for (int i = 0; i < ctx->num_plans; i++) t.add(ctx->plans[i].tune, ctx->plans[i].uses);
+    t.print(f, "cuBLASLt FP8");
+}
+
 // One line per cached plan: the GEMM (m, n, k, ld, types, scale modes, fast-accum, beta, bias) and the
 // algorithm cuBLASLt chose (id, tile, stages, split-K, reduction scheme, workspace, waves, uses), or why
 // there is none.
@@ -829,6 +846,7 @@ void fp8_gemm_context_print_plans(const Fp8GemmContext* ctx, FILE* f) {
             continue;
         }
         const GemmAlgoConfig a = gemm_algo_config(&p.algo);
+        gemm_tune_describe(p.tune, f);
         fprintf(f, "algo %d tile %u stages %u splitK %d red %u%s ws %zu KiB waves %.2f uses %llu\n", a.id, a.tile, a.stages, a.splitk, a.red,
                 p.reduction_mask == CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE ? "" : " (any reduction scheme allowed)", p.workspace >> 10,
                 p.waves, p.uses);

@@ -207,6 +207,33 @@ static inline unsigned tcast_blocks_(size_t work, size_t per_block) {
     return (unsigned)(b < 1 ? 1 : b);
 }
 
+// The vector row / column kernels on source x (tcast_source.cuh): cols % 8 == 0, y and x's pointers
+// 16-byte aligned; gs: the channel / per-tensor scales of the reduction pass (or NULL).
+template <class Src>
+static inline void tcast_launch_vec_(floatX* y, const Src& src, int rows, int cols, bool along_rows, int tile, const TcastGroupScale* gs,
+                                     const TcastDataType& dt, const TcastKernelArgs& k, TcastDeviceStats* stats, cudaStream_t stream) {
+    const size_t n = (size_t)rows * (size_t)cols;
+    tcast_dispatch_(tcast_cast_path(dt, stats != NULL), stats != NULL, [&](auto q, auto st) {
+        using Q = decltype(q);
+        constexpr bool S = decltype(st)::value;
+        if (tile >= 0 && !along_rows) {
+            // column path: tiles along dim 0, or channel scales per column
+            const int U = tile > 0 ? (tile > TCAST_CHUNK_ROWS ? tile : TCAST_CHUNK_ROWS) : TCAST_CHUNK_ROWS;
+            const int nunits = ceil_div(rows, U);
+            const dim3 grid((unsigned)ceil_div(cols, TCAST_STRIP_COLS), (unsigned)(nunits < 65535 ? nunits : 65535));
+            if (tile > 0) tcast_cols_kernel<Q, S, true><<<grid, TCAST_THREADS, 0, stream>>>(y, src, rows, cols, tile, gs, k, stats);
+            else tcast_cols_kernel<Q, S, false><<<grid, TCAST_THREADS, 0, stream>>>(y, src, rows, cols, tile, gs, k, stats);
+        } else {
+            // row path: tiles along dim 1, channel scales per row, per-tensor and unscaled (either dim)
+            const size_t npk = n / 8;
+            const unsigned blocks = tcast_blocks_((npk + TCAST_ROW_PACKETS * 32 - 1) / (TCAST_ROW_PACKETS * 32), TCAST_WARPS);
+            if (tile > 0) tcast_rows_kernel<Q, S, true><<<blocks, TCAST_THREADS, 0, stream>>>(y, src, npk, cols, tile, gs, 0, k, stats);
+            else tcast_rows_kernel<Q, S, false><<<blocks, TCAST_THREADS, 0, stream>>>(y, src, npk, cols, tile, gs, tile == 0, k, stats);
+        }
+    });
+    cudaCheckLaunch();
+}
+
 // y = cast(x), doc/TCAST.md section 4 (see the top of the file).
 static inline void tcast_cast(floatX* y, const floatX* x, int rows, int cols, int dim, const TcastDataType& dt, uint64_t seed,
                               TcastDeviceStats* stats, TcastCastContext* ctx, cudaStream_t stream) {
@@ -265,23 +292,51 @@ static inline void tcast_cast(floatX* y, const floatX* x, int rows, int cols, in
         cudaCheckLaunch();
         return;
     }
-    tcast_dispatch_(tcast_cast_path(dt, stats != NULL), stats != NULL, [&](auto q, auto st) {
-        using Q = decltype(q);
-        constexpr bool S = decltype(st)::value;
-        if (tile >= 0 && !along_rows) {
-            // column path: tiles along dim 0, or channel scales per column
-            const int U = tile > 0 ? (tile > TCAST_CHUNK_ROWS ? tile : TCAST_CHUNK_ROWS) : TCAST_CHUNK_ROWS;
-            const int nunits = ceil_div(rows, U);
-            const dim3 grid((unsigned)ceil_div(cols, TCAST_STRIP_COLS), (unsigned)(nunits < 65535 ? nunits : 65535));
-            if (tile > 0) tcast_cols_kernel<Q, S, true><<<grid, TCAST_THREADS, 0, stream>>>(y, src, rows, cols, tile, gs, k, stats);
-            else tcast_cols_kernel<Q, S, false><<<grid, TCAST_THREADS, 0, stream>>>(y, src, rows, cols, tile, gs, k, stats);
-        } else {
-            // row path: tiles along dim 1, channel scales per row, per-tensor and unscaled (either dim)
-            const size_t npk = n / 8;
-            const unsigned blocks = tcast_blocks_((npk + TCAST_ROW_PACKETS * 32 - 1) / (TCAST_ROW_PACKETS * 32), TCAST_WARPS);
-            if (tile > 0) tcast_rows_kernel<Q, S, true><<<blocks, TCAST_THREADS, 0, stream>>>(y, src, npk, cols, tile, gs, 0, k, stats);
-            else tcast_rows_kernel<Q, S, false><<<blocks, TCAST_THREADS, 0, stream>>>(y, src, npk, cols, tile, gs, tile == 0, k, stats);
-        }
-    });
+    tcast_launch_vec_(y, TcastSrcStored{src}, rows, cols, along_rows, tile, gs, dt, k, stats, stream);
+}
+
+// Whether tcast_cast_from casts the source's values as they are produced (one kernel) rather than
+// after a producer-only pass: tile-scaled or unscaled types without sparsity (channel, per-tensor and
+// M:N need the whole slice / group before the first element is cast), vector shapes, and for a source
+// that overwrites its input (kInPlace) only the paths that read each element once (rows; columns with
+// tiles of at most 32 rows).
+template <class Src>
+static inline bool tcast_cast_fusable(const Src& src, const floatX* y, int cols, int dim, const TcastDataType& dt) {
+    const bool along_rows = dim == 1 || dim == -1;
+    const int tile = dt.has_scale ? dt.scale.tile : -1;
+    if (dt.sparse_n > 0 || (dt.has_scale && tile <= 0)) return false;
+    if (!src.vec_ok() || ((uintptr_t)y % 16) != 0 || cols % 8 != 0) return false;
+    return !Src::kInPlace || along_rows || tile <= TCAST_CHUNK_ROWS;
+}
+
+// y = cast(the values of source src) for a row-major (rows, cols) tensor (tcast_source.cuh): the same
+// cast, bits and statistics as running the producer, then tcast_cast(y, src.stored(), ...) (doc/TCAST.md
+// 5.3: element (r, c) draws its random bits at index r * cols + c). Where tcast_cast_fusable holds, one
+// kernel produces and casts (the producer's own stores, if any, happen on the way); else the producer
+// runs alone (tcast_source_run_kernel) and the stored result is cast. y must not alias the source's
+// inputs or its store. Errors (exit): those of tcast_cast; a source that is not vector-readable; a
+// fallback for a source that stores nothing (src.stored() == NULL).
+template <class Src>
+static inline void tcast_cast_from(floatX* y, const Src& src, int rows, int cols, int dim, const TcastDataType& dt, uint64_t seed,
+                                   TcastDeviceStats* stats, TcastCastContext* ctx, cudaStream_t stream) {
+    char err[256];
+    if (tcast_cast_shape_ok(dt, rows, cols, dim, err, sizeof(err)) != 0) tcast_cast_die_(err);
+    if (!src.vec_ok() || cols % 8 != 0) {
+        snprintf(err, sizeof(err), "%s: a producer source needs cols %% 8 == 0 and 16-byte aligned pointers (cols %d)", dt.name, cols);
+        tcast_cast_die_(err);
+    }
+    if (tcast_cast_fusable(src, y, cols, dim, dt)) {
+        const bool along_rows = dim == 1 || dim == -1;
+        const int tile = dt.has_scale ? dt.scale.tile : -1;
+        tcast_launch_vec_(y, src, rows, cols, along_rows, tile, NULL, dt, tcast_kernel_args(dt, seed), stats, stream);
+        return;
+    }
+    if (src.stored() == NULL) {
+        snprintf(err, sizeof(err), "%s: this cast cannot be fused into its producer, which stores nothing", dt.name);
+        tcast_cast_die_(err);
+    }
+    const size_t npk = (size_t)rows * (size_t)cols / 8;
+    tcast_source_run_kernel<Src><<<tcast_blocks_(npk, 256), 256, 0, stream>>>(src, npk);
     cudaCheckLaunch();
+    tcast_cast(y, src.stored(), rows, cols, dim, dt, seed, stats, ctx, stream);
 }

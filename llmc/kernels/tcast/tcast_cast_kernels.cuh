@@ -7,11 +7,17 @@
 //   tcast_scalar_kernel  the scalar fallback for any shape and alignment (tcast_quantize per element).
 // Channel and per-tensor scales come from the reduction pass (tcast_cast_prepass.cuh). The launcher and the
 // design are in llmc/kernels/tcast/tcast_cast.cuh.
+// The row and column kernels read the tensor through a source Src (tcast_source.cuh): TcastSrcStored reads
+// a stored BF16 tensor (the stand-alone cast); a producer source computes the values of the kernel that
+// would have stored them (GELU, GELU') and may store their BF16 values on the way, so the producer and
+// its cast are one pass. Every element is read through the source exactly once per launch on the paths
+// tcast_cast_from admits for a source that stores in place (rows; columns with tiles of up to 32 rows).
 #pragma once
 
 #include <stdint.h>
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/kernels/tcast/tcast_cast_device.cuh"
+#include "llmc/kernels/tcast/tcast_source.cuh"
 
 // ------------------------------------------------------------------------------------------------
 // Row path (sections 4.2-4.4): groups of consecutive flat elements, or given group scales.
@@ -43,9 +49,9 @@ __device__ __forceinline__ void tcast_packet_small_tiles(const TcastKernelArgs& 
     }
 }
 
-template <class Q, bool STATS, bool TILE>
+template <class Q, bool STATS, bool TILE, class Src>
 __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
-    tcast_rows_kernel(floatX* y, const floatX* x, size_t npk, int cols, int tile, const TcastGroupScale* gs, int gs_rows,
+    tcast_rows_kernel(floatX* y, const __grid_constant__ Src x, size_t npk, int cols, int tile, const TcastGroupScale* gs, int gs_rows,
                       const __grid_constant__ TcastKernelArgs k, TcastDeviceStats* stats) {
     __shared__ unsigned s_hist[STATS ? TCAST_HIST_BINS : 1];
     if (STATS) tcast_hist_init(s_hist);
@@ -67,7 +73,7 @@ __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
         for (int j = 0; j < TCAST_ROW_PACKETS; j++) {  // all loads first: 64 bytes in flight per thread
             pk[j] = unit * (TCAST_ROW_PACKETS * 32) + j * 32 + lane;
             valid[j] = pk[j] < npk;
-            tcast_unpack8(valid[j] ? tcast_load16(x + pk[j] * 8) : make_uint4(0u, 0u, 0u, 0u), b[j]);
+            x.load8(valid[j], pk[j] * 8, b[j]);
         }
         if (TILE && tile <= 4) {
             #pragma unroll
@@ -133,14 +139,15 @@ __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
 // cols % 8 == 0; x, y 16-byte aligned; y may equal x.
 
 // The thread's 4 x 8 block of chunk `r0c` (rows r0c + w*4 + kk): loads (zeros where invalid).
-__device__ __forceinline__ void tcast_cols_load(const floatX* x, int rows, int cols, int r0c, int c, bool cvalid,
+template <class Src>
+__device__ __forceinline__ void tcast_cols_load(const Src x, int rows, int cols, int r0c, int c, bool cvalid,
                                                 uint32_t (&b)[TCAST_COL_RPT][8], bool (&rv)[TCAST_COL_RPT]) {
     const int w = threadIdx.x >> 5;
     #pragma unroll
     for (int kk = 0; kk < TCAST_COL_RPT; kk++) {
         const int r = r0c + w * TCAST_COL_RPT + kk;
         rv[kk] = cvalid && r < rows;
-        tcast_unpack8(rv[kk] ? tcast_load16(x + (size_t)r * cols + c) : make_uint4(0u, 0u, 0u, 0u), b[kk]);
+        x.load8(rv[kk], (size_t)r * cols + c, b[kk]);
     }
 }
 
@@ -165,9 +172,9 @@ __device__ __forceinline__ void tcast_cols_store(floatX* y, int cols, int r0c, i
         if (rv[kk]) tcast_store16(y + (size_t)(r0c + w * TCAST_COL_RPT + kk) * cols + c, tcast_pack8(b[kk]));
 }
 
-template <class Q, bool STATS, bool TILE>
+template <class Q, bool STATS, bool TILE, class Src>
 __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
-    tcast_cols_kernel(floatX* y, const floatX* x, int rows, int cols, int tile, const TcastGroupScale* gs,
+    tcast_cols_kernel(floatX* y, const __grid_constant__ Src x, int rows, int cols, int tile, const TcastGroupScale* gs,
                       const __grid_constant__ TcastKernelArgs k, TcastDeviceStats* stats) {
     typedef typename Q::Acc Acc;
     typedef typename Q::Param Param;

@@ -644,11 +644,12 @@ static bool lowp_keeps_input(GemmContext* ctx, const floatX* weight, int N) {
     return L != NULL && L->xt_rows == N && ctx->optimizer_steps >= s->opt.warmup;
 }
 
-// GemmLowpBackend::report: how many tensors speculative scaling quantized (lowp_producers.cuh) and how many
-// of them it re-quantized because the amax had left the guessed power-of-two range (one line; nothing if
-// unused). Synchronizes the stream.
+// GemmLowpBackend::report: the FP8 GEMM plans' algorithm tuning (fp8_gemm_tune_report), then how many tensors
+// speculative scaling quantized (lowp_producers.cuh) and how many of them it re-quantized because the amax had
+// left the guessed power-of-two range (one line each; nothing if unused). Synchronizes the stream.
 static void lowp_report(GemmContext* ctx, FILE* f) {
     const LowpState* s = lowp_state(ctx);
+    fp8_gemm_tune_report(&s->fp8, f);
     const long long uses = s->spec.uses;
     if (uses <= 0) return;
     const unsigned long long misses = lowp_spec_misses_read(&s->spec, ctx->stream);

@@ -11,6 +11,15 @@
 // uncast; a layer with nothing to cast for a product is left to the base backend (so the forward keeps
 // its fused GELU when only dy is cast). The LM head (weight = wte) only with --cast-lm-head 1.
 //
+// Producers (issue 26 item 2, as the FP8 backend's, llmc/modes/lowp/gemm_lowp.cuh): through the front's
+// defer hook this backend takes over GELU (the fcproj layer's x) and GELU' (the fc layer's dy) and runs each
+// inside the cast of the next call's operand along its forward / dgrad reduction dimension
+// (tcast_cast_from with tcast_producers.cuh's sources): one pass writes the BF16 activation / gradient
+// (still stored: the wgrad casts and the bias gradient read it) and the cast copy, instead of the producer
+// and a cast pass reading it back. The bits are those of the separate passes (dev/cuda/tcast_producers.cu).
+// It declines GELU when the gelu_out site is cast (the model casts the stored GELU output right after the
+// fc forward) and either when the next call does not cast that operand.
+//
 // Memory: two (N, max width) floatX scratch buffers (x, dy) and, per weight, its two cast copies
 // (along Cin and along OC) cached for the weight version (ctx->weight_version): 2 x the parameters.
 #pragma once
@@ -19,6 +28,7 @@
 
 #include "llmc/kernels/gemm/gemm.cuh"
 #include "llmc/modes/tcast/tcast_runtime.cuh"
+#include "llmc/kernels/tcast/tcast_producers.cuh"
 
 // One weight's cast copies for one weight version.
 struct TcastWeight {
@@ -37,6 +47,12 @@ struct TcastGemmState {
     size_t scratch_x_elems, scratch_dy_elems;
     TcastWeight* weights;
     int num_weights, cap_weights;
+    // the producer taken over for the next call (kind GEMM_DEFER_NONE: none): out = GELU(pre) or
+    // out = out * GELU'(pre), rows x cols
+    GemmDefer deferred;
+    floatX* def_out;
+    const floatX* def_pre;
+    int def_rows, def_cols;
 };
 
 static inline TcastGemmState* tcast_gemm_state(GemmContext* ctx) { return (TcastGemmState*)ctx->lowp->state; }
@@ -83,6 +99,53 @@ static inline const floatX* tcast_gemm_operand(GemmContext* ctx, int op, const f
     return scratch;
 }
 
+// GemmLowpBackend::defer: take over GELU when the next call (fcproj forward) casts its x and the gelu_out
+// site is not cast, GELU' when the next call (fc backward) casts its dy.
+static bool tcast_gemm_defer(GemmContext* ctx, GemmDefer kind, floatX* out, const floatX* pre, int rows, int cols) {
+    TcastGemmState* s = tcast_gemm_state(ctx);
+    const TcastPlan* plan = &s->rt->plan;
+    if (s->deferred != GEMM_DEFER_NONE || !plan->fuse) return false;  // (the first: never, every call takes it)
+    if (kind == GEMM_DEFER_GELU && (!plan->op_on[TCAST_OP_X] || plan->site_on[GELU_OUT])) return false;
+    if (kind == GEMM_DEFER_DGELU && !plan->op_on[TCAST_OP_DY]) return false;
+    if (kind != GEMM_DEFER_GELU && kind != GEMM_DEFER_DGELU) return false;
+    s->deferred = kind;
+    s->def_out = out;
+    s->def_pre = pre;
+    s->def_rows = rows;
+    s->def_cols = cols;
+    return true;
+}
+
+// The deferred producer of operand t (rows x cols), if any, which this call then runs: kind, or
+// GEMM_DEFER_NONE after running a deferred producer of another tensor as the front would have.
+static inline GemmDefer tcast_gemm_take_deferred(GemmContext* ctx, const floatX* t, int rows, int cols) {
+    TcastGemmState* s = tcast_gemm_state(ctx);
+    const GemmDefer kind = s->deferred;
+    s->deferred = GEMM_DEFER_NONE;
+    if (kind == GEMM_DEFER_NONE) return kind;
+    if (t == s->def_out && rows == s->def_rows && cols == s->def_cols) return kind;
+    const size_t n = (size_t)s->def_rows * s->def_cols;
+    if (kind == GEMM_DEFER_GELU) gemm_gelu_apply<false>(s->def_out, (floatX*)s->def_pre, n, ctx->stream);
+    else gemm_dgelu_apply(s->def_out, s->def_pre, n, ctx->stream);
+    return GEMM_DEFER_NONE;
+}
+
+// Operand op (x or dy, (N, cols)) cast along dim 1 into scratch, produced on the way by the deferred
+// producer `kind` (tcast_cast_from), which also stores the BF16 tensor t. GEMM_DEFER_NONE: t is stored.
+static inline const floatX* tcast_gemm_operand_produced(GemmContext* ctx, int op, GemmDefer kind, const floatX* t, floatX* scratch,
+                                                        int N, int cols, const floatX* weight, int role) {
+    if (kind == GEMM_DEFER_NONE) return tcast_gemm_operand(ctx, op, t, scratch, N, cols, 1, weight, role);
+    TcastGemmState* s = tcast_gemm_state(ctx);
+    TcastRuntime* rt = s->rt;
+    const uint64_t seed = tcast_seed(rt, weight - rt->casts.params, op + 16, role);
+    TcastDeviceStats* st = tcast_stats_slot(rt, NUM_BOUNDARY_SITES + op);
+    if (kind == GEMM_DEFER_GELU)
+        tcast_cast_from(scratch, tcast_src_gelu(s->def_pre, s->def_out), N, cols, 1, rt->plan.op[op], seed, st, &rt->cast_ctx, ctx->stream);
+    else
+        tcast_cast_from(scratch, tcast_src_dgelu(s->def_out, s->def_pre), N, cols, 1, rt->plan.op[op], seed, st, &rt->cast_ctx, ctx->stream);
+    return scratch;
+}
+
 // Whether this layer's products are cast (the LM head only with --cast-lm-head 1).
 static inline bool tcast_gemm_takes(GemmContext* ctx, const floatX* weight) {
     const TcastGemmState* s = tcast_gemm_state(ctx);
@@ -93,8 +156,15 @@ static bool tcast_gemm_forward(GemmContext* ctx, floatX* y, const floatX* inp, c
                                int C, int OC) {
     TcastGemmState* s = tcast_gemm_state(ctx);
     const TcastPlan* plan = &s->rt->plan;
-    if (!tcast_gemm_takes(ctx, weight) || (!plan->op_on[TCAST_OP_X] && !plan->op_on[TCAST_OP_W])) return false;
-    const floatX* xc = tcast_gemm_operand(ctx, TCAST_OP_X, inp, s->scratch_x, N, C, 1, weight, TCAST_ROLE_FWD);
+    const bool takes = tcast_gemm_takes(ctx, weight) && (plan->op_on[TCAST_OP_X] || plan->op_on[TCAST_OP_W]);
+    // GELU of inp (the fcproj layer) if the fc forward deferred it: produced inside x's cast
+    GemmDefer d = tcast_gemm_take_deferred(ctx, inp, N, C);
+    if (d != GEMM_DEFER_NONE && !(takes && plan->op_on[TCAST_OP_X])) {
+        gemm_gelu_apply<false>(s->def_out, (floatX*)s->def_pre, (size_t)N * C, ctx->stream);
+        d = GEMM_DEFER_NONE;
+    }
+    if (!takes) return false;
+    const floatX* xc = tcast_gemm_operand_produced(ctx, TCAST_OP_X, d, inp, s->scratch_x, N, C, weight, TCAST_ROLE_FWD);
     const floatX* wc = plan->op_on[TCAST_OP_W] ? tcast_gemm_weight(ctx, weight, OC, C, 1) : weight;
     gemm_backend_forward(ctx, y, xc, wc, bias, N, C, OC, NULL);
     return true;
@@ -106,10 +176,18 @@ static bool tcast_gemm_backward(GemmContext* ctx, floatX* dinp, floatX* dweight,
     (void)dbias_done;  // the front sums the uncast dout
     TcastGemmState* s = tcast_gemm_state(ctx);
     const TcastPlan* plan = &s->rt->plan;
-    if (!tcast_gemm_takes(ctx, weight) || (!plan->op_on[TCAST_OP_X] && !plan->op_on[TCAST_OP_W] && !plan->op_on[TCAST_OP_DY]))
-        return false;
+    const bool takes =
+        tcast_gemm_takes(ctx, weight) && (plan->op_on[TCAST_OP_X] || plan->op_on[TCAST_OP_W] || plan->op_on[TCAST_OP_DY]);
+    // GELU' of dout (the fc layer) if the fcproj backward deferred it: produced inside dy's dgrad cast,
+    // which stores dout on the way (the wgrad casts and the front's bias gradient read it afterwards)
+    GemmDefer d = tcast_gemm_take_deferred(ctx, dout, N, OC);
+    if (d != GEMM_DEFER_NONE && !(takes && dinp && plan->op_on[TCAST_OP_DY])) {
+        gemm_dgelu_apply(s->def_out, s->def_pre, (size_t)N * OC, ctx->stream);
+        d = GEMM_DEFER_NONE;
+    }
+    if (!takes) return false;
     if (dinp) {  // dgrad: reduction over OC
-        const floatX* dyc = tcast_gemm_operand(ctx, TCAST_OP_DY, dout, s->scratch_dy, N, OC, 1, weight, TCAST_ROLE_DGRAD);
+        const floatX* dyc = tcast_gemm_operand_produced(ctx, TCAST_OP_DY, d, dout, s->scratch_dy, N, OC, weight, TCAST_ROLE_DGRAD);
         const floatX* wc = plan->op_on[TCAST_OP_W] ? tcast_gemm_weight(ctx, weight, OC, C, 0) : weight;
         gemm_backend_backward_dinp(ctx, dinp, dyc, wc, N, C, OC, NULL);
     }
@@ -157,5 +235,6 @@ static inline void gemm_tcast_attach(GemmContext* ctx, TcastRuntime* rt, const f
     s->backend.amax_slot = tcast_gemm_amax_slot;
     s->backend.keeps_input = tcast_gemm_keeps_input;
     s->backend.destroy = tcast_gemm_destroy;
+    s->backend.defer = tcast_gemm_defer;
     ctx->lowp = &s->backend;
 }

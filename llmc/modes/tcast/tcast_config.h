@@ -38,6 +38,7 @@ typedef struct {
     const char* cast_gemm;  // --cast-gemm
     int lm_head;            // --cast-lm-head
     int stats;              // --cast-stats
+    int fuse;               // --cast-fuse
 } TcastOptions;
 
 // What the options resolved to.
@@ -48,9 +49,10 @@ typedef struct {
     TcastDataType op[TCAST_NUM_OPS];
     int lm_head;
     int stats;
+    int fuse;  // casts inside their producers where implemented (doc/TCAST.md 5.5); the same bits either way
 } TcastPlan;
 
-#define TCAST_NUM_FLAGS 4
+#define TCAST_NUM_FLAGS 5
 
 // Defaults (no casts), then the flag table (targets are o's fields) into flags; returns the count.
 static inline int tcast_flags(TcastOptions* o, CliFlag* flags) {
@@ -58,11 +60,13 @@ static inline int tcast_flags(TcastOptions* o, CliFlag* flags) {
     o->cast_gemm = "";
     o->lm_head = 0;
     o->stats = 0;
+    o->fuse = 1;
     const CliFlag f[TCAST_NUM_FLAGS] = {
         {"--cast", CLI_STRING, &o->cast, "TensorCast: SITE=DTYPE[,...] virtual casts at the storage boundaries (doc/TCAST.md)", 0, 0, NULL},
         {"--cast-gemm", CLI_STRING, &o->cast_gemm, "TensorCast: x=DTYPE,w=DTYPE,dy=DTYPE casts of every linear layer's GEMM operands", 0, 0, NULL},
         {"--cast-lm-head", CLI_INT, &o->lm_head, "TensorCast: 1 = the LM head takes --cast-gemm too", 0, 1, NULL},
         {"--cast-stats", CLI_INT, &o->stats, "TensorCast: every N steps print per site/operand saturation, flushes, scales (0 = off)", 0, INT_MAX, NULL},
+        {"--cast-fuse", CLI_INT, &o->fuse, "TensorCast: 1 = casts run inside the kernels that produce the tensors where they can (same bits), 0 = separate passes", 0, 1, NULL},
     };
     memcpy(flags, f, sizeof(f));
     return TCAST_NUM_FLAGS;
@@ -148,6 +152,7 @@ static inline void tcast_plan_init(TcastPlan* plan, const TcastOptions* o) {
         die("--cast-lm-head 1: needs --cast-gemm (the LM head takes its operand casts)");
     plan->lm_head = o->lm_head;
     plan->stats = o->stats;
+    plan->fuse = o->fuse;
 }
 
 // True when the plan casts nothing (the TCAST build then runs the BF16 code paths).

@@ -52,7 +52,7 @@ static constexpr const char* DEFAULT_UNCAST_STATE = "build/ref/gpt2_ref_debug_st
 
 static void tcast_test_plan(TcastPlan* plan, const char* cast, const char* cast_gemm, int lm_head, const GPT2Config* cfg, int B,
                             int T) {
-    TcastOptions o = {cast, cast_gemm, lm_head, 0};
+    TcastOptions o = {cast, cast_gemm, lm_head, 0, 1};  // --cast-fuse 1, the trainer's default
     tcast_plan_init(plan, &o);
     tcast_plan_check_shapes(plan, cfg->channels, cfg->padded_vocab_size, B, T);
 }
