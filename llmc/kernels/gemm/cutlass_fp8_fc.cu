@@ -93,6 +93,8 @@ int cutlass_fp8_fc_config_parse(const char* name) {
 
 bool cutlass_fp8_fc_config_writes_d(CutlassFcConfig cfg) { return valid(cfg) && g_ops[cfg]->gelu != CUTLASS_FC_GELU_NONE; }
 
+bool cutlass_fp8_fc_config_writes_dt(CutlassFcConfig cfg) { return valid(cfg) && g_ops[cfg]->writes_dt; }
+
 CutlassFcGelu cutlass_fp8_fc_config_gelu(CutlassFcConfig cfg) { return valid(cfg) ? g_ops[cfg]->gelu : CUTLASS_FC_GELU_NONE; }
 
 void cutlass_fp8_fc_gelu_eval(CutlassFcConfig cfg, const float* in, float* out, int n, cudaStream_t stream) {
@@ -101,14 +103,21 @@ void cutlass_fp8_fc_gelu_eval(CutlassFcConfig cfg, const float* in, float* out, 
     if (const char* msg = g_ops[cfg]->act_eval(in, out, n, stream)) failf("gelu_eval, configuration %s: %s", g_names[cfg], msg);
 }
 
-const char* cutlass_fp8_fc_unsupported(int N, int C, int OC, const void* z, const void* d, const void* inp, const void* weight,
-                                       const void* bias, CutlassFcConfig cfg) {
+const char* cutlass_fp8_fc_unsupported(int N, int C, int OC, const void* z, const void* d, const void* dt, int ldt, const void* inp,
+                                       const void* weight, const void* bias, CutlassFcConfig cfg) {
     if (!valid(cfg)) return why(N, C, OC, "no configuration %d (there are %d)", (int)cfg, (int)CUTLASS_FC_NUM_CONFIGS);
     if (N < 0 || C < 16 || OC < 16 || C % 16 != 0 || OC % 16 != 0)
         return why(N, C, OC, "unsupported shape: needs N >= 0 and C, OC positive multiples of 16");
     if (!z || !d || !inp || !weight) return why(N, C, OC, "z, d, inp and weight must not be NULL");
     if (!aligned16(z) || !aligned16(d) || !aligned16(inp) || !aligned16(weight) || !aligned16(bias))
         return why(N, C, OC, "every tensor must be 16-byte aligned (z %p, d %p, inp %p, weight %p, bias %p)", z, d, inp, weight, bias);
+    if (dt) {
+        if (!g_ops[cfg]->writes_dt)
+            return why(N, C, OC, "configuration %s does not write the transposed codes (dt must be NULL)", g_names[cfg]);
+        if (!aligned16(dt)) return why(N, C, OC, "dt must be 16-byte aligned (%p)", dt);
+        if (ldt < N || ldt < 16 || ldt % 16 != 0)
+            return why(N, C, OC, "dt's leading dimension ldt = %d must be >= N and a positive multiple of 16", ldt);
+    }
     int dev = 0;
     const DeviceInfo* info = device_info(&dev);
     if (!info) return why(N, C, OC, "cannot query the current CUDA device");
@@ -116,17 +125,17 @@ const char* cutlass_fp8_fc_unsupported(int N, int C, int OC, const void* z, cons
         return why(N, C, OC, "needs a compute capability 9.0 GPU (sm_90a code), device %d has %d.%d", dev, info->cc / 10, info->cc % 10);
     if (N == 0) return nullptr;
     // CUTLASS's own checks (TMA alignment of the strides, the fusion's); the scales play no part in them
-    const CutlassFcCall call{(__nv_bfloat16*)z, (uint8_t*)d, nullptr, (const uint8_t*)inp, nullptr, (const uint8_t*)weight, nullptr,
-                             (const __nv_bfloat16*)bias, nullptr, N, C, OC, dev, info->sms};
+    const CutlassFcCall call{(__nv_bfloat16*)z, (uint8_t*)d, (uint8_t*)dt, dt ? ldt : 0, nullptr, (const uint8_t*)inp, nullptr,
+                             (const uint8_t*)weight, nullptr, (const __nv_bfloat16*)bias, nullptr, N, C, OC, dev, info->sms};
     if (const char* st = g_ops[cfg]->can_implement(call))
         return why(N, C, OC, "CUTLASS can_implement (configuration %s): %s", g_names[cfg], st);
     return nullptr;
 }
 
-void cutlass_fp8_fc_forward(__nv_bfloat16* z, uint8_t* d, float* amax_d, const uint8_t* inp, const float* inp_dscale,
+void cutlass_fp8_fc_forward(__nv_bfloat16* z, uint8_t* d, uint8_t* dt, int ldt, float* amax_d, const uint8_t* inp, const float* inp_dscale,
                             const uint8_t* weight, const float* weight_dscale, const __nv_bfloat16* bias, const float* d_scale,
                             int N, int C, int OC, cudaStream_t stream, CutlassFcConfig cfg) {
-    if (const char* msg = cutlass_fp8_fc_unsupported(N, C, OC, z, d, inp, weight, bias, cfg)) fail(msg);
+    if (const char* msg = cutlass_fp8_fc_unsupported(N, C, OC, z, d, dt, ldt, inp, weight, bias, cfg)) fail(msg);
     if (!inp_dscale || !weight_dscale || !d_scale) fail(why(N, C, OC, "inp_dscale, weight_dscale and d_scale must not be NULL"));
     cudaError_t ce;
     if (amax_d && cutlass_fp8_fc_config_writes_d(cfg) && (ce = cudaMemsetAsync(amax_d, 0, sizeof(float), stream)) != cudaSuccess)
@@ -134,7 +143,7 @@ void cutlass_fp8_fc_forward(__nv_bfloat16* z, uint8_t* d, float* amax_d, const u
     if (N == 0) return;
     int dev = 0;
     const DeviceInfo* info = device_info(&dev);
-    const CutlassFcCall call{z, d, amax_d, inp, inp_dscale, weight, weight_dscale, bias, d_scale, N, C, OC, dev, info->sms};
+    const CutlassFcCall call{z, d, dt, dt ? ldt : 0, amax_d, inp, inp_dscale, weight, weight_dscale, bias, d_scale, N, C, OC, dev, info->sms};
     if (const char* msg = g_ops[cfg]->run(call, stream)) fail(why(N, C, OC, "configuration %s: %s", g_names[cfg], msg));
 }
 

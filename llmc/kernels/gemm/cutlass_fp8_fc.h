@@ -11,6 +11,8 @@
 //   z[n, o]   = bf16_rne(Z)                                             stored: the pre-GELU kept for the backward
 //   g(n, o)   = bf16_rne(gelu_tanh(z[n, o]))                            the value the fcproj layer's X is made of
 //   d[n, o]   = e4m3_rne_satfinite(fp32(g · d_scale))                   stored: the fcproj GEMM's operand codes
+//   dt[o, n]  = d[n, o]                                                 optional ("_dt" configurations): the same codes
+//                                                                       transposed, the fcproj wgrad GEMM's operand
 //   *amax_d   = max over all (n, o) of |g|                              a float, BEFORE d_scale (a BF16 value)
 // gelu_tanh(x) = x · sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x³): the formula of gemm_kernels.cuh
 // gemm_gelu_tanh, evaluated in fp32 by one of three instruction sequences (CutlassFcGelu below; the translation
@@ -33,12 +35,16 @@
 //   bias    (OC)     BF16, or NULL       (no bias)
 //   z       (N, OC)  BF16                overwritten
 //   d       (N, OC)  E4M3 codes          overwritten
+//   dt      (OC, ldt) E4M3 codes, or NULL overwritten in columns n < N (row-major, leading dimension ldt >= N, a
+//                                        multiple of 16; columns N..ldt-1 are not written). Only the "_dt"
+//                                        configurations write it (cutlass_fp8_fc_config_writes_dt); NULL: not wanted
 //   amax_d  1 float, or NULL             overwritten (zeroed on `stream`, then the kernel's atomicMax)
 // In CUTLASS's terms: the two problem forms of the configurations below (_t, _n), ElementC = void.
 //
 // Requirements: N >= 0, C >= 16 and OC >= 16, both multiples of 16 (TMA: 16-byte row strides of inp, weight and
-// d); every tensor pointer 16-byte aligned; a GPU of compute capability 9.0 (sm_90a code only); z, d not
-// overlapping the inputs. N == 0 only zeroes *amax_d. Any N: the last tile may be partial (TMA clips it).
+// d); every tensor pointer 16-byte aligned; with dt: ldt >= N and a multiple of 16 (TMA: 16-byte row strides); a GPU
+// of compute capability 9.0 (sm_90a code only); z, d, dt not overlapping the inputs or each other. N == 0 only zeroes
+// *amax_d. Any N: the last tile may be partial (TMA clips it).
 // Configurations (issue 27's tuning): the kernel exists in several explicit CUTLASS instantiations, each its own
 // translation unit llmc/kernels/gemm/cutlass_fp8_fc_<name>.cu (all built on llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh),
 // picked at run time by a CutlassFcConfig; the list and what each one tests is CUTLASS_FP8_FC_CONFIGS below.
@@ -54,6 +60,10 @@
 //      the difference is the epilogue's register -> shared memory stores: wgmma's accumulator fragments hold pairs
 //      of neighbours along N, so an N-major tile gets vectorized stores, an M-major one single-byte stores of the
 //      E4M3 codes (CUTLASS's auto-vectorizing copy; BF16 Z gets stmatrix either way).
+// "_dt" configurations (natural form) also store the codes transposed from the epilogue: a second aux store of the
+// same E4M3 fragment with the M-major stride (cutlass_fp8_fc_impl.cuh), bit-identical to d by construction; the
+// transposed copy that today's GELU producer writes in the same pass (fp8_quantize_pair_from) and that the fused
+// forward must also write to replace it (doc/TCFP12.md, "Third round").
 // "z only" configurations store Z alone (ScaledLinComb...BiasEltAct with the identity, BF16 D; d and amax are not
 // written): what the mainloop costs in CUTLASS, against the cuBLASLt GEMM that does the same work.
 // "fast accumulation" configurations let the tensor cores accumulate all of K (no fp32 promotion): different
@@ -84,7 +94,9 @@
     X(coop_n_fa256_pgelu, "natural, cooperative 128x256x128, cluster 2x1, fast accumulation, producer GELU")          \
     X(coop_n_fa256_pgelu_e128x64, "coop_n_fa256_pgelu with epilogue tile 128x64")                                      \
     X(pp_n_fa_pgelu, "natural, pingpong 128x128x128, cluster 2x1, fast accumulation, producer GELU")                  \
-    X(pp_n_fa_pgelu_e64x128, "pp_n_fa_pgelu with epilogue tile 64x128")
+    X(pp_n_fa_pgelu_e64x128, "pp_n_fa_pgelu with epilogue tile 64x128")                                                \
+    X(coop_n_pgelu_e128x64_dt, "coop_n_pgelu_e128x64 plus the transposed codes dt")                                    \
+    X(coop_n_fa256_pgelu_e128x64_dt, "coop_n_fa256_pgelu_e128x64 plus the transposed codes dt")
 
 // The epilogue's GELU (header comment; cutlass_fp8_fc_impl.cuh has the details):
 enum CutlassFcGelu {
@@ -110,6 +122,9 @@ int cutlass_fp8_fc_config_parse(const char* name);
 // Whether the configuration writes d and amax_d (false: "z only", d and *amax_d are left as they were).
 bool cutlass_fp8_fc_config_writes_d(CutlassFcConfig cfg);
 
+// Whether the configuration can write the transposed codes dt (the "_dt" ones; the others refuse a non-NULL dt).
+bool cutlass_fp8_fc_config_writes_dt(CutlassFcConfig cfg);
+
 // The configuration's GELU (CUTLASS_FC_GELU_NONE for z only and for a value outside the enum).
 CutlassFcGelu cutlass_fp8_fc_config_gelu(CutlassFcConfig cfg);
 
@@ -119,16 +134,18 @@ CutlassFcGelu cutlass_fp8_fc_config_gelu(CutlassFcConfig cfg);
 // outside the enum or a launch failure: `error: cutlass_fp8_fc: ...`, exit 1.
 void cutlass_fp8_fc_gelu_eval(CutlassFcConfig cfg, const float* in, float* out, int n, cudaStream_t stream);
 
-// The forward described above, with configuration cfg (a value outside the enum: the error line, exit 1).
-void cutlass_fp8_fc_forward(__nv_bfloat16* z, uint8_t* d, float* amax_d, const uint8_t* inp, const float* inp_dscale,
+// The forward described above, with configuration cfg (a value outside the enum: the error line, exit 1). dt: the
+// transposed codes (OC, ldt), or NULL (ldt is then ignored); a non-NULL dt with a configuration that cannot write it is
+// an error.
+void cutlass_fp8_fc_forward(__nv_bfloat16* z, uint8_t* d, uint8_t* dt, int ldt, float* amax_d, const uint8_t* inp, const float* inp_dscale,
                             const uint8_t* weight, const float* weight_dscale, const __nv_bfloat16* bias, const float* d_scale,
                             int N, int C, int OC, cudaStream_t stream, CutlassFcConfig cfg = CUTLASS_FC_coop_t);
 
 // NULL when cutlass_fp8_fc_forward can run this shape with these pointers on the current device, else why not
 // (the text its error line would print). Host-side checks only (shape, alignment, device, CUTLASS's
 // can_implement); the pointers are not dereferenced.
-const char* cutlass_fp8_fc_unsupported(int N, int C, int OC, const void* z, const void* d, const void* inp, const void* weight,
-                                       const void* bias, CutlassFcConfig cfg = CUTLASS_FC_coop_t);
+const char* cutlass_fp8_fc_unsupported(int N, int C, int OC, const void* z, const void* d, const void* dt, int ldt, const void* inp,
+                                       const void* weight, const void* bias, CutlassFcConfig cfg = CUTLASS_FC_coop_t);
 
 // One line on the configuration's kernel: CUTLASS version, schedule, tile, cluster, accumulation, pipeline
 // stages, shared memory, epilogue tile, epilogue.

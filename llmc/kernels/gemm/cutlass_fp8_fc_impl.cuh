@@ -23,6 +23,17 @@
 // 128x128 tile on one address). Cfg::kWarpAmax uses the element type FcAmaxWarp instead, whose atomic_maximum
 // first takes the max over the warp (__reduce_max_sync of the bit patterns) and lets lane 0 do the atomic: 32x
 // fewer atomics, same value (a max; |g| >= 0, so bit patterns order like the values).
+// Transposed codes (Cfg::kTransposedD, natural form only): the fusion operation is FcWithTransposedD<full>, whose
+// callbacks (the FusionCallbacks specialization below) are CUTLASS's own callbacks of the full operation with one more
+// EVT node on top: a second Sm90AuxStore of the root's E4M3 fragment (the very registers D is stored from, so the
+// codes are D's bit for bit) with the other stride, M-major (1, ldt): dt[o * ldt + n] = d[n * OC + o].
+// CUTLASS 4.2's aux store takes an M-major stride for an 8-bit element as it is: its shared-memory tile is then
+// M-major (the MN-major 128-byte swizzle atom, 128 tokens x 8 columns per atom), the TMA store writes 128-byte runs
+// of tokens (TMA needs the innermost dimension contiguous, a 16-byte aligned base and 16-byte multiples as the other
+// strides: the dispatcher requires dt 16-byte aligned and ldt a multiple of 16), and the register -> shared memory
+// copy is CUTLASS's auto-vectorizing copy, which for wgmma's accumulator fragments (neighbours along N = OC, i.e.
+// across this tile's rows) issues one single-byte store per code. Its tile uses StagesD buffers (the store
+// pipeline of D and Z), EpilogueTile bytes each; NULL dt skips its shared-memory and TMA stores (EnableNullptr).
 // CUTLASS_SKIP_REDUCTION_INIT: CUTLASS would zero the amax with cuMemsetD32Async (a driver API call, -lcuda);
 // the dispatcher zeroes it with cudaMemsetAsync.
 #pragma once
@@ -179,13 +190,67 @@ struct atomic_maximum<FcAmaxWarp> {
 }  // namespace cutlass
 
 namespace {
+// The fusion operation "Base (a ScaledLinComb{PerRow|PerCol}BiasEltActAmaxAux) and a second copy of D's codes in the
+// transposed layout": a tag (no members of its own) whose callbacks are the specialization below.
+template <class Base>
+struct FcWithTransposedD : Base {};
+
+// The node that stores the transposed codes: CUTLASS's aux store with the M-major stride (1, ldt, OC·ldt) and the
+// shared-memory swizzle atom and register -> shared memory copy CUTLASS's builder picks for that stride and element
+// (header comment), StagesD buffers, 16-byte TMA alignment.
+using FcStrideDT = cute::Stride<cute::_1, int64_t, int64_t>;
+template <int StagesD, class EpilogueTile, class Element>
+using FcStoreDT = cutlass::epilogue::fusion::Sm90AuxStore<
+    StagesD, EpilogueTile, Element, cutlass::FloatRoundStyle::round_to_nearest, FcStrideDT,
+    decltype(cutlass::epilogue::collective::detail::sm90_get_epilogue_smem_swizzle_layout_atom<FcStrideDT, Element, EpilogueTile>()),
+    decltype(cutlass::epilogue::collective::detail::sm90_get_smem_store_op_for_accumulator<FcStrideDT, Element, EpilogueTile>()),
+    128 / cute::sizeof_bits_v<Element>>;
+}  // namespace
+
+namespace cutlass::epilogue::fusion {
+
+// Callbacks of FcWithTransposedD<BaseOp> on the sm90 TMA warp-specialized epilogue (header comment): the tree of
+// CUTLASS's callbacks for BaseOp (Z aux store, GELU, amax, D = act(Z) · scale_d as e4m3) as the child of an FcStoreDT
+// node that stores the child's output fragment. That fragment is already Array<e4m3> (the root Sm90Compute converts
+// to ElementOutput), so the node's conversion is e4m3 -> e4m3, the identity (NumericArrayConverter<T, T>), and it
+// returns the fragment unchanged: D (stored by the collective from the same registers) is as without the node.
+// Arguments: BaseOp's flat arguments plus dt_ptr / dDT.
+template <int StagesC, int StagesD, int FragmentSize, bool ReuseSmemC, bool DelayTmaStore, class BaseOp, class CtaTileShapeMNK,
+          class EpilogueTile, class SmemLayoutAtom, class CopyOpR2S>
+struct FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>, FcWithTransposedD<BaseOp>,
+                       CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpR2S>
+    : Sm90EVT<FcStoreDT<StagesD, EpilogueTile, typename BaseOp::ElementOutput>,
+              FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>, BaseOp,
+                              CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpR2S>> {
+    using ElementDT = typename BaseOp::ElementOutput;
+    static_assert(cute::sizeof_bits_v<ElementDT> == 8, "the transposed copy is of 8-bit codes");
+    using BaseCallbacks = FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>,
+                                          BaseOp, CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpR2S>;
+    using Impl = Sm90EVT<FcStoreDT<StagesD, EpilogueTile, ElementDT>, BaseCallbacks>;
+    using Operation = FcWithTransposedD<BaseOp>;
+
+    struct Arguments : BaseCallbacks::Arguments {
+        ElementDT* dt_ptr = nullptr;  // NULL: no transposed copy
+        FcStrideDT dDT = {};
+        // The tree's arguments: the child's (CUTLASS's packing of BaseOp's flat arguments), then this node's
+        operator typename Impl::Arguments() const {
+            return {static_cast<typename BaseCallbacks::Arguments const&>(*this), {dt_ptr, dDT}};
+        }
+    };
+
+    using Impl::Impl;
+};
+
+}  // namespace cutlass::epilogue::fusion
+
+namespace {
 
 using namespace cute;
 
 // ------------------------------------------------------------------------------------------------
 // The GEMM type of a configuration. Cfg: kNatural (problem form), kZOnly, kFastAccum (informational: the
-// schedule decides), kWarpAmax, kGelu (ignored when kZOnly), Tile, Cluster, KernelSchedule, EpilogueSchedule,
-// EpilogueTile, kSchedule (a name).
+// schedule decides), kWarpAmax, kGelu (ignored when kZOnly), kTransposedD (also the transposed codes dt; natural form
+// only), Tile, Cluster, KernelSchedule, EpilogueSchedule, EpilogueTile, kSchedule (a name).
 
 template <class Cfg>
 struct FcGemm {
@@ -213,7 +278,9 @@ struct FcGemm {
         cutlass::epilogue::fusion::ScaledLinCombPerRowBiasEltAct<cutlass::epilogue::thread::Identity, ElementD, float, ElementBias, void>>;
     using FullOpGelu = cute::conditional_t<Cfg::kGelu == CUTLASS_FC_GELU_PRODUCER, FullOp<FcGeluProducer>,
                                            cute::conditional_t<Cfg::kGelu == CUTLASS_FC_GELU_FAST, FullOp<FcGeluFast>, FullOp<FcGeluIeee>>>;
-    using FusionOp = cute::conditional_t<Cfg::kZOnly, ZOnlyOp, FullOpGelu>;
+    static_assert(!Cfg::kTransposedD || (Cfg::kNatural && !Cfg::kZOnly), "transposed codes: natural form with d only");
+    using FusionOp = cute::conditional_t<Cfg::kZOnly, ZOnlyOp,
+                                         cute::conditional_t<Cfg::kTransposedD, FcWithTransposedD<FullOpGelu>, FullOpGelu>>;
 
     using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Cfg::Tile, typename Cfg::Cluster,
@@ -281,6 +348,11 @@ struct FcGemm {
             f.amax_aux_ptr = nullptr;  // Z is BF16: no amax, no scale
             f.aux_ptr = reinterpret_cast<ElementAux*>(c.z);
             f.dAux = stride_d;
+            if constexpr (Cfg::kTransposedD) {
+                // (M = tokens, N = OC) element (n, o) at n + o * ldt: the row-major (OC, ldt) copy
+                f.dt_ptr = reinterpret_cast<ElementD*>(c.dt);
+                f.dDT = cute::make_stride(cute::Int<1>{}, (int64_t)c.ldt, OC * (int64_t)c.ldt);
+            }
         }
         args.hw_info.device_id = c.device;
         args.hw_info.sm_count = c.sm_count;
@@ -340,7 +412,7 @@ struct FcHost {
         using EpiTile = typename G::CollectiveEpilogue::EpilogueTile;
         snprintf(line, sizeof(line),
                  "CUTLASS %d.%d.%d sm_90a, %s problem, %s, tile %dx%dx%d, cluster %dx%dx%d, %s, %d stages, %d B shared memory, "
-                 "epilogue tile %dx%d, %s%s",
+                 "epilogue tile %dx%d, %s%s%s",
                  CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH, Cfg::kNatural ? "natural (M = tokens)" : "transposed (M = OC)",
                  Cfg::kSchedule, (int)cute::size<0>(Tile{}), (int)cute::size<1>(Tile{}), (int)cute::size<2>(Tile{}),
                  (int)cute::size<0>(Cl{}), (int)cute::size<1>(Cl{}), (int)cute::size<2>(Cl{}),
@@ -351,7 +423,8 @@ struct FcHost {
                  : Cfg::kGelu == CUTLASS_FC_GELU_PRODUCER ? "Z bf16 + GELU (today's producer's instructions) e4m3 + amax"
                  : Cfg::kGelu == CUTLASS_FC_GELU_FAST     ? "Z bf16 + GELU (__expf, __fdividef) e4m3 + amax"
                                                            : "Z bf16 + GELU (IEEE expf, division) e4m3 + amax",
-                 Cfg::kZOnly ? "" : Cfg::kWarpAmax ? " (warp max, 1 atomic per warp)" : " (atomic per thread)");
+                 Cfg::kZOnly ? "" : Cfg::kWarpAmax ? " (warp max, 1 atomic per warp)" : " (atomic per thread)",
+                 Cfg::kTransposedD ? " + transposed e4m3 codes (M-major aux store)" : "");
         return line;
     }
 
@@ -375,7 +448,8 @@ struct FcHost {
     }
 
     static constexpr CutlassFcOps ops() {
-        return CutlassFcOps{Cfg::kZOnly ? CUTLASS_FC_GELU_NONE : Cfg::kGelu, can_implement, run, describe, act_eval, free_workspace};
+        return CutlassFcOps{Cfg::kZOnly ? CUTLASS_FC_GELU_NONE : Cfg::kGelu, Cfg::kTransposedD, can_implement, run, describe, act_eval,
+                            free_workspace};
     }
 };
 
@@ -389,12 +463,13 @@ using PingpongEpilogue = cutlass::epilogue::TmaWarpSpecialized;
 
 // The configuration the others are variations of (each TU's Cfg derives from it and redefines what differs):
 // natural form, cooperative 128x128x128, cluster 2x1, fp32 promotion, today's producer's GELU, warp-reduced
-// amax, CUTLASS's automatic epilogue tile (128x32 cooperative).
+// amax, no transposed codes, CUTLASS's automatic epilogue tile (128x32 cooperative).
 struct FcCfgBase {
     static constexpr bool kNatural = true;
     static constexpr bool kZOnly = false;
     static constexpr bool kFastAccum = false;
     static constexpr bool kWarpAmax = true;
+    static constexpr bool kTransposedD = false;
     static constexpr CutlassFcGelu kGelu = CUTLASS_FC_GELU_PRODUCER;
     using Tile = Shape<_128, _128, _128>;
     using Cluster = Shape<_2, _1, _1>;

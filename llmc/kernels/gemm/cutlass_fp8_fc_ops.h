@@ -13,6 +13,8 @@
 struct CutlassFcCall {
     __nv_bfloat16* z;
     uint8_t* d;
+    uint8_t* dt;                  // NULL: no transposed codes
+    int ldt;                      // dt's leading dimension (elements), when dt != NULL
     float* amax_d;                // NULL: no amax
     const uint8_t* inp;
     const float* inp_dscale;      // NULL only for can_implement
@@ -26,6 +28,7 @@ struct CutlassFcCall {
 
 struct CutlassFcOps {
     CutlassFcGelu gelu;  // the epilogue's GELU; CUTLASS_FC_GELU_NONE: the configuration stores Z only
+    bool writes_dt;      // the configuration can also write the transposed codes (CutlassFcCall::dt)
     // NULL when CUTLASS's can_implement accepts the call, else CUTLASS's status string
     const char* (*can_implement)(const CutlassFcCall& call);
     // Enqueues the GEMM on stream (amax_d already zeroed); NULL on success, else what failed (a static string
