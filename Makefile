@@ -17,9 +17,9 @@
 #   FP8=1 | TCFP12=1           linear layers as FP8 / TCFP-12 dual-FP8 GEMMs
 #   TCAST=1                    TensorCast datatypes at run time (BF16 storage; not with ENABLE_Q115, FP8, TCFP12)
 #   USE_CUDNN=1|0              attention on cuDNN's fused SDPA | the built-in flash kernels (build/<variant>_flash);
-#                              default: cuDNN where found and the mode admits it (BF16 / FP16 storage, FP8, TCFP-12;
-#                              not ENABLE_Q115, TCAST=1, PRECISION=FP32); CUDNN_HOME=... / CUDNN_FRONTEND_PATH=...
-#   CUTLASS_HOME=...           CUTLASS headers ($(CUTLASS_HOME)/include/cutlass/version.h) for the CUTLASS kernels of
+#                              default: cuDNN where found and the mode admits it (BF16 / FP16 storage, FP8, TCFP-12,
+#                              TCAST=1 (runs that cast an attention site take the built-in kernels); not ENABLE_Q115,
+#                              PRECISION=FP32); CUDNN_HOME=... / CUDNN_FRONTEND_PATH=...
 #                              llmc/kernels/gemm/cutlass_*.cu (default: /usr/include, /usr/local/include, else the venv's
 #                              nvidia-cutlass wheel, which scripts/setup_env.sh installs)
 #   GPU_ARCH=90                compute capability to build for (90 = Hopper sm_90)  [90]
@@ -243,7 +243,9 @@ TOKENIZER := $(DATA)/gpt2_tokenizer.bin
 REF_DIR := $(BUILD)/ref
 REF_FILES := $(REF_DIR)/gpt2_ref.bin $(REF_DIR)/gpt2_ref_bf16.bin $(REF_DIR)/gpt2_ref_debug_state.bin $(REF_DIR)/gpt2_ref_debug_state_bf16.bin \
              $(REF_DIR)/gpt2_ref_debug_state_q115.bin $(REF_DIR)/gpt2_ref_debug_state_q115_tf.bin \
-             $(REF_DIR)/gpt2_ref_debug_state_tcast.bin $(REF_DIR)/gpt2_ref_debug_state_fp8.bin $(REF_DIR)/gpt2_ref_debug_state_tcfp12.bin
+             $(REF_DIR)/gpt2_ref_debug_state_tcast.bin $(REF_DIR)/gpt2_ref_debug_state_fp8.bin $(REF_DIR)/gpt2_ref_debug_state_tcfp12.bin \
+             $(REF_DIR)/gpt2_ref_bf16_hs64.bin $(REF_DIR)/gpt2_ref_debug_state_bf16_hs64.bin \
+             $(REF_DIR)/gpt2_ref_debug_state_tcast_attn.bin $(REF_DIR)/gpt2_ref_debug_state_tcast_all.bin
 
 # ---------------------------------------------------------------------------------------------
 # Targets

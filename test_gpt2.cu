@@ -8,7 +8,8 @@ Checks, for the build's storage precision and mode:
   - determinism: two forward+backward passes give bit-identical gradients, and a second model
     trained the same steps reaches bit-identical parameters,
   - and what the mode adds (llmc/modes/<mode>/test.cuh, through the hooks of
-    llmc/modes/mode_test_defaults.cuh).
+    llmc/modes/mode_test_defaults.cuh), including the same comparisons against further reference
+    states the mode names (more_states; the TensorCast build's attention-site and every-site plans).
 Which reference state a build is compared with, and at which tolerances, is its mode's: the plain
 builds' in llmc/modes/plain/test.cuh (BF16 against the state of the bf16-rounded weights it actually
 holds, FP16 and FP32 against the fp32 state), SF16, FP8 / TCFP-12 and TensorCast in theirs. The
@@ -51,30 +52,27 @@ static void unscale_grads(float* grads, const GPT2& m) {
         for (size_t i = 0; i < m.num_parameters; i++) grads[i] /= m.loss_scale;
 }
 
-int main(int argc, char** argv) {
-    const TestTolerances tol = ModeTest::kTol;
-    const char* ckpt = ModeTest::kCheckpoint;
-    const char* state_path = ModeTest::kState;
-    if (argc == 3 || (ModeTest::kExtraArgs > 0 && argc == 3 + ModeTest::kExtraArgs)) {
-        ckpt = argv[1];
-        state_path = argv[2];
-        if (argc > 3) g_mode.take_args(argv + 3);
-    } else if (argc != 1) {
-        die("usage: %s [checkpoint debug_state%s]", argv[0], ModeTest::kExtraUsage);
-    }
+// Read a reference state for the checkpoint's model and check it is one this build compares with.
+static void read_state(const char* ckpt, const char* state_path, DebugState* ref) {
+    GPT2Config cfg;
+    checkpoint_read_header(ckpt, &cfg);
+    debug_state_read(state_path, &cfg, ref);
+    if (ref->sf16_mode != ModeTest::kStateMode)
+        die("%s: SF16 mode %d, but this build (%s) needs a state with mode %d (dev/reference --sf16)", state_path,
+            ref->sf16_mode, BOUNDARY_MODE_NAME, ModeTest::kStateMode);
+}
 
+// This build against one reference state ref (dev/reference/gpt2_reference.py, read from state_path) of the
+// checkpoint ckpt: the forward (logits, loss), every gradient, the state's training steps, and determinism; a
+// row per check, each recorded (ref_check.cuh).
+static void check_against(const char* ckpt, const DebugState& ref, const char* state_path, const TestTolerances& tol) {
     GPT2 model;
     GPT2Config cfg;
     checkpoint_read_header(ckpt, &cfg);
-    DebugState ref;
-    debug_state_read(state_path, &cfg, &ref);
-    if (ref.sf16_mode != ModeTest::kStateMode)
-        die("%s: SF16 mode %d, but this build (%s) needs a state with mode %d (dev/reference --sf16)", state_path,
-            ref.sf16_mode, BOUNDARY_MODE_NAME, ModeTest::kStateMode);
     const int B = ref.B, T = ref.T, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     build_model(&model, ckpt, B, T);
-    printf("%s build (boundaries: %s) vs %s (%s weights)\n", PRECISION_MODE_NAME, BOUNDARY_MODE_NAME, state_path,
-           ref.bf16_weights ? "bf16-rounded" : "fp32");
+    printf("%s build (boundaries: %s) vs %s (%s weights, checkpoint %s)\n", PRECISION_MODE_NAME, BOUNDARY_MODE_NAME, state_path,
+           ref.bf16_weights ? "bf16-rounded" : "fp32", ckpt);
     printf("  L=%d C=%d NH=%d B=%d T=%d params=%zu\n", cfg.num_layers, cfg.channels, cfg.num_heads, B, T, model.num_parameters);
     printf("  %-10s %10s  %10s  %10s  %8s\n", "tensor", "elements", "max abs", "rel (L2)", "tol");
 
@@ -147,10 +145,35 @@ int main(int argc, char** argv) {
     record(same_params);
     free(final_params[0]);
     free(final_params[1]);
+    gpt2_free(&model);
+}
 
+// The CheckStateFn the mode's more_states calls: check_against the state at state_path.
+static void check_state(const char* ckpt, const char* state_path, const TestTolerances& tol) {
+    DebugState ref;
+    read_state(ckpt, state_path, &ref);
+    check_against(ckpt, ref, state_path, tol);
+    debug_state_free(&ref);
+}
+
+int main(int argc, char** argv) {
+    const TestTolerances tol = ModeTest::kTol;
+    const char* ckpt = ModeTest::kCheckpoint;
+    const char* state_path = ModeTest::kState;
+    if (argc == 3 || (ModeTest::kExtraArgs > 0 && argc == 3 + ModeTest::kExtraArgs)) {
+        ckpt = argv[1];
+        state_path = argv[2];
+        if (argc > 3) g_mode.take_args(argv + 3);
+    } else if (argc != 1) {
+        die("usage: %s [checkpoint debug_state%s]", argv[0], ModeTest::kExtraUsage);
+    }
+
+    DebugState ref;
+    read_state(ckpt, state_path, &ref);
+    check_against(ckpt, ref, state_path, tol);
+    g_mode.more_states(check_state);
     g_mode.finish(ckpt, ref, build_model);
     debug_state_free(&ref);
-    gpt2_free(&model);
     printf("\n%d passed, %d failed\n", g_passed, g_failed);
     return g_failed ? 1 : 0;
 }

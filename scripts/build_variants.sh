@@ -12,7 +12,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-# variant (= its build/<variant> folder) and the make flags that select it, in build order
+# variant (= its build/<variant> folder) and the make flags that select it, in build order. bf16, fp16, fp8,
+# tcfp12 and tcast take cuDNN's attention where make finds it (their default), and compile the built-in kernels
+# as well (tcast: with the TensorCast cast instantiations, which its runs with attention casts use);
+# bf16_flash covers the builds without cuDNN (the attention code differs only by if constexpr (kAttentionCudnn)).
 VARIANTS=(
     "bf16     PRECISION=BF16"
     "bf16_flash PRECISION=BF16 USE_CUDNN=0"
@@ -34,6 +37,9 @@ VARIANTS=(
 #   tcast: the TensorCast cast kernels, in the TCAST=1 build;
 #   cutlass_fp8: the CUTLASS FP8 GEMMs with fused epilogues (llmc/kernels/gemm/cutlass_*.cu, one sm_90a object per
 #     kernel in build/cutlass/, shared by the variants), in bf16 only: explicit FP8 / BF16 buffers, like the FP8 layer.
+#   tcast_producers in bf16: the cast kernels and producers it checks compile the same in any BF16 build (it
+#     includes no mode), so the TCAST build adds only its own compile time; gemm_algos (the cuBLASLt algorithm
+#     survey) in bf16: it times BF16 GEMMs only.
 # A dev/cuda harness missing here is compiled in bf16 (and named in the log); a name here without its
 # .cu file is skipped.
 HARNESS_TABLE="
@@ -52,6 +58,8 @@ fp8_epilogues  bf16
 lowp_producers bf16
 cutlass_fp8    bf16
 tcast          tcast
+tcast_producers bf16
+gemm_algos     bf16
 "
 
 only="" harnesses=table

@@ -23,9 +23,10 @@ declare -A PREC=([bf16]=BF16 [fp32]=FP32 [fp16]=FP16)
 declare -A VARS=([bf16]="PRECISION=BF16" [fp32]="PRECISION=FP32" [fp16]="PRECISION=FP16" [q115]="ENABLE_Q115=1"
                  [q115_tf]="ENABLE_Q115=1 SF16_TRUE_FORWARD=1" [fp8]="FP8=1" [tcfp12]="TCFP12=1" [tcast]="TCAST=1"
                  [bf16_flash]="USE_CUDNN=0" [fp16_flash]="PRECISION=FP16 USE_CUDNN=0" [fp8_flash]="FP8=1 USE_CUDNN=0"
-                 [tcfp12_flash]="TCFP12=1 USE_CUDNN=0")
-# bf16, fp16, fp8 and tcfp12 use cuDNN's attention where make finds cuDNN (on the GPU image: the wheel of its
-# PyTorch; the frontend headers from CUDNN_FRONTEND_PATH or the venv); *_flash: the built-in attention kernels
+                 [tcfp12_flash]="TCFP12=1 USE_CUDNN=0" [tcast_flash]="TCAST=1 USE_CUDNN=0")
+# bf16, fp16, fp8, tcfp12 and tcast use cuDNN's attention where make finds cuDNN (on the GPU image: the wheel of
+# its PyTorch; the frontend headers from CUDNN_FRONTEND_PATH or the venv; tcast: in the runs that cast no
+# attention site); *_flash: the built-in attention kernels
 # HARNESSES_<variant>="a b" (environment): the dev/cuda harnesses that variant's build compiles (default: all)
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(build ref kernels tests train resume)

@@ -4,8 +4,8 @@
 //   nvcc -O3 -arch=sm_90 -std=c++17 -I. dev/cuda/attention.cu -o /tmp/attention && /tmp/attention
 //   (add -DENABLE_FP16 or -DENABLE_FP32 for the other precisions; bf16 is the default;
 //    -DENABLE_BF16 -DENABLE_Q115 for SF16, where the attention hooks quantize to Q1.15;
-//    -DENABLE_BF16 -DENABLE_TCAST for the TensorCast build: the checks below with no cast configured,
-//    then the TensorCast suite described at the end of this comment;
+//    -DENABLE_BF16 -DENABLE_TCAST for the TensorCast build: the checks below with no cast configured
+//    (so on cuDNN in a cuDNN build), then the TensorCast suite described at the end of this comment;
 //    -DENABLE_BF16 -DATTN_TC_HOST_TEST: only the TensorCast host self-tests, no GPU needed)
 // Flags:
 //   --check-only   correctness checks only, no timing
@@ -32,21 +32,23 @@
 // run of this harness with exit status 1 and `error: cuDNN attention ...` (cudnn_bad_shape_check).
 //
 // TensorCast build (run_tcast_suite; llmc/kernels/attention/attention_tcast.cuh, doc/TCAST.md 5.1): after the checks
-// above (no cast configured: the BF16 kernels), (1) host self-tests: the reference row cast against
+// above (no cast configured: the build's plain attention, cuDNN's in a cuDNN build, as in a training run
+// that casts no attention site; attention_uses_cudnn), (1) host self-tests: the reference row cast against
 // tcast_cast_host, the kernels' inline group / element fast paths against tcast_group_scale /
 // tcast_quantize bit for bit (flags included) on adversarial values for ~150 datatypes and every round
-// mode, the random bits, the start-up refusals of attention_tcast_supported; (2) for 18 site
+// mode, the random bits, the start-up refusals of attention_tcast_supported; (2) for 21 site
 // configurations (each site alone and both: mxfp8e4, mxfp4e2, mxint8, e4m3fn unscaled, int8_b32, uints
 // with int and float zero points, M:N sparsity 2:4 / 8:32 / 1:2 / 16:32, @stochastic, @nearest, @zero,
-// @midmax, tiles 2..64): tc_run_case on four shapes (T = 200, 1000, 333, 64; HS 64, the only cast head size; several
+// @midmax, tiles 2..64, e7m2 with a narrow RNE range, fixed scales q115 / int8_p1 / e4m3fn_p-3): tc_run_case on four shapes (T = 200, 1000, 333, 64; HS 64, the only cast head size; several
 // B*NH) against a float64 reference that casts each row with the library's primitives (tolerances at
 // tc_run_case), bit-reproducible twice, amax outputs exact; and tc_run_probe on four probe shapes
 // (T = 64, 300, 100, 256 with HS 64): structured inputs that make the fp32 scores exact on
 // the host and expose every P^ the forward, the dK/dV kernel and (T <= HS) the dQ kernel use, compared
 // bit for bit (details at tc_run_probe), plus the --cast-stats counters; (3) timing of the d12 shape
-// (B=64, T=1024, NH=12, HS=64) without casts, with mxfp8e4 at both sites and at each alone: the table of
-// plain vs cast TFLOP/s and time ratios is the last thing the run prints (tc_timing_table), ending with
-// the line of the 1.5x bar (both sites cast, forward + backward).
+// (B=64, T=1024, NH=12, HS=64) on the built-in kernels without casts ("plain"), with mxfp8e4 at both sites
+// and at each alone, q115 at both, and in a cuDNN build cuDNN's attention (what a run without attention casts
+// takes): the table of TFLOP/s and time ratios to plain is the last thing the run prints (tc_timing_table),
+// ending with the line of the 1.5x bar (both sites cast, forward + backward, against the built-in plain kernels).
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -801,7 +803,10 @@ static bool tc_host_selftest() {
         for (int i = 0; tcast_predefined(i, &pn, &pnum, &psc) == 0; i++) names.push_back(pn);
         const char* base[] = {"mxfp8e4", "mxfp4e2", "mxint8", "mxfp6e3", "mxfp8e5", "bfp16", "e4m3fn", "e5m2",
                               "bfloat16", "e2m1fnuz", "int8_e8m0_t16", "e4m3fnuz_e8m0_t32", "e3m2fnuz_e8m0_t2", "int4_e8m0_t64",
-                              "e2m3fnuz_e5m0_t8", "int8_b32", "uint8_bi32", "uint4_ff32"};
+                              "e2m3fnuz_e5m0_t8", "int8_b32", "uint8_bi32", "uint4_ff32", "e7m2_e8m0_t32",
+                              // fixed scales pN (doc/TCAST.md 4d; q115 is predefined): offset exponents at both
+                              // ends of -127..127 (the RNE family refuses emin + N < -127 and M or max_F 2^N past float32)
+                              "int8_p-3", "e4m3fn_p2", "e5m2_p-10", "int16_p-1", "e2m1fnuz_p120", "int4_p-127", "e7m2_p-100"};
         const char* mods[] = {"", "@nearest", "@zero", "@stochastic", "@midmax", "@stochastic@midmax"};
         for (const char* b : base)
             for (const char* m : mods) names.push_back(std::string(b) + m);
@@ -887,8 +892,9 @@ static bool tc_host_selftest() {
             }
             AttnGroupQ q;
             if (!dt.has_scale) {
-                q.g = gref;  // unscaled: attn_tc_group_unscaled
-                q.fast = attn_tc_maxb(&S, 0, &q.maxb);
+                q.g = gref;  // unscaled (or a fixed scale pN): attn_tc_group_unscaled
+                q.g.s = dt.fixed_exp;
+                q.fast = attn_tc_maxb(&S, dt.fixed_exp, &q.maxb);
             } else if (attn_tc_group_fast(&S, am, &q)) {
                 n_fast_grp++;
             } else {
@@ -926,6 +932,79 @@ static bool tc_host_selftest() {
     if (!first_bad.empty()) printf("    first: %s\n", first_bad.c_str());
     ok &= n_grp_bad == 0 && n_el_bad == 0 && n_fast > n_el / 4;
 
+    // (2b) the RNE family (attn_tc_rne_group / attn_tc_rne_elem, what the fragment and staged fast loops
+    // run) vs tcast_group_scale / tcast_quantize, bit for bit, on every datatype it accepts: the
+    // adversarial groups of (2) (ties, subnormals, zeros, huge / tiny groups, NaN / Inf), all-zero
+    // groups, and groups of normal values around 2^k for k in [-40, 40] with exact ties planted.
+    long n_rne_t = 0, n_rne_g = 0, n_rne_gok = 0, n_rne_el = 0, n_rne_bad = 0, n_rne_gbad = 0;
+    std::string rne_bad;
+    for (const std::string& nm : names) {
+        const TcastDataType dt = tc_dt(nm.c_str());
+        const AttnTcastSite S = attn_tc_make_site(&dt);
+        if (!S.rne) continue;
+        n_rne_t++;
+        for (int grp = 0; grp < 1500; grp++) {
+            const int X = 32;
+            float x[X];
+            const int kind = grp % 3;
+            const int k0 = (int)(rng.u32() % 81) - 40;
+            for (int k = 0; k < X; k++) {
+                uint32_t bits;
+                if (kind == 0) {  // as in (2)
+                    const uint32_t c = rng.u32() % 100;
+                    if (c < 5) bits = 0;
+                    else if (c < 8) bits = rng.u32() & 0x007FFFFFu;
+                    else {
+                        int e = (int)(rng.u32() % 280) - 150 - (int)(rng.u32() % 30);
+                        e = e < -126 ? -126 : (e > 127 ? 127 : e);
+                        bits = ((uint32_t)(e + 127) << 23) | (rng.u32() & 0x7FFFFFu);
+                    }
+                } else if (kind == 1 && grp % 30 == 1) {
+                    bits = 0;  // all-zero group (masked keys)
+                } else {
+                    bits = tcast_f32_bits(ldexpf(rng.normal(), k0));
+                    const int z = (int)(rng.u32() % 24);  // plant a tie at bit z - 1
+                    if (z > 0 && (rng.u32() & 1)) bits = (bits & ~((1u << z) - 1u)) | (1u << (z - 1));
+                }
+                if (rng.u32() & 1) bits ^= 0x80000000u;
+                x[k] = tcast_f32_from_bits(bits);
+            }
+            if (grp % 97 == 5) x[rng.u32() % X] = tcast_f32_from_bits(rng.u32() & 1 ? 0xFF800000u : 0x7FC00001u);
+            TcastGroupAcc acc = tcast_acc_init();
+            uint32_t am = 0;
+            for (int k = 0; k < X; k++) {
+                tcast_acc_add(&acc, x[k]);
+                am = std::max(am, tcast_f32_bits(x[k]) & 0x7FFFFFFFu);
+            }
+            const TcastGroupScale gref = tcast_group_scale(&dt, acc);
+            n_rne_g++;
+            AttnTcRneQ q;
+            if (!attn_tc_rne_group(&S, am, dt.has_scale, &q)) continue;
+            n_rne_gok++;
+            // the register-tight form (mc alone) must give the same constants
+            if (tcast_f32_bits(attn_tc_rne_q(&S, q.mc).maxv) != tcast_f32_bits(q.maxv) && n_rne_gbad++ == 0) rne_bad = nm + " (attn_tc_rne_q)";
+            // the group step must only accept groups tcast_group_scale scales by an exponent (or none)
+            if (gref.mode != (dt.has_scale ? TCAST_GROUP_EXP : TCAST_GROUP_UNSCALED) && n_rne_gbad++ == 0) rne_bad = nm + " (group accepted)";
+            for (int k = 0; k < X; k++) {
+                const float ref = tcast_quantize(&dt, &gref, x[k], 0u, NULL);
+                const float got = attn_tc_rne_elem(x[k], q, S.rne_c, S.rne_sign);
+                n_rne_el++;
+                if (tcast_f32_bits(got) != tcast_f32_bits(ref) && n_rne_bad++ == 0) {
+                    char buf[256];
+                    snprintf(buf, sizeof buf, "%s: x=%a (0x%08x) amax 0x%08x got %a (0x%08x), want %a (0x%08x)", nm.c_str(), x[k],
+                             tcast_f32_bits(x[k]), am, got, tcast_f32_bits(got), ref, tcast_f32_bits(ref));
+                    if (rne_bad.empty()) rne_bad = buf;
+                }
+            }
+        }
+    }
+    printf("tcast host self-test: RNE family vs tcast_group_scale / tcast_quantize over %ld of %zu datatypes: groups %ld (%ld taken, "
+           "%ld wrongly) elements %ld wrong %ld | %s\n",
+           n_rne_t, names.size(), n_rne_g, n_rne_gok, n_rne_gbad, n_rne_el, n_rne_bad,
+           n_rne_bad == 0 && n_rne_gbad == 0 && n_rne_gok > n_rne_g / 2 ? "PASS" : "FAIL");
+    if (!rne_bad.empty()) printf("    first: %s\n", rne_bad.c_str());
+    ok &= n_rne_bad == 0 && n_rne_gbad == 0 && n_rne_t > 10 && n_rne_gok > n_rne_g / 2;
+
     // (3) random bits
     long n_rb_bad = 0;
     for (int i = 0; i < 10000; i++) {
@@ -942,7 +1021,7 @@ static bool tc_host_selftest() {
         {64, "mxfp8e4", 1},  {128, "mxfp8e4", 0},     {80, "mxfp8e4", 0},          {32, "e4m3fn", 0},
         {64, "e4m3fn", 1},   {64, "int8_b", 0},       {64, "e4m3fn_e8m0_t0", 0},   {64, "e4m3fn_e8m0_t128", 0},
         {64, "mxfp8e4@2:4", 1}, {64, "mxfp8e4@3:6", 0}, {64, "e4m3fn_e8m0_t64@8:32", 1}, {64, "uint8_bi32", 1},
-        {64, "e4m3fn_e8m0_t8d0", 0},
+        {64, "e4m3fn_e8m0_t8d0", 0}, {64, "q115", 1},      {64, "int8_p-3@2:4", 1},    {128, "q115", 0},
     };
     int n_ref_bad = 0;
     for (const auto& c : cases) {
@@ -1419,13 +1498,15 @@ static bool tc_run_probe(const TcCase& cs, int ci, int T, int HS, cudaStream_t s
     return pass;
 }
 
-// The TensorCast timing (run_tcast_suite): plain attention and the cast configurations on the d12 shape,
-// printed by tc_timing_table as the last lines of the run. fwd_ms < 0: not timed.
+// The TensorCast timing (run_tcast_suite): plain attention on the built-in kernels, the cast configurations
+// and (cuDNN builds) cuDNN's attention on the d12 shape, printed by tc_timing_table as the last lines of the
+// run. fwd_ms < 0: not timed.
 struct TcTiming {
     TcCase c;
+    bool cudnn = false;  // cuDNN's attention (no cast), not the built-in kernels
     float fwd_ms = -1.f, bwd_ms = -1.f;
 };
-static TcTiming tc_timing[4];
+static TcTiming tc_timing[6];  // the cases of run_tcast_suite's timing, then cuDNN
 static Shape tc_timing_shape;
 
 // TFLOP/s of plain attention (row 0) and of each cast configuration, with the ratios of their times to
@@ -1441,7 +1522,8 @@ static void tc_timing_table() {
     for (const TcTiming& t : tc_timing) {
         if (t.fwd_ms <= 0) continue;
         char name[64];
-        if (!t.c.scores && !t.c.probs) snprintf(name, sizeof name, "plain (no cast)");
+        if (t.cudnn) snprintf(name, sizeof name, "cuDNN (no cast)");
+        else if (!t.c.scores && !t.c.probs) snprintf(name, sizeof name, "plain (no cast, built-in)");
         else snprintf(name, sizeof name, "scores=%s probs=%s", tc_name(t.c.scores), tc_name(t.c.probs));
         printf("%-32s | %9.4f | %9.1f | %9.4f | %9.1f | %9.1f | %6.2f | %6.2f | %12.2f\n", name, t.fwd_ms,
                fwd_flops(sh) / (t.fwd_ms * 1e-3) / 1e12, t.bwd_ms, bwd_flops(sh) / (t.bwd_ms * 1e-3) / 1e12,
@@ -1478,6 +1560,14 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
         {"bfloat16", "e5m2@stochastic"},
         {"int8_e8m0_t16@1:2", "mxfp8e5@midmax"},
         {nullptr, "mxint4@16:32"},
+        // RNE family with a narrow accepted range (emin + s >= -127 needs a group amax >= 0.5): the
+        // register path takes most score tiles, refuses some (diagonal groups of a few small keys) and
+        // most probability tiles, whose groups then go through the staged path in the same kernel
+        {"e7m2_e8m0_t32", "e7m2_e8m0_t32"},
+        // fixed scales pN (doc/TCAST.md 4d): q115 (SF16's Q1.15) at both sites in registers (the RNE
+        // family with the offset exponent -1: scores beyond +-1 saturate); staged, with the element fast path
+        {"q115", "q115"},
+        {"int8_p1@stochastic", "e4m3fn_p-3@nearest"},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     // (the cast kernels are instantiated for HS = 64 only: llmc/kernels/attention/attention.cuh attn_tc_require_tc)
@@ -1489,21 +1579,33 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
     }
     tc_unconfigure(st);
     if (timing) {
-        // Plain attention (no cast configured: the BF16 kernels) against the TC kernels with mxfp8e4 at both
-        // sites and at each alone, on the d12 shape. The table goes to stdout at the very end of the run
+        // Plain attention on the built-in kernels (no cast configured: the BF16 kernels) against the TC kernels
+        // with mxfp8e4 at both sites and at each alone, on the d12 shape, and in a cuDNN build cuDNN's attention
+        // (attention_forward / attention_backward with no cast configured). The built-in launchers
+        // (attention_forward_mode, attention_backward_builtin) time the first four in every build, so that the
+        // ratios compare kernels with and without casts. The table goes to stdout at the very end of the run
         // (tc_timing_table), so that the 1.5x bar of the casts (both sites, forward + backward) reads off last.
         const Shape sh = {64, 1024, 12, 64};
         Buffers buf(sh, 4242);
         const int C = buf.C();
-        const TcCase tcases[] = {{nullptr, nullptr}, {"mxfp8e4", "mxfp8e4"}, {"mxfp8e4", nullptr}, {nullptr, "mxfp8e4"}};
-        for (int k = 0; k < 4; k++) {
-            const TcCase& c = tcases[k];
+        const TcCase tcases[] = {{nullptr, nullptr}, {"mxfp8e4", "mxfp8e4"}, {"mxfp8e4", nullptr}, {nullptr, "mxfp8e4"}, {"q115", "q115"}};
+        const int ncases = (int)(sizeof(tcases) / sizeof(tcases[0]));
+        for (int k = 0; k <= ncases; k++) {
+            const bool cudnn = k == ncases;
+            if (cudnn && !kAttentionCudnn) break;
+            const TcCase c = cudnn ? TcCase{nullptr, nullptr} : tcases[k];
             if (c.scores || c.probs) tc_configure(c, st);
             else tc_unconfigure(st);
             tc_timing[k].c = c;
-            tc_timing[k].fwd_ms = time_median_ms([&] { attention_forward(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7); }, 5, 25, st);
+            tc_timing[k].cudnn = cudnn;
+            tc_timing[k].fwd_ms = time_median_ms([&] {
+                if (cudnn) attention_forward(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
+                else attention_forward_mode<kAttnProbsFromLse>(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
+            }, 5, 25, st);
             tc_timing[k].bwd_ms = time_median_ms([&] {
-                attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
+                if (cudnn) attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
+                else attention_backward_builtin(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, sh.T, C, sh.NH, st,
+                                                nullptr, 7);
             }, 5, 25, st);
         }
         tc_timing_shape = sh;

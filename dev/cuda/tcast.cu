@@ -14,7 +14,8 @@
 // sparsity with N = 4, 8, 12, 32) x the 4 round modes x scale modes max / midmax (exponent scales) x
 // dim 1 and dim 0 x in place and out of place, on fresh random tensors 64 x 256 (with NaN / Inf),
 // 96 x 1024, 48 x 768 (row counts that are not a multiple of 32) and, for a subset, 4096 x 3072; plus
-// 36 x 20 (cols % 8 != 0: the scalar fallback) and a misaligned input pointer. Inputs mix normal
+// 36 x 20 (cols % 8 != 0: the scalar fallback) and a misaligned input pointer. Fixed scales pN (q115 and
+// custom ones) take the same matrix (no scale mode). Inputs mix normal
 // values with per-block magnitudes from 2^-140 to 2^125, outliers, zeros and negative zeros, BF16
 // subnormals, and values on coarse grids (exact ties). Each case runs twice, with statistics (all
 // counters must equal tcast_cast_host's TcastStats) and without (the instantiation without counting
@@ -303,7 +304,7 @@ static void time_shape(std::vector<TimeRow>& out, int rows, int cols) {
     snprintf(shape, sizeof(shape), "%dx%d", rows, cols);
     out.push_back({"(cudaMemcpyAsync D2D)", "-", shape, -1, copy_ms, copy_gbs, copy_gbs, ""});
     const char* types[] = {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp4e2", "mxint8", "bfp16", "int8_e", "e4m3fn", "mxfp8e4@stochastic",
-                           "uint8_bb32", "e4m3fn_e8m0_t0"};
+                           "uint8_bb32", "e4m3fn_e8m0_t0", "q115"};
     for (const char* t : types) {
         TcastDataType dt;
         char err[256];
@@ -359,6 +360,11 @@ int main(int argc, char** argv) {
         "e4m3fn_e8m0_t1024", "e4m3fn_e5m0_t32", "e5m2_e4m0b3_t8", "e8m22_e8m0_t32", "float32_e8m0_t32", "e4m3fn_e8m0_t0",
         "int8_float16_t0", "uint8_bfloat16_bfloat16_t0", "uint8_float16_int8_t2", "int8_e4m3fn_t8", "uint16_float32_float32_t32",
         "e4m3fn_e8m0", "int4_bfloat16", "e3m2fnuz_e8m0_t32d1", "e3m2fnuz_e8m0_t32d0",
+        // fixed scales pN (doc/TCAST.md 2, 4d; q115 = int16_p-1 is predefined): the RNE / exponent
+        // paths with an offset exponent, their edges (|N| = 126, 127: the RNE path refuses, the exponent window
+        // closes for tiny grids), mbits 23 (general path), sparsity
+        "int8_p-3", "e4m3fn_p2", "e5m2_p-10", "e2m1fnuz_p5", "int16_p126", "e4m3fn_p-127", "int4_p-126", "bfloat16_p-100",
+        "float32_p3", "e8m22b0_p-127", "int4_p-5@2:4",
     };
     for (const char* t : custom) types.push_back(t);
 
@@ -403,7 +409,7 @@ int main(int argc, char** argv) {
                     }
                 }
         if (tr.failed || t.find('@') != std::string::npos || t.find("_t0") != std::string::npos || t == "mxfp8e4" || t == "int8_e" ||
-            t == "uint8_fi32" || t == "e2m1fnuz_e8m0_t2")
+            t == "uint8_fi32" || t == "e2m1fnuz_e8m0_t2" || t == "q115")
             print_type_line(t.c_str(), tr);
         tally.passed += tr.ok;
         tally.failed += tr.failed;
@@ -413,7 +419,8 @@ int main(int argc, char** argv) {
     printf("\n== large tensors: 4096 x 3072, even and stochastic, dim 1 and 0 ==\n");
     printf("  %-22s %-40s %-18s %5s %5s  %s\n", "type", "canonical code", "path (stats/plain)", "cases", "skip", "result");
     const char* large[] = {"mxfp8e4", "mxfp8e5", "mxfp6e3", "mxfp6e2", "mxfp4e2", "mxint8", "mxint4", "bfp16", "int8_e", "uint8_ff",
-                           "uint4_float16_int8_t0", "e4m3fn", "mxfp8e4@2:4", "int6_bfloat16_t64", "e4m3fn_e8m0_t1024", "uint4_bi32"};
+                           "uint4_float16_int8_t0", "e4m3fn", "mxfp8e4@2:4", "int6_bfloat16_t64", "e4m3fn_e8m0_t1024", "uint4_bi32",
+                           "q115", "int8_p-3"};
     for (const char* t : large) {
         TypeResult tr;
         for (int r = 0; r < 4; r += 3)

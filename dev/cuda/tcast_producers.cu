@@ -22,9 +22,22 @@
 // tcast_cast_fusable answers as designed (a fused path that silently fell back would pass the bits but
 // not the speed).
 //
+// LayerNorm producers (the x of the qkv, fc and LM-head layers, cast along C; tcast_layernorm_cast):
+//   ln         y = cast(LayerNorm(x)), out, mean, rstd stored
+//   res-ln     y = cast(LayerNorm(a + b)), residual, out, mean, rstd stored
+// against layernorm_forward / fused_residual_layernorm_forward (layernorm.cuh, the trainer's kernels) and then
+// tcast_cast of the stored out with the same seed; every output poisoned before each run and compared bit for
+// bit (y, out, residual, mean, rstd, and the statistics of a run with them). Inputs: normal values with
+// per-row scales 2^-8 .. 2^8 and offsets, LayerNorm weight and bias random (some weights large, so that
+// tiles scale differently). The same data types, along dim 1 only (the LayerNorm's rows), C = 768, 1600
+// (d48: lanes past the row's last packet), 3072 and 8192 (the LayerNorm's block path: no sink, the fallback).
+// Expected fused: res-ln with every type but the per-tensor int8_e, without statistics, on the warp path
+// (the plain ln, layer 0's ln1 only, takes the fallback by design).
+//
 // Timing (skipped with --check-only): at the d12 B=64 MLP shape 65536 x 3072, mxfp8e4 along dim 1 (the
 // GELU -> fcproj x cast) and mxfp8e5 along dim 1 (the GELU' -> fc dy cast): the producer + cast pass
-// against the fused kernel, with the bytes each moves and the device copy rate of the same run.
+// against the fused kernel, with the bytes each moves and the device copy rate of the same run; and the
+// LayerNorm (plain and with the residual add) with mxfp8e4 at 65536 x 768.
 // Exit status 1 if any check fails.
 #include <stdint.h>
 #include <stdio.h>
@@ -70,20 +83,28 @@ static bool same_stats(const DeviceBuffer<TcastDeviceStats>& a, const DeviceBuff
     return memcmp(ha.data(), hb.data(), sizeof(TcastDeviceStats)) == 0 && ha[0].values > 0;
 }
 
+// The data type of a case, parsed, and whether its tile fits a (rows, cols) cast along dim: false (the
+// case does not run) for an unparsable text (a failed check) or a tile that does not divide the shape
+// (skipped with its reason: tcast_cast would stop).
+static bool case_datatype(Tally& t, const char* text, int rows, int cols, int dim, TcastDataType* dt) {
+    char err[256];
+    if (tcast_parse_datatype(text, dt, err, sizeof(err)) != 0) {
+        printf("  bad data type %s: %s\n", text, err);
+        t.check(text, false);
+        return false;
+    }
+    if (tcast_cast_shape_ok(*dt, rows, cols, dim, err, sizeof(err)) != 0) {
+        printf("  (skipped: %s)\n", err);
+        return false;
+    }
+    return true;
+}
+
 // One case: producer p, data type text, shape, dim; with and without statistics.
 static void run_case(Tally& t, Producer p, const char* text, int rows, int cols, int dim, uint64_t seed, TcastCastContext* ctx,
                      bool expect_fused) {
     TcastDataType dt;
-    char err[256];
-    if (tcast_parse_datatype(text, &dt, err, sizeof(err)) != 0) {
-        printf("  bad data type %s: %s\n", text, err);
-        t.check(text, false);
-        return;
-    }
-    if (tcast_cast_shape_ok(dt, rows, cols, dim, err, sizeof(err)) != 0) {  // a tile that does not divide the shape
-        printf("  (skipped: %s)\n", err);
-        return;
-    }
+    if (!case_datatype(t, text, rows, cols, dim, &dt)) return;
     const size_t n = (size_t)rows * cols;
     std::vector<float> hpre, hd;
     make_inputs(rows, cols, seed, hpre, hd);
@@ -139,6 +160,89 @@ static void run_case(Tally& t, Producer p, const char* text, int rows, int cols,
     t.check(name, ok && fusable == expect_fused);
 }
 
+// One LayerNorm case: residual = a + b first when `residual`, data type text, (rows, C), with and without
+// statistics; expect_fused: whether tcast_layernorm_fusable should admit the type without statistics.
+static void run_ln_case(Tally& t, bool residual, const char* text, int rows, int C, uint64_t seed, TcastCastContext* ctx,
+                        bool expect_fused) {
+    TcastDataType dt;
+    if (!case_datatype(t, text, rows, C, 1, &dt)) return;
+    const size_t n = (size_t)rows * C;
+    std::vector<float> ha = random_normal(n, seed), hb = random_normal(n, seed ^ 0x5bd1e995ull);
+    std::vector<float> hw = random_normal(C, seed ^ 0x1234ull, 0.5f), hbias = random_normal(C, seed ^ 0x4321ull, 0.2f);
+    HostRng rng(seed ^ 0x9e3779b97f4a7c15ull);
+    for (int r = 0; r < rows; r++) {
+        const float mag = ldexpf(1.0f, (int)(rng.u32() % 17) - 8), off = (float)((int)(rng.u32() % 9) - 4);
+        for (int c = 0; c < C; c++) ha[(size_t)r * C + c] = ha[(size_t)r * C + c] * mag + off;
+    }
+    for (int c = 0; c < C; c++)
+        if (rng.u32() % 16 == 0) hw[c] *= 64.0f;  // a few large channels: their tiles get larger scales
+    DeviceBuffer<floatX> a(n), b(n), w(C), bias(C), ref_res(n), ref_out(n), ref_y(n), res(n), out(n), y(n);
+    DeviceBuffer<float> ref_mean(rows), ref_rstd(rows), mean(rows), rstd(rows);
+    DeviceBuffer<TcastDeviceStats> st_ref(1), st(1);
+    upload(a, ha);
+    upload(b, hb);
+    upload(w, hw);
+    upload(bias, hbias);
+    const uint64_t cast_seed = 0x7654321ull + seed;
+    bool ok = true, fused_as_designed = true;
+    for (int with_stats = 0; with_stats < 2; with_stats++) {
+        poison_all(ref_res, ref_out, ref_y, res, out, y, ref_mean, ref_rstd, mean, rstd);
+        st_ref.zero();
+        st.zero();
+        TcastDeviceStats* sr = with_stats ? st_ref.ptr : NULL;
+        TcastDeviceStats* sf = with_stats ? st.ptr : NULL;
+        if (residual)
+            fused_residual_layernorm_forward(ref_res.ptr, ref_out.ptr, ref_mean.ptr, ref_rstd.ptr, a.ptr, b.ptr, w.ptr, bias.ptr, rows, C, 0);
+        else
+            layernorm_forward(ref_out.ptr, ref_mean.ptr, ref_rstd.ptr, a.ptr, w.ptr, bias.ptr, rows, C, 0);
+        tcast_cast(ref_y.ptr, ref_out.ptr, rows, C, 1, dt, cast_seed, sr, ctx, 0);
+        fused_as_designed = fused_as_designed && tcast_layernorm_fusable(dt, C, residual, with_stats, y.ptr) == (expect_fused && !with_stats);
+        tcast_layernorm_cast(y.ptr, residual ? res.ptr : NULL, out.ptr, mean.ptr, rstd.ptr, a.ptr, residual ? b.ptr : NULL, w.ptr,
+                             bias.ptr, rows, C, dt, cast_seed, sf, ctx, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        ok = ok && same_bits(download_raw(ref_y), download_raw(y)) && same_bits(download_raw(ref_out), download_raw(out));
+        ok = ok && same_bits(download_raw(ref_mean), download_raw(mean)) && same_bits(download_raw(ref_rstd), download_raw(rstd));
+        if (residual) ok = ok && same_bits(download_raw(ref_res), download_raw(res));
+        if (with_stats) ok = ok && same_stats(st_ref, st);
+    }
+    const std::vector<float> hy = download(y);
+    size_t nan = 0;
+    for (float v : hy) nan += v != v;
+    ok = ok && nan == 0;  // cast values, not the poison (the inputs are finite)
+    char name[160];
+    snprintf(name, sizeof(name), "%-9s %-22s %4d x %-4d dim 1 %s", residual ? "res-ln" : "ln", text, rows, C,
+             expect_fused ? "fused" : "fallback");
+    t.check(name, ok && fused_as_designed);
+}
+
+// ms of the LayerNorm (residual: with the add) followed by the cast, and of the fused kernel, at rows x C.
+static void time_ln_case(bool residual, const char* text, int rows, int C, float copy_gbs, TcastCastContext* ctx) {
+    TcastDataType dt;
+    char err[256];
+    if (tcast_parse_datatype(text, &dt, err, sizeof(err)) != 0) return;
+    const size_t n = (size_t)rows * C;
+    DeviceBuffer<floatX> a(n), b(n), w(C), bias(C), res(n), out(n), y(n);
+    DeviceBuffer<float> mean(rows), rstd(rows);
+    upload(a, random_normal(n, 9));
+    upload(b, random_normal(n, 10));
+    upload(w, random_normal(C, 11));
+    upload(bias, random_normal(C, 12));
+    const float sep = time_median_ms([&] {
+        if (residual) fused_residual_layernorm_forward(res.ptr, out.ptr, mean.ptr, rstd.ptr, a.ptr, b.ptr, w.ptr, bias.ptr, rows, C, 0);
+        else layernorm_forward(out.ptr, mean.ptr, rstd.ptr, a.ptr, w.ptr, bias.ptr, rows, C, 0);
+        tcast_cast(y.ptr, out.ptr, rows, C, 1, dt, 1, NULL, ctx, 0);
+    });
+    const float fused = time_median_ms([&] {
+        tcast_layernorm_cast(y.ptr, residual ? res.ptr : NULL, out.ptr, mean.ptr, rstd.ptr, a.ptr, residual ? b.ptr : NULL, w.ptr,
+                             bias.ptr, rows, C, dt, 1, NULL, ctx, 0);
+    });
+    // bytes per element: LayerNorm 2 + 2 (residual: 2 + 2 + 2 + 2), cast 2 + 2; fused: the LayerNorm's + 2
+    const double b_sep = residual ? 12.0 : 8.0, b_fused = residual ? 10.0 : 6.0;
+    printf("  %-6s %-10s %d x %d: producer + cast %.3f ms (%.0f%% of copy), fused %.3f ms (%.0f%% of copy), saved %.3f ms\n",
+           residual ? "res-ln" : "ln", text, rows, C, sep, 100.0 * b_sep * n / (sep * 1e-3) / 1e9 / copy_gbs, fused,
+           100.0 * b_fused * n / (fused * 1e-3) / 1e9 / copy_gbs, sep - fused);
+}
+
 // ms of the producer + cast pass and of the fused kernel at rows x cols, along dim 1.
 static void time_case(Producer p, const char* text, int rows, int cols, float copy_gbs, TcastCastContext* ctx) {
     TcastDataType dt;
@@ -191,6 +295,17 @@ int main(int argc, char** argv) {
             }
         }
     }
+    const int ln_shapes[5][2] = {{96, 768}, {64, 1600}, {256, 3072}, {4096, 768}, {32, 8192}};
+    for (int si = 0; si < 5; si++) {
+        const int rows = ln_shapes[si][0], C = ln_shapes[si][1];
+        const bool warp_path = layernorm_forward_warp_path(C);
+        printf("\nLayerNorm, shape %d x %d%s:\n", rows, C, warp_path ? "" : " (block path: no sink)");
+        for (const auto& ty : types) {
+            if (si >= 3 && strcmp(ty.text, "mxfp8e4") != 0 && strcmp(ty.text, "e4m3fn@stochastic") != 0) continue;  // big: a subset
+            for (int residual = 0; residual < 2; residual++)
+                run_ln_case(t, residual != 0, ty.text, rows, C, seed++, &ctx, residual && ty.fused && warp_path);
+        }
+    }
     if (timing) {
         const float copy = copy_bandwidth_gbs();
         printf("\ntiming (device copy %.0f GB/s):\n", copy);
@@ -198,6 +313,8 @@ int main(int argc, char** argv) {
         tcast_cast_context_init(&big, 65536, 3072);
         time_case(P_GELU, "mxfp8e4", 65536, 3072, copy, &big);
         time_case(P_DGELU, "mxfp8e5", 65536, 3072, copy, &big);
+        time_ln_case(false, "mxfp8e4", 65536, 768, copy, &big);
+        time_ln_case(true, "mxfp8e4", 65536, 768, copy, &big);
         tcast_cast_context_free(&big);
     }
     tcast_cast_context_free(&ctx);

@@ -7,7 +7,9 @@ quantize-dequantize at every forward storage boundary, straight-through in backw
 
 --tcast-states adds the TensorCast state gpt2_ref_debug_state_tcast.bin (header word 14 = 3), computed
 from the bf16-rounded weights under the one fixed cast plan TCAST_PLAN (below; test_gpt2.cu's TCAST=1
-build runs the same plan), with the casts of doc/TCAST.md section 5 done by dev/reference/tcast_ref.py:
+build runs the same plan), and the states of the plans TCAST_CASES (attention sites; every site) on the
+head-size-64 form of the model (gpt2_ref_bf16_hs64.bin, with its uncast gpt2_ref_debug_state_bf16_hs64.bin),
+with the casts of doc/TCAST.md section 5 done by dev/reference/tcast_ref.py:
   * site casts (5.1) at the Boundaries hooks: encoder_out, layernorm_out (ln1, ln2, lnf), matmul_out
     (qkv, attproj, fc, fcproj and the LM head output), gelu_out, residual_out, logits, each along the
     channel dimension; attn_scores / attn_probs along the keys of each query row, future keys entering
@@ -95,6 +97,16 @@ LINEAR_WEIGHTS = ("qkvw", "attprojw", "fcw", "fcprojw")  # the weights of the la
 # attention sites (the attention kernels cast only in their tensor-core versions, head sizes 64 and 128;
 # this model has 32) and the LM head operands (lm_head 0, the trainer's default).
 TCAST_PLAN = {"cast": "encoder_out=mxfp8e4", "cast_gemm": "w=mxfp8e4", "lm_head": 0}
+# The further TensorCast states (issue 26 item 3): name -> plan, each written as gpt2_ref_debug_state_tcast_<name>.bin
+# from the bf16 weights of the head-size-64 form of the test model (TCAST_CASE_HS: the same weights with NH =
+# C / 64, checkpoint gpt2_ref_bf16_hs64.bin, uncast state gpt2_ref_debug_state_bf16_hs64.bin), because the
+# attention kernels cast their sites only at head sizes 64 and 128. "attn": both attention sites; "all": every
+# boundary site. These plans cast tensors the GPU computes differently from float64, so their states are
+# further from the GPU than the fixed plan's (TCAST_PLAN's table above): test_gpt2cu holds them to tolerances
+# and cast-activity ratios of their own (TCAST_CASES in llmc/modes/tcast/test.cuh; MUST MATCH these texts).
+TCAST_CASES = {"attn": {"cast": "attn_scores=mxfp8e4,attn_probs=mxfp8e4", "cast_gemm": "", "lm_head": 0},
+               "all": {"cast": "all=mxfp8e4", "cast_gemm": "", "lm_head": 0}}
+TCAST_CASE_HS = 64
 # boundary sites and GEMM operands, as llmc/core/boundary_sites.h and llmc/modes/tcast/tcast_config.h name them
 TCAST_SITES = ("matmul_out", "attn_scores", "attn_probs", "logits", "layernorm_out", "residual_out", "gelu_out",
                "encoder_out")
@@ -229,9 +241,10 @@ def write_debug_state(path, args, cfg, x, y, logits, loss, grads, losses, bf16, 
     opt = [args.lr, args.beta1, args.beta2, args.eps, args.weight_decay, args.grad_clip]
     head[7:13] = np.array(opt, dtype="<f4").view("<i4")
     head[13] = int(bf16)
-    if sf16 not in STATE_MODES and sf16 not in LOWP_MODES:
+    tcast_case = sf16.startswith("tcast_") and sf16[len("tcast_"):] in TCAST_CASES
+    if sf16 not in STATE_MODES and sf16 not in LOWP_MODES and not tcast_case:
         raise ValueError(f"unknown state mode {sf16!r}")
-    head[14] = STATE_MODES.get(sf16, 0)
+    head[14] = STATE_MODES["tcast"] if tcast_case else STATE_MODES.get(sf16, 0)
     head[15] = LOWP_MODES.get(sf16, 0)
     body = [x.cpu().numpy().astype("<i4"), y.cpu().numpy().astype("<i4"), f32(logits[..., :cfg["V"]]),
             f32(loss)] + [f32(g) for g in grads] + [np.array(losses, dtype="<f4")]
@@ -422,7 +435,7 @@ class TcastPlan:
             raise ValueError(f"{flag} {key}={text}: stochastic rounding is not reproducible here "
                              "(the reference does not derive the trainer's per-call seeds)")
         if attention and dt.scale is not None and not 0 < dt.scale.tile <= TCAST_ATTN_TILE_MAX:
-            raise ValueError(f"{flag} {key}={text}: the attention sites take unscaled or tile-scaled datatypes "
+            raise ValueError(f"{flag} {key}={text}: the attention sites take unscaled, fixed-scale (pN) or tile-scaled datatypes "
                              f"(tiles of up to {TCAST_ATTN_TILE_MAX} keys)")
         if attention and dt.sparse is not None and dt.sparse[1] > TCAST_ATTN_TILE_MAX:
             raise ValueError(f"{flag} {key}={text}: sparsity group larger than {TCAST_ATTN_TILE_MAX} keys")
@@ -627,11 +640,13 @@ class LowpBoundaries(Boundaries):
 
 
 def make_boundaries(mode, record=None):
-    """The hooks of a state mode (STATE_MODES or LOWP_MODES): Boundaries of an SF16 mode, TcastBoundaries
-    of TCAST_PLAN, or LowpBoundaries of a low-precision recipe."""
+    """The hooks of a state mode (STATE_MODES, LOWP_MODES or "tcast_<case>"): Boundaries of an SF16 mode,
+    TcastBoundaries of TCAST_PLAN ("tcast") or of TCAST_CASES[case], or LowpBoundaries of a low-precision recipe."""
     if mode in LOWP_MODES:
         return LowpBoundaries(mode, record)
-    return TcastBoundaries(TcastPlan(**TCAST_PLAN), record) if mode == "tcast" else Boundaries(mode, record)
+    if mode == "tcast" or mode.startswith("tcast_"):
+        return TcastBoundaries(TcastPlan(**(TCAST_PLAN if mode == "tcast" else TCAST_CASES[mode[len("tcast_"):]])), record)
+    return Boundaries(mode, record)
 
 
 def layernorm(x, w, b, eps=1e-5):
@@ -684,7 +699,7 @@ def loss_fn(logits, targets, V, bnd=NO_BOUNDARIES):
 
 def reference(weights, x, y, cfg, args, sf16="none"):
     """Logits, loss, gradients and grad norm at weights, then the losses of args.steps AdamW steps,
-    under the mode sf16 (STATE_MODES: an SF16 mode, or "tcast" for TCAST_PLAN; LOWP_MODES: "fp8",
+    under the mode sf16 (STATE_MODES: an SF16 mode, or "tcast" for TCAST_PLAN, "tcast_<case>" for TCAST_CASES; LOWP_MODES: "fp8",
     "tcfp12"). Step 0 starts from the same weights, so its forward and backward are the initial ones
     (computed once; the gradients are copied before clipping). The forward reads bnd.weights(p) of the
     float64 parameters p the optimizer updates."""
@@ -736,7 +751,8 @@ def parse_args(argv):
                     help="write every state: fp32, bf16, and the SF16 states q115 and q115_tf")
     ap.add_argument("--tcast-states", action="store_true",
                     help="also write the TensorCast state gpt2_ref_debug_state_tcast.bin (header word 14 = 3): "
-                         "the bf16 weights under the fixed cast plan TCAST_PLAN (= test_gpt2.cu's)")
+                         "the bf16 weights under the fixed cast plan TCAST_PLAN (= test_gpt2.cu's), and the states "
+                         "of TCAST_CASES on the head-size-64 model gpt2_ref_bf16_hs64.bin (_tcast_<case>.bin, _bf16_hs64.bin)")
     ap.add_argument("--lowp-states", action="store_true",
                     help="also write the FP8 and TCFP-12 states gpt2_ref_debug_state_fp8.bin / _tcfp12.bin (header "
                          "word 15 = 1 / 2): the bf16 weights with the linear layers quantized as the FP8 / TCFP-12 "
@@ -791,6 +807,8 @@ def main(argv=None):
     if args.tcast_states:
         print(f"tcast plan: --cast {TCAST_PLAN['cast']} --cast-gemm {TCAST_PLAN['cast_gemm']} "
               f"--cast-lm-head {TCAST_PLAN['lm_head']}")
+        for case, plan in TCAST_CASES.items():
+            print(f"tcast case {case} (head size {TCAST_CASE_HS}): --cast {plan['cast']} --cast-gemm {plan['cast_gemm']}")
     print(f"parameters: {num_params(cfg)}")
     # (tag, weights, bf16 weights, mode, file); SF16, TCAST and the lowp modes store BF16, so their states
     # start from the bf16 weights
@@ -799,11 +817,20 @@ def main(argv=None):
     runs += [(m, weights_bf16, True, m, f"gpt2_ref_debug_state_{m}.bin") for m in STATE_MODES if m != "none"]
     runs = [r for r in runs if (args.tcast_states if r[3] == "tcast" else args.sf16_states or r[3] == args.sf16)]
     runs += [(m, weights_bf16, True, m, f"gpt2_ref_debug_state_{m}.bin") for m in LOWP_MODES if args.lowp_states]
+    runs = [r + (cfg,) for r in runs]
     written = ["gpt2_ref.bin", "gpt2_ref_bf16.bin"]
-    for tag, w, bf16, sf16, name in runs:
+    if args.tcast_states:  # the TCAST_CASES states, on the head-size-64 form of the model
+        if cfg["C"] % TCAST_CASE_HS:
+            sys.exit(f"error: --tcast-states needs C divisible by {TCAST_CASE_HS} (the TCAST_CASES states), got C={cfg['C']}")
+        cfg_hs = {**cfg, "NH": cfg["C"] // TCAST_CASE_HS}
+        write_checkpoint(out("gpt2_ref_bf16_hs64.bin"), cfg_hs, weights, bf16=True)
+        written.append("gpt2_ref_bf16_hs64.bin")
+        runs.append(("bf16_hs64", weights_bf16, True, "none", "gpt2_ref_debug_state_bf16_hs64.bin", cfg_hs))
+        runs += [(f"tcast_{c}", weights_bf16, True, f"tcast_{c}", f"gpt2_ref_debug_state_tcast_{c}.bin", cfg_hs) for c in TCAST_CASES]
+    for tag, w, bf16, sf16, name, run_cfg in runs:
         t1 = time.time()
-        logits, loss, grads, norm, losses = reference(w, x, y, cfg, args, sf16)
-        write_debug_state(out(name), args, cfg, x, y, logits, loss, grads, losses, bf16, sf16)
+        logits, loss, grads, norm, losses = reference(w, x, y, run_cfg, args, sf16)
+        write_debug_state(out(name), args, run_cfg, x, y, logits, loss, grads, losses, bf16, sf16)
         written.append(name)
         print(f"{tag}: loss {loss.item():.6f} grad norm {norm:.6f} ({time.time() - t1:.1f} s)")
         print(f"{tag}: {len(losses)} step losses: " + " ".join(f"{v:.6f}" for v in losses))

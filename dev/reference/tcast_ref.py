@@ -8,6 +8,7 @@ Public API
 ----------
 parse_number(code) -> NumberSpec        number codes, section 1.1 (ValueError naming the code)
 parse_scale(code)  -> ScaleSpec         scale codes, section 2
+parse_fixed(code)  -> int               the fixed scale pN of section 2: N
 parse_dtype(text)  -> DataType          DTYPE text with @ modifiers, section 3
 number_info(code)  -> dict              derived values of a number code (section 1.2)
 describe_dtype(text) -> dict            the parsed pieces of a DTYPE text
@@ -43,7 +44,10 @@ Resolved ambiguities (where doc/TCAST.md leaves a choice; listed again in the te
 * Later modifiers override earlier ones of the same kind; M:N needs 1 <= M < N (M = N would not
   be sparse). (The C tool also limits N to 32; the reference does not, and tests stay below.)
 * The tile token must be last; dY must be one of -2, -1, 0, 1 (2-D tensors only).
-* A uintK data type needs a zero point (section 4c is defined only with one).
+* A uintK data type needs a zero point (section 4c is defined only with one); so it takes no fixed
+  scale pN. A fixed scale is a DataType with scale None and fixed = N: it derives no scale, so the
+  statistics histogram stays empty, and it casts element by element (NaN stays NaN, Inf per 1.3).
+  N may carry a '+' or '-' sign and leading zeros; N in -127..127 (section 2).
 * The cast's tile/sparsity dimension d is the `dim` argument (section 4: d comes "from the scale
   spec, or chosen by the trainer"). A scale spec that spells dY explicitly (even d-1) fixes d: a
   `dim` naming the other dimension is a ValueError (-1 = 1 and 0 = -2 agree); without dY any dim
@@ -281,17 +285,41 @@ def parse_scale(code: str) -> ScaleSpec:
     return ScaleSpec(scale, zero, tile, dim, explicit)
 
 
+FIXED_RANGE = (-127, 127)  # N of a fixed scale pN: the exponents an E8M0 scale can hold (section 2)
+_FIXED_RE = re.compile(r"p([+-]?[0-9]+)")
+
+
+def parse_fixed(code: str) -> int:
+    """Parse a fixed scale code `pN` (section 2): a power of two 2^N known in advance, one for the whole
+    tensor, no zero point; so nothing may follow it. Returns N; ValueError otherwise."""
+    low = code.lower()
+    head, _, rest = low.partition("_")
+    if rest:
+        what = "tile token" if _TILE_RE.fullmatch(rest) else "token"
+        raise ValueError(f"invalid scale code '{code}': the fixed scale {head} is per tensor with no zero point; "
+                         f"unexpected {what} '{rest}'")
+    m = _FIXED_RE.fullmatch(low)
+    if not m:
+        raise ValueError(f"invalid scale code '{code}': a fixed scale is pN with N a decimal integer")
+    n = int(m.group(1))
+    if not FIXED_RANGE[0] <= n <= FIXED_RANGE[1]:
+        raise ValueError(f"invalid scale code '{code}': fixed scale exponent {n} outside {FIXED_RANGE[0]}..{FIXED_RANGE[1]}")
+    return n
+
+
 # ------------------------------------------------------------------ data types (section 3)
 
 @dataclass(frozen=True)
 class DataType:
-    """A data type (section 3): name, number, optional scale, round mode, scale mode, M:N sparsity."""
+    """A data type (section 3): name, number, optional scale, round mode, scale mode, M:N sparsity;
+    fixed = N for a fixed scale pN (then scale is None: no scale is derived from the data)."""
     name: str
     number: NumberSpec
     scale: Optional[ScaleSpec]
     round: str = "even"
     scalemode: str = "max"
     sparse: Optional[tuple] = None
+    fixed: Optional[int] = None
 
 
 def _predefined() -> dict:
@@ -306,6 +334,7 @@ def _predefined() -> dict:
     for k in ("f", "b", "e"):
         p[f"int16_{k}"] = ("int16", fl[k])
         p[f"int8_{k}"] = ("int8", fl[k])
+    p["q115"] = ("int16", "p-1")  # Q1.15 of the SF16 build: n / 2^15, |n| <= 32767
     for k in ("ff", "bb", "fi", "bi"):
         p[f"uint8_{k}"] = ("uint8", f"{fl[k[0]]}_{fl[k[1]]}")
         p[f"uint8_{k}32"] = ("uint8", f"{fl[k[0]]}_{fl[k[1]]}_t32")
@@ -326,10 +355,15 @@ def _predefined() -> dict:
 PREDEFINED = _predefined()
 
 
-def _check_combination(text: str, number: NumberSpec, scale: Optional[ScaleSpec]) -> None:
+def _check_combination(text: str, number: NumberSpec, scale: Optional[ScaleSpec], fixed: Optional[int]) -> None:
     """Which scales each data kind takes (section 2's table); ValueError naming both specs."""
     if number.kind == "exponent":
         raise ValueError(f"invalid data type '{text}': exponent type {number.code} is not a data type")
+    if fixed is not None:
+        if number.kind == "uint":
+            raise ValueError(f"invalid data type '{text}': uint data {number.code} needs a zero point, "
+                             f"which the fixed scale p{fixed} does not have")
+        return
     if scale is None:
         if number.kind in ("int", "uint"):
             raise ValueError(f"invalid data type '{text}': unscaled integer type {number.code} is unsupported")
@@ -389,21 +423,27 @@ def parse_dtype(text) -> DataType:
         ncode, _, scode = rest.partition("_")
         if "_" not in rest:
             scode = None
+    fixed = None
     try:
         number = parse_number(ncode)
-        scale = parse_scale(scode) if scode is not None else None
+        if scode is not None and scode.startswith("p"):  # no number code starts with p
+            fixed, scale = parse_fixed(scode), None
+        else:
+            scale = parse_scale(scode) if scode is not None else None
     except ValueError as e:
         raise ValueError(f"invalid data type '{text}': {e}") from None
-    _check_combination(text, number, scale)
-    return DataType(name, number, scale, rnd, smode, sparse)
+    _check_combination(text, number, scale, fixed)
+    return DataType(name, number, scale, rnd, smode, sparse, fixed)
 
 
 def describe_dtype(text) -> dict:
-    """The pieces of a DTYPE text: name, number, scale, zero (canonical codes or 'none'), tile
-    (-1 tensor or unscaled, 0 channel, X tile), dim, round, scalemode, sparse ('M:N' or 'none')."""
+    """The pieces of a DTYPE text: name, number, scale, zero (canonical codes, 'pN' for a fixed scale,
+    or 'none'), tile (-1 tensor, fixed or unscaled, 0 channel, X tile), dim, round, scalemode, sparse
+    ('M:N' or 'none')."""
     dt = parse_dtype(text)
     sc = dt.scale
-    return dict(name=dt.name, number=dt.number.code, scale=sc.scale.code if sc else "none",
+    scode = sc.scale.code if sc else (f"p{dt.fixed}" if dt.fixed is not None else "none")
+    return dict(name=dt.name, number=dt.number.code, scale=scode,
                 zero=sc.zero.code if sc and sc.zero else "none", tile=sc.tile if sc else -1,
                 dim=sc.dim if sc else -1, round=dt.round, scalemode=dt.scalemode,
                 sparse=f"{dt.sparse[0]}:{dt.sparse[1]}" if dt.sparse else "none")
@@ -649,9 +689,13 @@ def vcast(x, dtype, dim: Optional[int] = -1, seed: int = 0):
     hist: dict = {}
     sc = dt.scale
     if sc is None:
-        r, sat = cast_float(xt.astype(np.float64), dt.number, dt.round, u)
+        # unscaled (1.3), or a fixed scale 2^N (section 4d): every element alone,
+        # v = x / 2^N (exact in float64: |N| <= 127 keeps every float32 in range), cast by 1.3,
+        # times 2^N (exact), then one rounding to float32; no scale is derived, no histogram entry
+        n = dt.fixed or 0
+        r, sat = cast_float(np.ldexp(xt.astype(np.float64), -n), dt.number, dt.round, u)
         with np.errstate(over="ignore", under="ignore"):
-            out = r.astype(np.float32)
+            out = np.ldexp(r, n).astype(np.float32)
     else:
         if sc.tile > 0:
             if C % sc.tile:

@@ -8,8 +8,12 @@
  *       minint (ints, uints), code (canonical). Reals printed with %.17g (exact round trip).
  *   tcast_cli dtype DTYPE
  *       key=value lines: name number scale zero tile dim round scalemode sparse (scale / zero:
- *       canonical number codes or none; tile -1 = per tensor (also for unscaled types), 0 =
- *       channel, X; dim as given, default -1; sparse M:N or none).
+ *       canonical number codes or none, scale pN for a fixed scale; tile -1 = per tensor (also
+ *       for unscaled and fixed-scale types), 0 = channel, X; dim as given, default -1; sparse M:N
+ *       or none).
+ *   tcast_cli list
+ *       the predefined data types of doc/TCAST.md section 3, one `NAME=CANONICAL` line each
+ *       (CANONICAL: tcast_datatype_describe, e.g. q115=int16_p-1@even@max).
  *   tcast_cli cast DTYPE ROWS COLS DIM SEED IN OUT [STATS]
  *       reads ROWS * COLS little-endian float32 (row-major) from IN, casts along DIM (-1, 1, 0,
  *       -2) with random seed SEED (decimal uint64), writes OUT (via OUT.tmp and a rename, so OUT
@@ -63,11 +67,24 @@ static int cmd_dtype(const char* text) {
     if (dt.has_scale) {
         tcast_number_code(&dt.scale.scale, sc, sizeof(sc));
         if (dt.scale.has_zero) tcast_number_code(&dt.scale.zero, zero, sizeof(zero));
+    } else if (dt.fixed) {
+        snprintf(sc, sizeof(sc), "p%d", dt.fixed_exp);
     }
     if (dt.sparse_n > 0) snprintf(sparse, sizeof(sparse), "%d:%d", dt.sparse_m, dt.sparse_n);
     printf("name=%s\nnumber=%s\nscale=%s\nzero=%s\ntile=%d\ndim=%d\nround=%s\nscalemode=%s\nsparse=%s\n", dt.name,
            tcast_number_code(&dt.number, num, sizeof(num)), sc, zero, dt.has_scale ? dt.scale.tile : -1,
            dt.has_scale ? dt.scale.dim : -1, tcast_round_name(dt.round), tcast_scale_mode_name(dt.scale_mode), sparse);
+    return 0;
+}
+
+static int cmd_list(void) {
+    const char *name, *num, *sc;
+    for (int i = 0; tcast_predefined(i, &name, &num, &sc) == 0; i++) {
+        TcastDataType dt;
+        char err[256], desc[160];
+        if (tcast_parse_datatype(name, &dt, err, sizeof(err)) != 0) fail("predefined %s: %s", name, err);
+        printf("%s=%s\n", name, tcast_datatype_describe(&dt, desc, sizeof(desc)));
+    }
     return 0;
 }
 
@@ -177,5 +194,6 @@ int main(int argc, char** argv) {
     if (argc == 3 && strcmp(argv[1], "info") == 0) return cmd_info(argv[2]);
     if (argc == 3 && strcmp(argv[1], "dtype") == 0) return cmd_dtype(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "cast") == 0) return cmd_cast(argc, argv);
-    fail("usage: tcast_cli info CODE | dtype DTYPE | cast DTYPE ROWS COLS DIM SEED IN OUT [STATS]");
+    if (argc == 2 && strcmp(argv[1], "list") == 0) return cmd_list();
+    fail("usage: tcast_cli info CODE | dtype DTYPE | list | cast DTYPE ROWS COLS DIM SEED IN OUT [STATS]");
 }

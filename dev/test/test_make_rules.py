@@ -26,7 +26,6 @@ def value(var, *flags):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["USE_CUDNN=1", "TCAST=1"], "USE_CUDNN=1 cannot be combined with TCAST=1"),
     (["USE_CUDNN=1", "PRECISION=FP32"], "USE_CUDNN=1 cannot be combined with PRECISION=FP32"),
     (["USE_CUDNN=1", "ENABLE_Q115=1"], "ENABLE_CUDNN is not supported with ENABLE_Q115. Disable USE_CUDNN for SF16 builds."),
     (["USE_CUDNN=2"], "USE_CUDNN=2: expected 1 (cuDNN attention) or 0 (the built-in flash kernels)"),
@@ -45,6 +44,8 @@ def test_refused_combinations_stop_make_with_the_rule(flags, message):
     (["USE_CUDNN=0", "PRECISION=FP16"], "fp16_flash"),
     (["USE_CUDNN=1"], "bf16"),
     (["USE_CUDNN=1", "TCFP12=1"], "tcfp12"),
+    (["USE_CUDNN=1", "TCAST=1"], "tcast"),  # cuDNN serves the runs that cast no attention site
+    (["USE_CUDNN=0", "TCAST=1"], "tcast_flash"),
 ])
 def test_use_cudnn_names_the_build_folder(flags, variant):
     assert value("VARIANT", *flags) == variant
@@ -52,16 +53,16 @@ def test_use_cudnn_names_the_build_folder(flags, variant):
     assert on == ("USE_CUDNN=1" in flags)
 
 
-@pytest.mark.parametrize("flags", [["TCAST=1"], ["ENABLE_Q115=1"], ["ENABLE_Q115=1", "SF16_TRUE_FORWARD=1"],
-                                   ["PRECISION=FP32"]])
+@pytest.mark.parametrize("flags", [["ENABLE_Q115=1"], ["ENABLE_Q115=1", "SF16_TRUE_FORWARD=1"], ["PRECISION=FP32"]])
 def test_the_default_never_picks_cudnn_where_the_mode_refuses_it(flags):
-    # whatever this machine has: these modes act inside attention or store fp32
+    # whatever this machine has: these modes act inside attention in every run or store fp32
     assert value("USE_CUDNN", *flags) == "0"
     assert "_flash" not in value("VARIANT", *flags)  # the default folder, not the opt-out one
 
 
-@pytest.mark.parametrize("flags", [[], ["PRECISION=FP16"], ["FP8=1"], ["TCFP12=1"]])
+@pytest.mark.parametrize("flags", [[], ["PRECISION=FP16"], ["FP8=1"], ["TCFP12=1"], ["TCAST=1"]])
 def test_the_default_is_cudnn_exactly_where_it_is_found(flags):
+    # TCAST=1 too: its runs take cuDNN's attention unless --cast names an attention site
     found = value("HAVE_CUDA") == "1" and value("HAVE_CUDNN") == "1"
     assert value("USE_CUDNN", *flags) == ("1" if found else "0")
     assert "_flash" not in value("VARIANT", *flags)

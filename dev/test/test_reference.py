@@ -654,6 +654,48 @@ def test_tcast_plan():
     assert text("TCAST_TEST_CAST") == ref.TCAST_PLAN["cast"]
     assert text("TCAST_TEST_CAST_GEMM") == ref.TCAST_PLAN["cast_gemm"]
     assert int(re.search(r"TCAST_TEST_LM_HEAD\s*=\s*(\d+);", tcast_block).group(1)) == ref.TCAST_PLAN["lm_head"]
+    # the further cases: test.cuh's TCAST_CASES rows {"name", "cast", "cast_gemm", "build/ref/<state>", ...}
+    rows = re.findall(r'\{"(\w+)", "([^"]*)", "([^"]*)", "build/ref/([^"]*)"', tcast_block)
+    assert {n: (c, g, f) for n, c, g, f in rows} == {n: (p["cast"], p["cast_gemm"], f"gpt2_ref_debug_state_tcast_{n}.bin")
+                                                     for n, p in ref.TCAST_CASES.items()}
+    assert all(p["lm_head"] == 0 for p in ref.TCAST_CASES.values())
+    assert '"build/ref/gpt2_ref_bf16_hs64.bin"' in tcast_block and '"build/ref/gpt2_ref_debug_state_bf16_hs64.bin"' in tcast_block
+
+
+@pytest.mark.parametrize("case", sorted(ref.TCAST_CASES))
+def test_tcast_case_state(run, case):
+    """The states of TCAST_CASES: the head-size-64 checkpoint holds the bf16 weights with NH = C / 64; each case's
+    state (mode 3) has the logits and loss of a recomputation under its plan on that model, its recorded attention
+    probabilities (and, for `all`, every recorded site) on their MXFP8 grids, and is apart from the uncast
+    head-size-64 state by a cast-sized amount."""
+    d, shard, _ = run
+    x, y, params = first_batch_bf16_params(shard, d)
+    head, t16 = np_read_checkpoint(d / "gpt2_ref_bf16_hs64.bin")
+    _, t16_base = np_read_checkpoint(d / "gpt2_ref_bf16.bin")
+    NH = SMALL["C"] // ref.TCAST_CASE_HS
+    assert head[5] == NH and all(np.array_equal(a, b) for a, b in zip(t16, t16_base))
+    h, st = np_read_state(d / f"gpt2_ref_debug_state_tcast_{case}.bin")
+    assert h[13] == 1 and h[14] == 3 and h[15] == 0
+    record = []
+    bnd = ref.make_boundaries(f"tcast_{case}")
+    bnd.record = record
+    logits = ref.forward(params, x, NH, bnd)
+    assert np.array_equal(logits[..., :SMALL["V"]].numpy().astype(np.float32), st["logits"])
+    assert abs(ref.loss_fn(logits, y, SMALL["V"], bnd).item() - st["loss"]) < 1e-6
+    sites = {n for n, _ in record}
+    want = {"attn_scores", "attn_probs"} if case == "attn" else {"attn_scores", "attn_probs", "encoder", "ln1", "qkv", "residual2"}
+    assert want <= sites
+    probs = [t for n, t in record if n == "attn_probs"]
+    T = SMALL["T"]
+    pad = -T % 32  # rows of T keys in 32-key tiles: zeros (future keys, as the kernels see them) fill the last one
+    for p in probs:
+        a = np.pad(p.numpy().reshape(-1, T), ((0, 0), (0, pad))).astype(np.float32)
+        assert np.array_equal(cast_np(a, "mxfp8e4", bf16_in=False), a)
+    hu, plain = np_read_state(d / "gpt2_ref_debug_state_bf16_hs64.bin")
+    assert hu[13] == 1 and hu[14] == 0
+    rel = lambda a, b: np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b)
+    assert 1e-3 < rel(st["logits"], plain["logits"]) < 0.5
+    assert abs(st["loss"] - plain["loss"]) < 0.1 and st["losses"][-1] < plain["losses"][0] - 0.5
 
 
 def test_tcast_state(run):

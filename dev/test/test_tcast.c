@@ -6,6 +6,9 @@
  * points; channel / tensor scales; dims; M:N sparsity; stochastic rounding; unscaled casts), and
  * random comparisons against a reference written here from the doc in double arithmetic (frexp,
  * ldexp, floor) and plain float32 operations, independent of the header's integer code.
+ * Fixed scales pN (section 2, 4d): parsing and refusals, casts against the same
+ * reference with x / 2^N, and q115 (= int16_p-1) against the SF16 build's simulate_q115
+ * (llmc/numerics/q115.h) on every float32 of the critical binades and a dense sweep of the rest.
  *   cc -std=gnu11 -O2 -Wall -Wextra -I. dev/test/test_tcast.c -lm -o /tmp/test_tcast && /tmp/test_tcast
  */
 #include <float.h>
@@ -14,6 +17,7 @@
 
 #include "dev/test/test_harness.h"
 #include "llmc/numerics/bf16.h"
+#include "llmc/numerics/q115.h"
 #include "llmc/numerics/tcast.h"
 
 // Bitwise equality, with any NaN equal to any NaN.
@@ -264,7 +268,7 @@ static const PredefCase PREDEF[] = {
     {"e2m3fnuz", "e2m3b1fnuz", "none", "none", -1},  {"e2m1fnuz", "e2m1b1fnuz", "none", "none", -1},
     {"uint16_ff", "uint16", "e5m10b15", "e5m10b15", -1}, {"uint16_bb", "uint16", "e8m7b127", "e8m7b127", -1},
     {"int16_f", "int16", "e5m10b15", "none", -1},    {"int16_b", "int16", "e8m7b127", "none", -1},
-    {"int16_e", "int16", "e8m0b127", "none", -1},
+    {"int16_e", "int16", "e8m0b127", "none", -1},    {"q115", "int16", "p-1", "none", -1},
     {"uint8_ff", "uint8", "e5m10b15", "e5m10b15", -1}, {"uint8_bb", "uint8", "e8m7b127", "e8m7b127", -1},
     {"uint8_fi", "uint8", "e5m10b15", "int8", -1},   {"uint8_bi", "uint8", "e8m7b127", "int8", -1},
     {"int8_f", "int8", "e5m10b15", "none", -1},      {"int8_b", "int8", "e8m7b127", "none", -1},
@@ -289,6 +293,8 @@ static void check_dtype_parts(const char* text, const TcastDataType* dt, const P
     char num[64], sc[64] = "none", zero[64] = "none";
     tcast_number_code(&dt->number, num, sizeof(num));
     if (dt->has_scale) tcast_number_code(&dt->scale.scale, sc, sizeof(sc));
+    if (dt->fixed) snprintf(sc, sizeof(sc), "p%d", dt->fixed_exp);  // a fixed scale pN
+    CHECK(!(dt->fixed && dt->has_scale), "%s: a fixed scale and a scale spec", text);
     if (dt->has_scale && dt->scale.has_zero) tcast_number_code(&dt->scale.zero, zero, sizeof(zero));
     CHECK(strcmp(num, c->number) == 0, "%s: number %s, want %s", text, num, c->number);
     CHECK(strcmp(sc, c->scale) == 0, "%s: scale %s, want %s", text, sc, c->scale);
@@ -358,6 +364,13 @@ static void test_codes(void) {
         {"e5m2_e8m0b120_t32", "e5m2b15", "e8m0b120", "none", 32},
         {"e2m0fnuz", "e2m0b1fnuz", "none", "none", -1},
         {"e1m2fn", "e1m2b0fn", "none", "none", -1},
+        {"int16_p-1", "int16", "p-1", "none", -1},
+        {"int8_p-3", "int8", "p-3", "none", -1},
+        {"E4M3FN_P+2", "e4m3b7fn", "p2", "none", -1},
+        {"float8_e5m2_p0", "e5m2b15", "p0", "none", -1},
+        {"e2m1fnuz_p127", "e2m1b1fnuz", "p127", "none", -1},
+        {"int4_p-127", "int4", "p-127", "none", -1},
+        {"int2_p007", "int2", "p7", "none", -1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TcastDataType dt;
@@ -477,6 +490,15 @@ static void test_errors(void) {
         {2, "", "''", "no number code"},              {2, "mxfp8e4_t32", "'mxfp8e4'", "unknown"},
         {2, "e4m3fn_", "'e4m3fn_'", "empty"},         {2, "_e8m0", "''", "unknown"},
         {2, "mxfp8e4 ", "'mxfp8e4 '", "unknown"},
+        // fixed scales pN (section 2)
+        {2, "int16_p-1_t32", "'p-1_t32'", "no tile token"},   {2, "q115_t32", "'q115_t32'", "unknown"},
+        {2, "int16_p-1_t32d0", "'t32d0'", "no tile token"},   {2, "int16_px", "'px'", "pN"},
+        {2, "int16_p", "'p'", "pN"},                          {2, "int16_p-", "'p-'", "pN"},
+        {2, "int16_p1.5", "'p1.5'", "pN"},                    {2, "int16_p128", "N=128", "-127..127"},
+        {2, "int16_p-128", "N=-128", "-127..127"},            {2, "int16_p99999", "N=99999", "-127..127"},
+        {2, "int16_p-1_e8m0", "'e8m0'", "no zero point"},     {2, "uint8_p1", "'uint8_p1'", "zero point"},
+        {2, "e8m0_p3", "'e8m0_p3'", "only a scale"},          {2, "int8", "'int8'", "int8_pN"},
+        {2, "e4m3fn_e8m0_p3", "'p3'", "unknown"},             {2, "int16_p-1@bogus", "'@bogus'", "unknown modifier"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const ErrCase* c = &cases[i];
@@ -962,6 +984,135 @@ static void test_unscaled(void) {
 }
 
 // ----------------------------------------------------------------------------------------------
+// Fixed scales pN (sections 2 and 4d)
+
+// Section 4d on one element, from the doc: NaN -> NaN; +-Inf -> +-Inf (ieee) or
+// +-max * 2^N; else the 1.3 cast of the exact real x / 2^N, times 2^N, rounded once to float32.
+static float ref_fixed(float x, const RefF* f, int n, int mode, uint32_t u) {
+    int sat;
+    if (isnan(x)) return NAN;
+    if (isinf(x)) return f->mode == 0 ? x : (float)copysign(ldexp(f->max, n), x);
+    return (float)(ref_cast_real(ldexp((double)x, -n), f, mode, u, &sat) * ldexp(1.0, n));
+}
+
+static void test_fixed_scale(void) {
+    // int8_p-3: int8's grid n 2^-6 times 2^-3 = n 2^-9, |n| <= 127, +0 for zero, saturating (Inf too)
+    float x[8] = {0.1f, -0.3f, 1.0f, INFINITY, NAN, -0.0f, 0x1p-11f, 0x1.8p-10f}, y[8];
+    float w[8] = {51 * 0x1p-9f, -127 * 0x1p-9f, 127 * 0x1p-9f, 127 * 0x1p-9f, NAN, 0.0f, 0.0f, 0x1p-9f};
+    TcastStats st;
+    memset(&st, 0, sizeof(st));
+    if (cast("int8_p-3", x, y, 2, 4, -1, 0, &st) == 0) check_bits("int8_p-3", y, w, 8);
+    long long hist = 0;
+    for (int b = 0; b < TCAST_HIST_BINS; b++) hist += st.hist[b];
+    CHECK(st.values == 8 && st.saturated == 2 && st.flushed == 1 && hist == 0, "int8_p-3 stats: sat %lld flush %lld hist %lld",
+          st.saturated, st.flushed, hist);
+    // e4m3fn_p2: e4m3fn's values times 4 (max 1792); the fn zero keeps its sign; Inf saturates
+    float xe[8] = {1000.0f, -5000.0f, 0x1p-7f, -0x1.8p-10f, INFINITY, -INFINITY, -0.0f, 0x1.1p-6f}, ye[8];
+    float we[8] = {1024.0f, -1792.0f, 0x1p-7f, -0.0f, 1792.0f, -1792.0f, -0.0f, 0x1p-6f};
+    if (cast("e4m3fn_p2", xe, ye, 1, 8, 0, 0, NULL) == 0) check_bits("e4m3fn_p2", ye, we, 8);
+    // unscaled and p0 are the same cast; the canonical code round-trips
+    TcastDataType dt, dt2;
+    char buf[160];
+    if (get_dtype("Q115@stochastic", &dt)) {
+        tcast_datatype_describe(&dt, buf, sizeof(buf));
+        CHECK(strcmp(buf, "int16_p-1@stochastic@max") == 0 && dt.fixed && dt.fixed_exp == -1 && !dt.has_scale, "describe q115: %s", buf);
+        CHECK(get_dtype(buf, &dt2) && dt2.fixed && dt2.fixed_exp == -1 && dt2.round == TCAST_ROUND_STOCHASTIC, "%s re-parses", buf);
+    }
+
+    // random elements of several pN types, every round mode, along either dimension (element-wise:
+    // the same bits), through tcast_cast_host against ref_fixed
+    static const struct {
+        const char* code;
+        int x, y, bias, mode, n;
+    } fmts[] = {
+        {"int16_p-1", 1, 14, 1, 2, -1},     {"int8_p-3", 1, 6, 1, 2, -3},       {"e4m3fn_p2", 4, 3, 7, 1, 2},
+        {"e5m2_p-10", 5, 2, 15, 0, -10},    {"e2m1fnuz_p5", 2, 1, 1, 2, 5},     {"bfloat16_p-100", 8, 7, 127, 0, -100},
+        {"int4_p-127", 1, 2, 1, 2, -127},   {"e4m3fn_p-127", 4, 3, 7, 1, -127}, {"e5m10b30fnuz_p-127", 5, 10, 30, 2, -127},
+        {"float32_p3", 8, 23, 127, 0, 3},   {"e8m22b0_p-127", 8, 22, 0, 0, -127}, {"e3m2fnuz_p127", 3, 2, 3, 2, 127},
+        {"int2_p0", 1, 0, 1, 2, 0},
+    };
+    enum { R = 40, C = 1000 };
+    static float xr[R * C], yr[R * C], yc[R * C];
+    for (size_t k = 0; k < sizeof(fmts) / sizeof(fmts[0]); k++) {
+        const RefF r = ref_float(fmts[k].x, fmts[k].y, fmts[k].bias, fmts[k].mode);
+        const int n = fmts[k].n;
+        // magnitudes around the scaled grid: 2^(emin - mbits + n - 3) .. 2^(emax + n + 2), within float32
+        int lo = r.emin - r.mbits + n - 3, hi = r.emax + n + 2;
+        lo = lo < -149 ? -149 : lo > 120 ? 120 : lo;
+        hi = hi > 127 ? 127 : hi < lo ? lo : hi;
+        for (int i = 0; i < R * C; i++) xr[i] = (i % 50 == 0) ? tcast_f32_from_bits((uint32_t)rng_next()) : rand_f32(lo, hi);
+        for (int m = 0; m < 4; m++) {
+            char text[64];
+            snprintf(text, sizeof(text), "%s@%s", fmts[k].code, tcast_round_name((TcastRound)m));
+            const uint64_t seed = 0x5EED0000ull + k;
+            if (cast(text, xr, yr, R, C, -1, seed, NULL) != 0 || cast(text, xr, yc, R, C, 0, seed, NULL) != 0) continue;
+            int bad = 0;
+            for (int i = 0; i < R * C; i++) {
+                const float want = ref_fixed(xr[i], &r, n, m, ref_u(seed, (uint64_t)i));
+                if ((!same(yr[i], want) || !same(yc[i], want)) && bad++ < 3)
+                    CHECK(0, "%s: %a (0x%08x) -> %a / %a (dim -1 / 0), want %a", text, xr[i], tcast_f32_bits(xr[i]), yr[i], yc[i], want);
+            }
+            CHECK(bad == 0, "%s: %d of %d elements differ", text, bad, R * C);
+        }
+    }
+}
+
+// q115 = int16_p-1 against the SF16 build's Q1.15 round trip simulate_q115 (llmc/numerics/q115.h):
+// the same bits for every non-NaN float32 (checked: every pattern of the binades around the flush
+// threshold 2^-16 and around 1, every 257th pattern of the rest, and the special values), and the same
+// set of flushed inputs (q115_is_flushed vs the cast's flushed count). NaN: both give NaN, but the cast
+// gives the canonical 0x7FC00000 (section 1.3, tcast_quant.h) where simulate_q115 keeps the input's
+// bits (payload and sign) on the host: the only difference (an all-2^32 sweep found no other).
+static void test_q115_equivalence(void) {
+    TcastDataType dt;
+    if (!get_dtype("q115", &dt)) return;
+    enum { CH = 1 << 16 };
+    static float x[CH], y[CH];
+    long long n = 0, bad = 0, nan_in = 0, nan_bad = 0, flush_bad = 0;
+    uint32_t first = 0;
+    // the chunks: 6 binades x 2 signs in full (exponent fields 111..113: |x| in [2^-16, 2^-13), 125..127:
+    // [0.25, 2)), then every 257th pattern of all 2^32, then the specials
+    const uint32_t fields[6] = {111, 112, 113, 125, 126, 127};
+    const uint32_t specials[] = {0u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFFBFFFFFu,
+                                 0x00000001u, 0x807FFFFFu, 0x00800000u, 0x3F800000u, 0xBF800000u, 0x3F7FFF00u, 0xBF7FFF00u,
+                                 Q115_THRESHOLD_BITS_, 0x3F7FFE01u, 0x37800000u, 0xB7800000u, 0x37C00000u, 0x38000000u,
+                                 0x477FFF00u, 0x7F7FFFFFu, 0xFF7FFFFFu};
+    const uint64_t nspec = sizeof(specials) / sizeof(specials[0]);
+    const uint64_t ndense = 12ull << 23, nstride = (0x100000000ull + 256) / 257;
+    for (uint64_t base = 0; base < ndense + nstride + nspec; base += CH) {
+        int len = 0;
+        for (uint64_t i = base; i < ndense + nstride + nspec && len < CH; i++, len++) {
+            uint32_t b;
+            if (i < ndense) b = ((uint32_t)(i >> 24) << 31) | (fields[(i >> 23) & 0x7] << 23) | (uint32_t)(i & 0x7FFFFF);
+            else if (i < ndense + nstride) b = (uint32_t)((i - ndense) * 257);
+            else b = specials[i - ndense - nstride];
+            x[len] = tcast_f32_from_bits(b);
+        }
+        TcastStats st;
+        char err[256];
+        memset(&st, 0, sizeof(st));
+        if (!CHECK(tcast_cast_host(&dt, x, y, 1, len, -1, 0, &st, err, sizeof(err)) == 0, "q115 cast: %s", err)) return;
+        long long flushed = 0;
+        for (int i = 0; i < len; i++) {
+            const float w = simulate_q115(x[i]);
+            flushed += q115_is_flushed(x[i]);
+            n++;
+            if (isnan(x[i])) {
+                nan_in++;
+                nan_bad += tcast_f32_bits(y[i]) != TCAST_F32_QNAN || !isnan(w);
+            } else if (tcast_f32_bits(y[i]) != tcast_f32_bits(w) && bad++ == 0) {
+                first = tcast_f32_bits(x[i]);
+            }
+        }
+        flush_bad += st.flushed != flushed;
+    }
+    CHECK(bad == 0, "q115 vs simulate_q115: %lld of %lld differ (first input 0x%08x)", bad, n, first);
+    CHECK(nan_in > 1000 && nan_bad == 0, "q115 NaN inputs: %lld, %lld not the canonical NaN", nan_in, nan_bad);
+    CHECK(flush_bad == 0, "q115 flushed counts differ from q115_is_flushed in %lld chunks", flush_bad);
+    CHECK(n > 100000000ll, "q115 sweep: %lld values", n);
+}
+
+// ----------------------------------------------------------------------------------------------
 // Random comparisons against the reference above
 
 typedef struct {
@@ -1149,6 +1300,8 @@ int main(void) {
     test_sparsity();
     test_stochastic();
     test_unscaled();
+    test_fixed_scale();
+    test_q115_equivalence();
     test_random_elements();
     test_random_exp_scaled();
     test_random_float_scaled();

@@ -56,6 +56,15 @@ int main(void) {
     plan_of(&attn, &plan);
     CHECK(plan.site_on[ATTN_PROBS] && plan.site[ATTN_PROBS].sparse_n == 4 && plan.site[ATTN_PROBS].sparse_m == 2, "attn_probs 2:4");
 
+    // fixed scales pN (q115 = int16_p-1) at every site, attention included, and at every operand; any
+    // shape fits (they cast element by element)
+    PlanCase fixed = {"all=q115,attn_probs=int8_p-3@stochastic", "x=e4m3fn_p2,w=q115,dy=int16_p-5", 1, 96, 50304, 3, 50};
+    plan_of(&fixed, &plan);
+    CHECK(plan.site_on[ATTN_SCORES] && plan.site[ATTN_SCORES].fixed && plan.site[ATTN_SCORES].fixed_exp == -1 &&
+              !plan.site[ATTN_SCORES].has_scale && strcmp(plan.site[ATTN_SCORES].name, "q115") == 0, "attn_scores=q115");
+    CHECK(plan.site[ATTN_PROBS].fixed_exp == -3 && plan.site[ATTN_PROBS].round == TCAST_ROUND_STOCHASTIC, "attn_probs=int8_p-3@stochastic");
+    CHECK(plan.op[TCAST_OP_X].fixed_exp == 2 && plan.op[TCAST_OP_DY].fixed_exp == -5 && plan.op[TCAST_OP_W].fixed, "operands pN");
+
     // errors, each naming the flag and what is wrong
     PlanCase bad_type = {"matmul_out=mxfp9", "", 0, 0, 0, 0, 0};
     EXPECT_DIES(plan_die, &bad_type, "--cast", "matmul_out=mxfp9");
@@ -76,6 +85,10 @@ int main(void) {
     EXPECT_DIES(plan_die, &attn_tensor, "--cast", "attn_scores=int8_e", "per-tensor and channel scales");
     PlanCase unscaled_int = {"matmul_out=int8", "", 0, 0, 0, 0, 0};
     EXPECT_DIES(plan_die, &unscaled_int, "--cast", "matmul_out=int8", "unscaled integer types are unsupported");
+    PlanCase fixed_tile = {"attn_scores=int16_p-1_t32", "", 0, 0, 0, 0, 0};
+    EXPECT_DIES(plan_die, &fixed_tile, "--cast", "attn_scores=int16_p-1_t32", "no tile token");
+    PlanCase fixed_range = {"", "w=e4m3fn_p200", 0, 0, 0, 0, 0};
+    EXPECT_DIES(plan_die, &fixed_range, "--cast-gemm", "w=e4m3fn_p200", "-127..127");
     PlanCase attn_wide = {"attn_scores=e4m3fn_e8m0_t128", "", 0, 0, 0, 0, 0};
     EXPECT_DIES(plan_die, &attn_wide, "--cast", "tile 128", "key tile");
     // tiles that do not divide a dimension the cast runs along: C = 96 with tile 64 (channels), and

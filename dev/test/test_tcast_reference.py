@@ -9,7 +9,10 @@ b. C vs Python, bit for bit (uint32 views; NaN compared by NaN-ness only) and th
    every predefined type x every round mode x both scale modes x dims -1 and 0 on a mixed tensor,
    the same with NaN / Inf in a few tiles, and a per-type tensor of exact ties of the target grid;
    the same for sparsity variants and non-predefined codes.
-c. `info` / `dtype` outputs of the C tool against number_info / describe_dtype.
+c. `info` / `dtype` / `list` outputs of the C tool against number_info / describe_dtype / PREDEFINED.
+f. Fixed scales pN (q115 = int16_p-1 among them): the C cast against the reference on data in each
+   type's range, both dims, every round mode (b. covers them on the shared tensors too), and the
+   reference's own rules (x / 2^N cast element-wise, times 2^N; per-element specials).
 d. Invalid codes, data types and cast arguments: both reject (ValueError; exit 1 with `error:`).
 e. Stochastic rounding: the exact threshold u < f * 2^32 with u from section 1.4, unbiasedness over
    many seeds (z-test with known grid neighbours), reproducibility, different seeds differ.
@@ -49,6 +52,9 @@ CUSTOM = [
     "e4m3b7fnuz_e8m0_t0", "e6m9_e8m0b100_t64", "uint16_e5m2fnuz_int16_t64", "int3_float16_t0",
     "mxfp8e4@2:4", "e4m3fn@4:8", "int8_f@2:4", "mxint4@1:8", "uint8_bb32@4:8", "e3m2fnuz@2:4",
     "mxfp4e2@3:4", "e8m22b0", "e8m3b250_e8m0_t32",
+    # fixed scales pN (section 2): ints and floats, N at both ends of -127..127, with sparsity
+    "int8_p-3", "e4m3fn_p2", "e5m2_p-10@2:4", "int4_p5", "e2m1fnuz_p-127", "float32_p100", "e5m10b30fnuz_p-127",
+    "e8m22b0_p-127", "e3m2fnuz_p120", "int16_p+3", "int2_p0",
 ]
 
 # ml_dtypes type -> our code (section 3: the fnuz spellings of OCP's FP6 / FP4)
@@ -178,19 +184,19 @@ def make_ties(dtype, seed=11):
     rr, cc = np.meshgrid(np.arange(ROWS), np.arange(COLS), indexing="ij")
     hi, lo = (rr + cc) % 8 == 0, (rr + cc) % 8 == 4
     sign = rng.choice([-1.0, 1.0], (ROWS, COLS))
-    k = 0 if sc is None else -3
+    k = dt.fixed if dt.fixed is not None else (0 if sc is None else -3)  # the grid's scale: 2^N for pN
     if F.kind == "uint":
         m, z = F.maxint, F.maxint // 3
         x = (rng.integers(0, m, (ROWS, COLS)) + 0.5 - z) * 2.0 ** k
         x = np.where(hi, (m - z) * 2.0 ** k, np.where(lo, -z * 2.0 ** k, x))
-    elif F.kind == "int" and sc.scale.kind == "float":
+    elif F.kind == "int" and sc is not None and sc.scale.kind == "float":
         m = F.maxint
         x = sign * (rng.integers(0, m, (ROWS, COLS)) + 0.5) * 2.0 ** k
         x = np.where(hi, sign * m * 2.0 ** k, x)
     else:
         Y = min(F.mbits, 22)
         elo = max(F.emin, -149 + Y + 1 - k)
-        ehi = min(F.emax, 120)
+        ehi = min(F.emax, 120, 125 - k)  # (n + 1/2) 2^(e - Y + k) and midmax 2^k stay below 2^127
         e = rng.integers(elo, ehi + 1, (ROWS, COLS))
         n = rng.integers(0, 2 ** (Y + 1), (ROWS, COLS))
         n = np.where(e > F.emin, n | 2 ** Y, n)
@@ -592,6 +598,7 @@ DTYPE_TEXTS = PREDEFINED + CUSTOM + [
     "mxfp8e4@stochastic@midmax@2:4", "MXFP4E2@Nearest", "e4m3fn_e8m0_t32d0", "e4m3fn_e8m0_t0d-2", "e4m3fn_e8m0_t8d1",
     "torch.float8_e5m2", "float8_e4m3fn", "e4m3fn_e8m0@zero@even", "int8_e8m0_t1024", "int8_e8m0_t2",
     "uint8_float16_float16@3:4", "e5m2_e8m0b120_t32@midmax", "e4m3fn@1:32",
+    "Q115@stochastic", "int16_p-001", "e4m3fn_p+2@midmax", "torch.float8_e5m2_p-127", "int8_p127@3:4",
 ]
 
 
@@ -603,6 +610,20 @@ def test_c_dtype(text):
     got = parse_kv(p.stdout)
     errs = [f"missing key {k}" for k in want if k not in got] + compare_kv(got, want)
     assert not errs, f"dtype {text}:\n" + "\n".join(errs)
+
+
+def test_c_list():
+    """`tcast_cli list`: the predefined names of section 3, each with a canonical text that the
+    reference parses to the same pieces as the name."""
+    p = run_cli("list")
+    assert p.returncode == 0, p.stderr
+    got = parse_kv(p.stdout)
+    assert sorted(got) == PREDEFINED
+    assert got["q115"] == "int16_p-1@even@max"
+    keys = ("number", "scale", "zero", "tile", "round", "scalemode", "sparse")
+    for name, canon in got.items():
+        a, b = T.describe_dtype(name), T.describe_dtype(canon)
+        assert [a[k] for k in keys] == [b[k] for k in keys], (name, canon)
 
 
 # ------------------------------------------------------------------ d. errors
@@ -641,6 +662,9 @@ INVALID_DTYPES = [
     # modifiers (section 3)
     "mxfp8e4@", "mxfp8e4@bogus", "mxfp8e4@up", "mxfp8e4@2:", "mxfp8e4@:4", "mxfp8e4@2-4", "mxfp8e4@3:2", "mxfp8e4@4:4", "mxfp8e4@0:4", "@even",
     "mxfp8e4 ", "mxfp8e4_t32",
+    # fixed scales pN (section 2): no tile, no zero point, N a decimal integer in -127..127, no uint data
+    "int16_p-1_t32", "int16_p-1_t0", "int16_p-1_e8m0", "int16_p-1_int8_t32", "int16_px", "int16_p", "int16_p-", "int16_p1.5",
+    "int16_p128", "int16_p-128", "uint8_p1", "uint8_float16_p1", "e8m0_p3", "e4m3fn_e8m0_p3", "q115_t32", "q115_p1", "int16_p-1@bogus",
 ]
 
 
@@ -760,3 +784,54 @@ def test_stochastic_c_reproducible(tmp_path):
     b, _, _ = c_cast(tmp_path, "mxfp6e2@stochastic", x, -1, 77)
     c, _, _ = c_cast(tmp_path, "mxfp6e2@stochastic", x, -1, 78)
     assert np.array_equal(bits(a), bits(b)) and np.count_nonzero(bits(a) != bits(c)) > x.size // 20
+
+
+# ------------------------------------------------------------------ f. fixed scales pN
+
+def test_reference_fixed_scale_rules():
+    """Section 4d by hand: q115 = int16_p-1 is n / 2^15, |n| <= 32767, RNE, +0 for zero,
+    NaN -> NaN, Inf -> +-max, no histogram entry; p0 of a float is its unscaled cast."""
+    x = np.float32([[1.0, -1.0, 0.5, 2.0 ** -16, 3 * 2.0 ** -17, np.inf, -np.inf, np.nan, -0.0, 1 - 2.0 ** -16,
+                     -(2.0 ** -140), 5 * 2.0 ** -16]])
+    y, st = T.vcast(x, "q115")
+    top = np.float32(1 - 2.0 ** -15)
+    want = np.float32([[top, -top, 0.5, 0.0, 2.0 ** -15, top, -top, np.nan, 0.0, top, 0.0, 2.0 ** -14]])  # 2.5 ties to 2
+    assert np.all(same_bits(y, want)), describe_mismatch(x, y, want, "ref", "want")
+    assert st == {"values": 12, "saturated": 3, "flushed": 2, "scale_exp": {}}
+    x = make_mixed()
+    for code in ("e4m3fn", "e5m2", "bfloat16", "e2m1fnuz@stochastic"):
+        base, _, mod = code.partition("@")
+        a, sa = T.vcast(x, code, -1, 9)
+        b, sb = T.vcast(x, base + "_p0" + ("@" + mod if mod else ""), -1, 9)
+        assert np.array_equal(bits(a), bits(b)) and sa == sb, code
+    # e4m3fn_p2: e4m3fn's values times 4, so x * 4 casts to 4 * cast(x) wherever both are in float32 range
+    a, _ = T.vcast(x, "e4m3fn_p2")
+    b, _ = T.vcast(x, "e4m3fn")
+    ok = np.isfinite(b) & (np.abs(x) < 2.0 ** 100)
+    with np.errstate(over="ignore"):
+        x4 = (x.astype(np.float64) * 4).astype(np.float32)
+    c, _ = T.vcast(x4, "e4m3fn_p2")
+    assert np.array_equal(bits(c[ok]), bits((b[ok].astype(np.float64) * 4).astype(np.float32)))
+    assert not np.array_equal(bits(a), bits(b))
+
+
+FIXED_TYPES = ["q115", "int8_p-3", "e4m3fn_p2", "int16_p-5", "e5m2_p-20", "e2m1fnuz_p3", "int4_p-127"]
+
+
+@pytest.mark.parametrize("rnd", ROUNDS)
+@pytest.mark.parametrize("dtype", FIXED_TYPES)
+def test_c_fixed_scale_in_range(dtype, rnd, tmp_path):
+    """Random data spread over the type's scaled range (its max times 2^-12 .. 2^2, float32 subnormals
+    and zeros included), rows and columns (element-wise: the same bits), seeds above 2^63."""
+    dt = T.parse_dtype(dtype)
+    rng = np.random.default_rng(FIXED_TYPES.index(dtype) * 4 + ROUNDS.index(rnd))
+    top = np.log2(dt.number.max) + dt.fixed
+    e = rng.uniform(top - 12, top + 2, (ROWS, COLS))
+    x = (rng.choice([-1.0, 1.0], (ROWS, COLS)) * np.exp2(e)).astype(np.float32)
+    x[rng.random((ROWS, COLS)) < 0.02] = -0.0
+    x[0, :8] = (np.arange(1, 9, dtype=np.uint32) * 12345).view(np.float32)  # float32 subnormals
+    jobs = [("in range", f"{dtype}@{rnd}", x, dim, SEED + dim) for dim in (-1, 0)]
+    errs = compare_casts(tmp_path, jobs)
+    assert not errs, "\n".join(errs)
+    y, st = T.vcast(x, f"{dtype}@{rnd}", -1, SEED)
+    assert st["scale_exp"] == {} and 0 < st["saturated"] < x.size // 2

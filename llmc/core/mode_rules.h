@@ -55,12 +55,12 @@
 
 // cuDNN attention (llmc/kernels/attention/attention_cudnn.h): cuDNN's fused SDPA computes in 16-bit I/O with
 // no hook inside, so it serves BF16 and FP16 storage (FP8 / TCFP-12 included: their attention is BF16) and
-// no mode that acts inside attention (SF16 above, TensorCast's attention-site casts).
+// no mode whose every run acts inside attention (SF16 above). TensorCast casts inside attention only where a
+// run's plan names attn_scores / attn_probs: a TCAST=1 build with cuDNN runs cuDNN's attention when neither
+// is cast and its built-in kernels, which host the casts, when either is (llmc/kernels/attention/attention.cuh,
+// attention_uses_cudnn).
 #if defined(ENABLE_CUDNN) && defined(ENABLE_FP32)
 #error "USE_CUDNN=1 cannot be combined with PRECISION=FP32: cuDNN's fused attention reads and writes BF16 or FP16 only"
-#endif
-#if defined(ENABLE_CUDNN) && defined(ENABLE_TCAST)
-#error "USE_CUDNN=1 cannot be combined with TCAST=1: the attn_scores / attn_probs casts act inside attention, which cuDNN's fused kernel does not expose"
 #endif
 
 // The mode module of the build: the folder llmc/modes/<LLMC_MODE>/ (one line per mode; BF16, FP16 and

@@ -30,6 +30,11 @@
 // *amax_out = 0 before the producer runs. The choice is a template parameter (AMAX) picked by the
 // launcher, so with amax_out = NULL the kernels are the same code as without the feature.
 //
+// Optional output sink (a producer's second output, e.g. the TensorCast cast of `out` that the next GEMM
+// reads: llmc/kernels/tcast/tcast_producers.cuh): layernorm_forward_sink runs the same row kernel with a
+// Sink that sees every stored packet of `out` (see LnNoSink for the contract). The plain launchers pass
+// LnNoSink, whose calls compile to nothing, so their kernels are the code they were without sinks.
+//
 // Determinism: forward is per row. Backward: dinp per row; dweight/dbias go through per-block fp32
 // partial sums written to `scratch` (rows of each block in a fixed order) and a second kernel that adds
 // the block partials in block order and adds the total once into dweight/dbias. The number of blocks
@@ -57,15 +62,29 @@ __device__ __forceinline__ float ln_row_sum(float v) {
 // ---------------------------------------------------------------------------------------------------
 // Forward
 
+// The sink of the plain kernels, and the contract of every Sink of layernorm_forward_sink:
+//   kOn            false: packet is never called (no code);
+//   packet(o, valid, e0)  o: the 8 values of `out` at flat row-major indices e0 .. e0 + 7 as stored
+//                  (after the rounding to floatX and boundary_value); valid false: the thread holds no
+//                  packet there (o undefined). Called for k = 0 .. PPT-1 by all TPR threads of a row
+//                  together (warp-uniform), lane l of a warp holding the row's packet 32 * j + l for
+//                  some j, so a sink may combine the packets of consecutive lanes with warp shuffles.
+//                  Rows >= N: their warps never call (they return before the row's loads).
+struct LnNoSink {
+    static constexpr bool kOn = false;
+    __device__ __forceinline__ void packet(const x128&, bool, size_t) const {}
+};
+
 // The work of one thread of layernorm_forward_kernel: row `row` is owned by TPR threads; thread t holds
 // packets p = t + TPR*k (k < PPT, p < C/x128::size). Threads past the last row return at once.
 // FUSED: x = round(boundary<RESIDUAL_OUT>(inp1 + inp2)) is stored to `residual` and normalized.
 // Returns the max of abs_bits over the out values this thread stored if AMAX, else 0.
-template <int TPR, int PPT, bool FUSED, bool AMAX>
+// Every stored packet of out also goes to sink (Sink::kOn; LnNoSink: nothing).
+template <int TPR, int PPT, bool FUSED, bool AMAX, class Sink>
 __device__ __forceinline__ unsigned int
 layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
                          float* __restrict__ rstd, const floatX* __restrict__ inp1, const floatX* __restrict__ inp2,
-                         const floatX* __restrict__ weight, const floatX* __restrict__ bias, int N, int C) {
+                         const floatX* __restrict__ weight, const floatX* __restrict__ bias, int N, int C, const Sink& sink) {
     constexpr int X = x128::size;
     constexpr int ROWS = LN_THREADS / TPR;
     const int t = threadIdx.x % TPR;
@@ -111,10 +130,10 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
     #pragma unroll
     for (int k = 0; k < PPT; k++) {
         const int p = t + k * TPR;
+        x128 o;
         if (p < P) {
             const x128 w = load128(weight + p * X);
             const x128 b = load128(bias + p * X);
-            x128 o;
             #pragma unroll
             for (int i = 0; i < X; i++) {
                 o[i] = (floatX)boundary_value<LAYERNORM_OUT>(((float)xv[k][i] - m) * s * (float)w[i] + (float)b[i]);
@@ -122,6 +141,7 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
             }
             store128(out + base + p * X, o);
         }
+        if constexpr (Sink::kOn) sink.packet(o, p < P, base + (size_t)p * X);  // outside the if: every thread of the row
     }
     if (t == 0) {
         if (mean) mean[row] = m;
@@ -140,8 +160,18 @@ layernorm_forward_kernel(floatX* __restrict__ residual, floatX* __restrict__ out
                          const floatX* __restrict__ weight, const floatX* __restrict__ bias, int N, int C,
                          unsigned int* __restrict__ amax_out) {
     const unsigned int amax =
-        layernorm_forward_thread<TPR, PPT, FUSED, AMAX>(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C);
+        layernorm_forward_thread<TPR, PPT, FUSED, AMAX>(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C, LnNoSink());
     if constexpr (AMAX) block_amax_accumulate(amax_out, amax);
+}
+
+// The same rows with a sink (layernorm_forward_sink): no amax.
+template <int TPR, int PPT, bool FUSED, class Sink>
+__global__ void __launch_bounds__(LN_THREADS)
+layernorm_forward_sink_kernel(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
+                              float* __restrict__ rstd, const floatX* __restrict__ inp1, const floatX* __restrict__ inp2,
+                              const floatX* __restrict__ weight, const floatX* __restrict__ bias, int N, int C,
+                              const __grid_constant__ Sink sink) {
+    layernorm_forward_thread<TPR, PPT, FUSED, false>(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C, sink);
 }
 
 static inline void layernorm_check_args(const char* who, int N, int C, const void* const* ptrs, const char* const* names,
@@ -157,6 +187,11 @@ static inline void layernorm_check_args(const char* who, int N, int C, const voi
             exit(EXIT_FAILURE);
         }
 }
+
+// The forward's warp path (a warp per row) holds at most this many packets per lane; wider rows take the
+// block path. layernorm_forward_sink needs the warp path.
+static constexpr int LN_WARP_PPL_MAX = 16;
+static inline bool layernorm_forward_warp_path(int C) { return ceil_div(C / x128::size, 32) <= LN_WARP_PPL_MAX; }
 
 template <bool FUSED, bool AMAX>
 static inline void layernorm_forward_dispatch(const char* who, floatX* residual, floatX* out, float* mean, float* rstd,
@@ -180,7 +215,7 @@ static inline void layernorm_forward_dispatch(const char* who, floatX* residual,
     else if (ppl <= 8) LN_FWD(32, 8, warp_blocks);
     else if (ppl <= 10) LN_FWD(32, 10, warp_blocks);
     else if (ppl <= 12) LN_FWD(32, 12, warp_blocks);
-    else if (ppl <= 16) LN_FWD(32, 16, warp_blocks);
+    else if (ppl <= LN_WARP_PPL_MAX) LN_FWD(32, LN_WARP_PPL_MAX, warp_blocks);
     else {
         const int ppt = ceil_div(P, LN_THREADS);  // packets per thread on the block path
         if (ppt <= 4) LN_FWD(LN_THREADS, 4, N);
@@ -245,6 +280,37 @@ static inline void fused_residual_layernorm_forward(floatX* residual, floatX* ou
     else
         layernorm_forward_dispatch<true, false>("fused_residual_layernorm_forward", residual, out, mean, rstd, inp1,
                                                 inp2, weight, bias, N, C, nullptr, stream);
+}
+
+// layernorm_forward (FUSED false; residual and inp2 unused, may be NULL) or fused_residual_layernorm_forward
+// (FUSED true) whose stored `out` packets also go to `sink` (contract: LnNoSink), e.g. a producer that
+// writes a second output from them: the same outputs, bits, requirements and errors as those launchers,
+// without amax. Warp path only (layernorm_forward_warp_path(C): C <= 4096 for BF16); larger C: error
+// (exit). Packets per lane rounded up to 2, 4, 8 or 16 (the extra ones hold no packet: the same bits,
+// some registers more), so that a (FUSED, Sink) is 4 kernels, not 11 (compile time of the sinks' builds).
+template <bool FUSED, class Sink>
+static inline void layernorm_forward_sink(floatX* residual, floatX* out, float* mean, float* rstd, const floatX* inp1,
+                                          const floatX* inp2, const floatX* weight, const floatX* bias, int N, int C,
+                                          const Sink& sink, cudaStream_t stream) {
+    const char* who = "layernorm_forward_sink";
+    const void* ptrs[] = {out, inp1, weight, bias, FUSED ? residual : out, FUSED ? inp2 : inp1};
+    const char* names[] = {"out", "inp1", "weight", "bias", "residual", "inp2"};
+    layernorm_check_args(who, N, C, ptrs, names, 6);
+    if (!layernorm_forward_warp_path(C)) {
+        fprintf(stderr, "error: %s: C = %d needs the block path, which has no sink\n", who, C);
+        exit(EXIT_FAILURE);
+    }
+    if (N == 0) return;
+    const int ppl = ceil_div(C / x128::size, 32), blocks = ceil_div(N, LN_THREADS / 32);
+#define LN_SINK(PPT) \
+    layernorm_forward_sink_kernel<32, PPT, FUSED, Sink><<<blocks, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1, inp2, \
+                                                                                         weight, bias, N, C, sink)
+    if (ppl <= 2) LN_SINK(2);
+    else if (ppl <= 4) LN_SINK(4);
+    else if (ppl <= 8) LN_SINK(8);
+    else LN_SINK(LN_WARP_PPL_MAX);
+#undef LN_SINK
+    cudaCheckLaunch();
 }
 
 // ---------------------------------------------------------------------------------------------------

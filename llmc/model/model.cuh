@@ -321,17 +321,28 @@ static inline void gpt2_stored(GPT2* m, BoundarySite site, int tensor_id, int la
 enum { CAST_ID_LN1, CAST_ID_LN2, CAST_ID_RESIDUAL2, CAST_ID_RESIDUAL3, CAST_ID_GELU, CAST_ID_ENCODER, CAST_ID_LOGITS, CAST_ID_ATTN };
 static inline unsigned long long gpt2_cast_id(int layer, int which) { return (unsigned long long)(layer + 1) * 8 + which; }
 
-// residual_out = residual + x and ln_out = LayerNorm(residual_out) (one fused kernel), then the storage
-// boundaries of both. A TensorCast cast of the residual stream changes the LayerNorm's input, so the
+// out = LayerNorm(inp1), or residual = inp1 + inp2 and out = LayerNorm(residual) when inp2 != NULL (one fused
+// kernel), out being the input of the next matmul_forward, whose weight is `consumer`: that GEMM's backend may
+// run the LayerNorm itself together with what it needs of out (the TensorCast backend: the x operand's cast,
+// written as the rows are normalized); else the LayerNorm kernel, with the backend's amax slot for out.
+static inline void gpt2_layernorm(GPT2* m, floatX* residual, floatX* out, float* mean, float* rstd, const floatX* inp1,
+                                  const floatX* inp2, const floatX* w, const floatX* b, int N, int C, const floatX* consumer) {
+    GemmContext* g = &m->gemm;
+    if (gemm_lowp_layernorm(g, GemmLayerNorm{residual, out, mean, rstd, inp1, inp2, w, b, N, C}, consumer)) return;
+    unsigned int* amax = gemm_amax_slot(g, out, (size_t)N * C);
+    if (inp2) fused_residual_layernorm_forward(residual, out, mean, rstd, inp1, inp2, w, b, N, C, m->stream, amax);
+    else layernorm_forward(out, mean, rstd, inp1, w, b, N, C, m->stream, amax);
+}
+
+// residual_out = residual + x and ln_out = LayerNorm(residual_out) (one fused kernel; consumer: the weight of
+// the GEMM that reads ln_out, see gpt2_layernorm), then the storage boundaries of both. A TensorCast cast of the residual stream changes the LayerNorm's input, so the
 // LayerNorm is then computed again from the cast residual (its statistics too); in the other builds
 // the two casts are no-ops and this is the fused kernel alone.
 static inline void gpt2_residual_layernorm(GPT2* m, floatX* res_out, floatX* ln_out, float* mean, float* rstd, const floatX* res_in,
                                            const floatX* x, const floatX* w, const floatX* b, int N, int C, int layer, int ln_id,
-                                           int res_id) {
+                                           int res_id, const floatX* consumer) {
     cudaStream_t s = m->stream;
-    GemmContext* g = &m->gemm;
-    const size_t n = (size_t)N * C;
-    fused_residual_layernorm_forward(res_out, ln_out, mean, rstd, res_in, x, w, b, N, C, s, gemm_amax_slot(g, ln_out, n));
+    gpt2_layernorm(m, res_out, ln_out, mean, rstd, res_in, x, w, b, N, C, consumer);
     if (boundary_tensor_active(m->casts, RESIDUAL_OUT)) {
         boundary_tensor_cast(m->casts, RESIDUAL_OUT, gpt2_cast_id(layer, res_id), res_out, N, C, s);
         layernorm_forward(ln_out, mean, rstd, res_out, w, b, N, C, s);
@@ -362,7 +373,7 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
     prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
     // (gemm_amax_slot: the FP8 backend takes the amax of each LayerNorm output, the next GEMM's input,
     // from the LayerNorm kernel instead of an extra pass; NULL in other builds)
-    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, N, C, s, gemm_amax_slot(g, a.ln1, BTC));
+    gpt2_layernorm(m, NULL, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, NULL, p.ln1w, p.ln1b, N, C, p.qkvw);
     boundary_tensor_cast(m->casts, LAYERNORM_OUT, gpt2_cast_id(0, CAST_ID_LN1), a.ln1, N, C, s);
     for (int l = 0; l < L; l++) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
@@ -389,7 +400,7 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         gpt2_stored(m, MATMUL_OUT, TS_ATTPROJ, l, a.output, N, C);
         prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
         gpt2_residual_layernorm(m, residual2, ln2, a.ln2_mean + l * N, a.ln2_rstd + l * N, residual, a.output, p.ln2w + l * C,
-                                p.ln2b + l * C, N, C, l, CAST_ID_LN2, CAST_ID_RESIDUAL2);
+                                p.ln2b + l * C, N, C, l, CAST_ID_LN2, CAST_ID_RESIDUAL2, p.fcw + (size_t)l * 4 * C * C);
         gpt2_stored(m, RESIDUAL_OUT, TS_RESIDUAL2, l, residual2, N, C);
         gpt2_stored(m, LAYERNORM_OUT, TS_LN2, l, ln2, N, C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
@@ -412,10 +423,11 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         if (l + 1 < L) {
             floatX* next_ln1 = a.ln1 + (m->recompute >= 2 ? 0 : (l + 1) * BTC);
             gpt2_residual_layernorm(m, residual3, next_ln1, a.ln1_mean + (l + 1) * N, a.ln1_rstd + (l + 1) * N, residual2, a.output,
-                                    p.ln1w + (l + 1) * C, p.ln1b + (l + 1) * C, N, C, l + 1, CAST_ID_LN1, CAST_ID_RESIDUAL3);
+                                    p.ln1w + (l + 1) * C, p.ln1b + (l + 1) * C, N, C, l + 1, CAST_ID_LN1, CAST_ID_RESIDUAL3,
+                                    p.qkvw + (size_t)(l + 1) * 3 * C * C);
         } else {
             gpt2_residual_layernorm(m, residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.output, p.lnfw, p.lnfb, N, C, l + 1,
-                                    CAST_ID_LN2, CAST_ID_RESIDUAL3);
+                                    CAST_ID_LN2, CAST_ID_RESIDUAL3, p.wte);
         }
         gpt2_stored(m, RESIDUAL_OUT, TS_RESIDUAL3, l, residual3, N, C);
     }

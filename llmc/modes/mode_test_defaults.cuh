@@ -4,7 +4,8 @@
 // reference files, the header word the state must carry and its tolerances, and redefines the checks it
 // adds. test_gpt2.cu runs, in order: attach (every model it builds), the forward (logits row, then
 // check_forward, then the loss row), the gradients (one row per tensor, then check_gradients), the
-// training steps (step_loss per step of the first run), the determinism checks, then finish.
+// training steps (step_loss per step of the first run), the determinism checks; then the same for every
+// further state more_states hands it (each under the mode's own settings for it); then finish.
 #pragma once
 
 #include "llmc/model/model.cuh"
@@ -18,6 +19,9 @@ struct TestTolerances {
 
 // Build a model from a checkpoint with activations for B x T and the mode attached (test_gpt2.cu's).
 typedef void (*BuildModelFn)(GPT2* m, const char* ckpt, int B, int T);
+// Run test_gpt2.cu's comparisons (forward, gradients, training steps, determinism) of this build against one
+// more (checkpoint, debug state) pair at the given tolerances, with the hooks as they are set at the call.
+typedef void (*CheckStateFn)(const char* ckpt, const char* state_path, const TestTolerances& tol);
 
 struct ModeTestDefaults {
     // Reference files beyond the checkpoint and the state (command-line arguments after those two).
@@ -35,6 +39,9 @@ struct ModeTestDefaults {
     }
     // The loss of each training step of the first run (0-based step).
     void step_loss(int step, float loss) { (void)step, (void)loss; }
+    // Further reference states the mode is compared with (e.g. other cast plans): call check for each, after
+    // setting what attach and the checks should use for it.
+    void more_states(CheckStateFn check) { (void)check; }
     // The mode's own checks at the end; build makes fresh models of the checkpoint.
     void finish(const char* ckpt, const DebugState& ref, BuildModelFn build) { (void)ckpt, (void)ref, (void)build; }
 };

@@ -49,7 +49,7 @@ typedef struct {
 
 // Section 4 on a row-major (rows, cols) float32 tensor x, into out (same shape; out may equal x).
 // dim: -1 or 1 = groups of consecutive elements of a row; 0 or -2 = of a column. The data type's
-// scale decides the groups (unscaled: each element; per tensor: all; t0: each row (dim -1) or
+// scale decides the groups (unscaled and fixed pN: each element; per tensor: all; t0: each row (dim -1) or
 // column (dim 0); tX: X consecutive elements along dim); M:N pruning runs first, along dim.
 // Element (r, c) draws its random bits from tcast_random_bits(seed, r * cols + c) whatever dim is.
 // stats (may be NULL) is added to. Returns 0, or -1 with a message in err (out and stats untouched)
@@ -85,8 +85,9 @@ static inline int tcast_cast_host(const TcastDataType* dt, const float* x, float
             }
     }
 
-    // 4.2 groups: a run of `glen` elements of one line, or the whole tensor (tile -1). Unscaled
-    // types take the whole tensor as one group too: tcast_group_scale returns UNSCALED for them.
+    // 4.2 groups: a run of `glen` elements of one line, or the whole tensor (tile -1). Unscaled and
+    // fixed-scale types take the whole tensor as one group too: tcast_group_scale returns UNSCALED for
+    // them (every element alone, times 2^fixed_exp).
     const int whole = tile < 0;
     const int glen = whole ? 0 : (tile == 0 ? len : tile);
     const int ngroups = whole ? 1 : lines * (len / glen);

@@ -9,8 +9,9 @@
  *   - the plain-data specs TcastNumberSpec, TcastScaleSpec, TcastDataType (no pointers, so a data type
  *     can be passed by value to a CUDA kernel; built on the host by the parsers of tcast_spec.h);
  *   - float32 bit helpers and float32 arithmetic with RNE at every operation;
- *   - element casts (tcast_quantize_exp / _int / _uint / _uint_izero, tcast_cast_element: 1.3 and
- *     4a-4c, with saturation / flush flags for 4.5);
+ *   - element casts (tcast_quantize_exp / _int / _uint / _uint_izero, tcast_cast_element, and
+ *     tcast_cast_fixed for the fixed scales pN: 1.3, 4a-4c and 4d, with saturation /
+ *     flush flags for 4.5);
  *   - group accumulation and scales (TcastGroupAcc, tcast_group_scale: 4a-4c, specials 4.3), the
  *     scale histogram bins (4.5), the per-group element cast tcast_quantize, per-element random bits
  *     (tcast_random_bits) and M:N pruning (tcast_sparse_*, 4.1).
@@ -101,11 +102,20 @@ typedef struct {
 // per element), so N is limited to a warp's 32.
 #define TCAST_SPARSE_N_MAX 32
 
+// Range of N of a fixed scale pN (section 2): that of an E8M0 scale, 2^-127 .. 2^127.
+#define TCAST_FIXED_MIN (-127)
+#define TCAST_FIXED_MAX 127
+
 // A data type (section 3): number, optional scale, modifiers, name.
+// A fixed scale pN (section 2) is not a TcastScaleSpec: it derives nothing from the data, so the type
+// casts like an unscaled one (has_scale = 0: every element alone, specials per element, no groups),
+// with the element format's grid times 2^fixed_exp (section 4d).
 typedef struct {
     TcastNumberSpec number;
-    int has_scale;
+    int has_scale;             // 1: a scale spec SCALE[_ZERO][_tX[dY]] (groups with derived scales)
     TcastScaleSpec scale;      // valid when has_scale
+    int fixed;                 // 1: the scale code is a fixed scale pN (then has_scale = 0)
+    int fixed_exp;             // N of pN, TCAST_FIXED_MIN..TCAST_FIXED_MAX; 0 when fixed = 0
     TcastRound round;          // element round mode (@even default)
     TcastScaleMode scale_mode; // @max default
     int sparse_m, sparse_n;    // keep M of every N (0, 0 = dense); 1 <= M < N <= TCAST_SPARSE_N_MAX
@@ -302,19 +312,28 @@ static inline HOST_DEVICE float tcast_quantize_exp(const TcastNumberSpec* f, flo
     return tcast_f32_from_bits(rb);
 }
 
-// Section 1.3: the unscaled cast of x to the float format f (an int format works too, in its
-// fixed-point view) with round mode r: NaN -> NaN; +-Inf -> +-Inf (ieee) or +-max (fn, fnuz;
-// rounded to float32, so Inf again if max > FLT_MAX); zeros keep their sign except in fnuz mode;
-// everything else as tcast_quantize_exp with s = 0. Only finite inputs can set flags.
-static inline HOST_DEVICE float tcast_cast_element(const TcastNumberSpec* f, float x, TcastRound r, uint32_t u,
-                                                   unsigned* flags) {
+// Sections 1.3 and 4d: the element-wise cast of x to the float format f (an int format
+// works too, in its fixed-point view) times the fixed scale 2^s, s = N of pN (0: the unscaled cast of
+// 1.3), with round mode r: NaN -> NaN; +-Inf -> +-Inf (ieee) or +-max * 2^s (fn, fnuz, ints; rounded
+// to float32, so Inf again if it exceeds FLT_MAX); zeros keep their sign except in fnuz mode and for
+// ints; everything else as tcast_quantize_exp with exponent s (y = x / 2^s exact, one rounding to
+// f's grid, one to float32: no double rounding). Only finite inputs can set flags.
+static inline HOST_DEVICE float tcast_cast_fixed(const TcastNumberSpec* f, float x, int s, TcastRound r, uint32_t u,
+                                                 unsigned* flags) {
     uint32_t xb = tcast_f32_bits(x);
     if ((xb & 0x7FFFFFFFu) == TCAST_F32_INF) {
         tcast_set_flags_(flags, 0u);
         if (f->infnan == TCAST_INFNAN_IEEE) return x;
-        return tcast_f32_from_bits(tcast_f32_rne_bits_(f->max_mant, f->emax - f->mbits) | (xb & 0x80000000u));
+        return tcast_f32_from_bits(tcast_f32_rne_bits_(f->max_mant, f->emax - f->mbits + s) | (xb & 0x80000000u));
     }
-    return tcast_quantize_exp(f, x, 0, r, u, flags);  // NaN -> canonical NaN there
+    return tcast_quantize_exp(f, x, s, r, u, flags);  // NaN -> canonical NaN there
+}
+
+// Section 1.3: the unscaled cast of x to f (tcast_cast_fixed with s = 0); also how scales and zero
+// points are cast to their formats (4b, 4c).
+static inline HOST_DEVICE float tcast_cast_element(const TcastNumberSpec* f, float x, TcastRound r, uint32_t u,
+                                                   unsigned* flags) {
+    return tcast_cast_fixed(f, x, 0, r, u, flags);
 }
 
 // |y| rounded to an integer with mode r, for float32 y; magnitudes of 2^24 and more (beyond every
@@ -502,7 +521,8 @@ static inline HOST_DEVICE void tcast_acc_merge(TcastGroupAcc* acc, TcastGroupAcc
 // scales s in [-bias, 2^X - 2 - bias] with bias <= TCAST_BIAS_MAX and X <= 8, float scales
 // floor(log2 scale) in [-149, 127]. So `under` counts groups whose float scale is 0 (their outputs
 // are +0), and `over` counts exponent-scale overflow (s > emax of the scale: the group is NaN) and
-// infinite float scales. Groups holding NaN / Inf (4.3) and unscaled casts add nothing.
+// infinite float scales. Groups holding NaN / Inf (4.3), unscaled casts and fixed scales (pN: no
+// scale is derived; --cast-stats prints N from the type) add nothing.
 #define TCAST_BIAS_MAX 1024
 #define TCAST_HIST_MIN (-TCAST_BIAS_MAX)
 #define TCAST_HIST_MAX 255
@@ -532,7 +552,7 @@ static inline HOST_DEVICE int tcast_hist_bin_float_(float scale) {
 
 // How the elements of a group are cast.
 typedef enum {
-    TCAST_GROUP_UNSCALED = 0,  // no scale: every element alone (1.3)
+    TCAST_GROUP_UNSCALED = 0,  // no group scale: every element alone (1.3), times the type's fixed scale 2^fixed_exp (pN)
     TCAST_GROUP_NAN = 1,       // NaN / Inf in the group (4.3) or exponent-scale overflow (4a): all NaN
     TCAST_GROUP_ZERO = 2,      // float scale 0 (4b, 4c): all +0
     TCAST_GROUP_EXP = 3,       // exponent scale 2^s (4a)
@@ -544,7 +564,7 @@ typedef enum {
 // A group's scale: what tcast_quantize needs for every element of the group.
 typedef struct {
     TcastGroupMode mode;
-    int s;          // EXP: the scale exponent
+    int s;          // EXP: the scale exponent (UNSCALED groups read dt->fixed_exp instead)
     float scale;    // INT, UINT_*: the float scale (non-zero)
     float zero;     // UINT_F: the float zero point
     int32_t izero;  // UINT_I: the int zero point
@@ -602,7 +622,7 @@ static inline HOST_DEVICE TcastGroupScale tcast_group_scale(const TcastDataType*
 static inline HOST_DEVICE float tcast_quantize(const TcastDataType* dt, const TcastGroupScale* g, float x, uint32_t u,
                                                unsigned* flags) {
     switch (g->mode) {
-    case TCAST_GROUP_UNSCALED: return tcast_cast_element(&dt->number, x, dt->round, u, flags);
+    case TCAST_GROUP_UNSCALED: return tcast_cast_fixed(&dt->number, x, dt->fixed_exp, dt->round, u, flags);
     case TCAST_GROUP_EXP: return tcast_quantize_exp(&dt->number, x, g->s, dt->round, u, flags);
     case TCAST_GROUP_INT: return tcast_quantize_int(&dt->number, x, g->scale, dt->round, u, flags);
     case TCAST_GROUP_UINT_F: return tcast_quantize_uint(&dt->number, x, g->scale, g->zero, dt->round, u, flags);

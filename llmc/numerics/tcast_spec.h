@@ -1,8 +1,9 @@
 /*
  * tcast_spec.h - the TensorCast data type grammar (doc/TCAST.md sections 1-3): parsing of number
  * codes (tcast_parse_number: eXmY[bZ][fn|fnuz], intK, uintK, aliases), scale codes
- * (tcast_parse_scale: SCALE[_ZERO][_tX[dY]]) and data types (tcast_parse_datatype: a predefined
- * name or NUMBER[_SCALE], then @ modifiers), with every rule of sections 1-3 checked; the parsers
+ * (tcast_parse_scale: SCALE[_ZERO][_tX[dY]]; tcast_parse_fixed_scale: the fixed scale pN) and data
+ * types (tcast_parse_datatype: a predefined name or NUMBER[_SCALE], then @ modifiers), with every
+ * rule of sections 1-3 checked; the parsers
  * also precompute the integers the device path needs (max and midmax as mantissa integers,
  * signed-zero rule). And the way back: canonical codes (tcast_number_code, tcast_scale_code,
  * tcast_datatype_describe), the predefined table (tcast_predefined) and mode names.
@@ -265,6 +266,37 @@ static inline int tcast_parse_scale(const char* code, TcastScaleSpec* spec, char
     return 0;
 }
 
+// 1 if a scale code is a fixed scale: it starts with 'p' (any case), which no number code does.
+static inline int tcast_is_fixed_scale_(const char* code) {
+    return tolower((unsigned char)code[0]) == 'p';
+}
+
+// Section 2: parses the fixed scale code pN (N a decimal integer with an optional sign, in
+// TCAST_FIXED_MIN..TCAST_FIXED_MAX) into *exp. pN is the whole scale code: one scale for the whole
+// tensor by definition, so a tile token after it is an error, and so is any other token (a fixed
+// scale has no zero point).
+static inline int tcast_parse_fixed_scale(const char* code, int* exp, char* err, size_t n) {
+    if (code == NULL || !tcast_is_fixed_scale_(code)) return tcast_fail_(err, n, "scale code '%s': not a fixed scale pN", code ? code : "");
+    const char* us = strchr(code, '_');
+    if (us != NULL && tcast_is_tile_token_(us + 1))
+        return tcast_fail_(err, n, "scale code '%s': a fixed scale pN is one scale for the whole tensor, it takes no tile token ('%s')",
+                           code, us + 1);
+    if (us != NULL)
+        return tcast_fail_(err, n, "scale code '%s': a fixed scale pN is the whole scale code (no zero point), unexpected '%s'", code,
+                           us + 1);
+    const char* p = code + 1;
+    int neg = 0, v;
+    if (*p == '-' || *p == '+') neg = *p++ == '-';
+    if (!tcast_digits_(&p, &v) || *p != '\0')
+        return tcast_fail_(err, n, "scale code '%s': expected a fixed scale pN, N a decimal integer (e.g. p-1)", code);
+    v = neg ? -v : v;
+    if (v < TCAST_FIXED_MIN || v > TCAST_FIXED_MAX)
+        return tcast_fail_(err, n, "scale code '%s': fixed scale exponent N=%d outside %d..%d (the range of an E8M0 scale)", code, v,
+                           TCAST_FIXED_MIN, TCAST_FIXED_MAX);
+    *exp = v;
+    return 0;
+}
+
 // Canonical scale code SCALE[_ZERO][_tX[dY]] (dY only when it was given). Returns buf.
 static inline const char* tcast_scale_code(const TcastScaleSpec* s, char* buf, size_t n) {
     char a[32], z[32] = "", t[32] = "";
@@ -291,6 +323,7 @@ static inline int tcast_predefined(int i, const char** name, const char** number
         {"e2m1fnuz", "e2m1fnuz", NULL},
         {"uint16_ff", "uint16", "float16_float16"},     {"uint16_bb", "uint16", "bfloat16_bfloat16"},
         {"int16_f", "int16", "float16"},   {"int16_b", "int16", "bfloat16"},  {"int16_e", "int16", "e8m0"},
+        {"q115", "int16", "p-1"},  // the SF16 build's Q1.15 (llmc/numerics/q115.h): int16 elements times 2^-1
         {"uint8_ff", "uint8", "float16_float16"},       {"uint8_bb", "uint8", "bfloat16_bfloat16"},
         {"uint8_fi", "uint8", "float16_int8"},          {"uint8_bi", "uint8", "bfloat16_int8"},
         {"int8_f", "int8", "float16"},     {"int8_b", "int8", "bfloat16"},    {"int8_e", "int8", "e8m0"},
@@ -321,7 +354,18 @@ static inline int tcast_check_kinds_(const char* text, const TcastDataType* dt, 
     tcast_number_code(f, a, sizeof(a));
     if (f->kind == TCAST_KIND_EXPONENT)
         return tcast_fail_(err, n, "data type '%s': the exponent type %s is only a scale, not a data type", text, a);
+    if (dt->fixed) {
+        // Reading: a fixed scale is trivial for float and int data (their grids times 2^N); uint data
+        // would need a zero point, which pN does not have
+        if (f->kind == TCAST_KIND_UINT)
+            return tcast_fail_(err, n, "data type '%s': uint data %s takes a float scale and a zero point, not the fixed scale p%d", text,
+                               a, dt->fixed_exp);
+        return 0;
+    }
     if (!dt->has_scale) {
+        if (f->kind == TCAST_KIND_INT)
+            return tcast_fail_(err, n, "data type '%s': %s needs a scale (unscaled integer types are unsupported; a fixed scale is %s_pN)",
+                               text, a, a);
         if (f->kind != TCAST_KIND_FLOAT)
             return tcast_fail_(err, n, "data type '%s': %s needs a scale (unscaled integer types are unsupported)", text, a);
         return 0;
@@ -372,6 +416,18 @@ static inline int tcast_parse_mod_(const char* text, const char* mod, TcastDataT
     return 0;
 }
 
+// The scale code of a data type into d: a fixed scale pN (d->fixed) or a scale spec (d->has_scale).
+static inline int tcast_parse_scale_part_(const char* code, TcastDataType* d, char* err, size_t n) {
+    if (tcast_is_fixed_scale_(code)) {
+        if (tcast_parse_fixed_scale(code, &d->fixed_exp, err, n) != 0) return -1;
+        d->fixed = 1;
+        return 0;
+    }
+    if (tcast_parse_scale(code, &d->scale, err, n) != 0) return -1;
+    d->has_scale = 1;
+    return 0;
+}
+
 // Section 3: parses DTYPE := (NAME | NUMBER[_SCALE]) {@MOD}. A predefined name (any case) is
 // tried first on the text as given; otherwise one "torch." and one "float8_" prefix are removed,
 // the text up to the first '_' is the number code and the rest the scale code. Checks every rule
@@ -401,8 +457,7 @@ static inline int tcast_parse_datatype(const char* text, TcastDataType* dt, char
     if (found) {
         // table entries are valid by construction
         tcast_parse_number(pnum, &d.number, NULL, 0);
-        d.has_scale = pscale != NULL;
-        if (pscale) tcast_parse_scale(pscale, &d.scale, NULL, 0);
+        if (pscale) tcast_parse_scale_part_(pscale, &d, NULL, 0);
         snprintf(d.name, sizeof(d.name), "%s", pname);
     } else {
         char num[64];
@@ -413,10 +468,7 @@ static inline int tcast_parse_datatype(const char* text, TcastDataType* dt, char
         num[nl] = '\0';
         if (tcast_parse_number_stripped_(num, num, &d.number, sub, sizeof(sub)) != 0)
             return tcast_fail_(err, n, "data type '%s': %s", text, sub);
-        if (us) {
-            if (tcast_parse_scale(us + 1, &d.scale, sub, sizeof(sub)) != 0) return tcast_fail_(err, n, "data type '%s': %s", text, sub);
-            d.has_scale = 1;
-        }
+        if (us && tcast_parse_scale_part_(us + 1, &d, sub, sizeof(sub)) != 0) return tcast_fail_(err, n, "data type '%s': %s", text, sub);
         snprintf(d.name, sizeof(d.name), "%s", base);
     }
     if (tcast_check_kinds_(text, &d, err, n) != 0) return -1;
@@ -445,14 +497,17 @@ static inline const char* tcast_scale_mode_name(TcastScaleMode m) {
 }
 
 // Canonical text of a data type, which tcast_parse_datatype accepts and maps to the same type
-// (name aside): NUMBER[_SCALE[_ZERO][_tX[dY]]]@round@scalemode[@M:N], codes as tcast_number_code
-// prints them (e.g. mxfp8e4 -> "e4m3b7fn_e8m0b127_t32@even@max"). Returns buf.
+// (name aside): NUMBER[_SCALE[_ZERO][_tX[dY]] | _pN]@round@scalemode[@M:N], codes as tcast_number_code
+// prints them (e.g. mxfp8e4 -> "e4m3b7fn_e8m0b127_t32@even@max", q115 -> "int16_p-1@even@max").
+// Returns buf.
 static inline const char* tcast_datatype_describe(const TcastDataType* dt, char* buf, size_t n) {
     char num[32], sc[112] = "", sp[16] = "";
     tcast_number_code(&dt->number, num, sizeof(num));
     if (dt->has_scale) {
         sc[0] = '_';
         tcast_scale_code(&dt->scale, sc + 1, sizeof(sc) - 1);
+    } else if (dt->fixed) {
+        snprintf(sc, sizeof(sc), "_p%d", dt->fixed_exp);
     }
     if (dt->sparse_n > 0) snprintf(sp, sizeof(sp), "@%d:%d", dt->sparse_m, dt->sparse_n);
     snprintf(buf, n, "%s%s@%s@%s%s", num, sc, tcast_round_name(dt->round), tcast_scale_mode_name(dt->scale_mode), sp);

@@ -54,26 +54,32 @@
 // boundary_value is the identity and the attention sites are cast by a third template instantiation,
 // TC = true, of the three tensor-core kernels, which the launchers pick at run time once
 // attention_tcast_configure has set a datatype for attn_scores and/or attn_probs; with none they
-// launch TC = false, the plain kernels unchanged. The TC = true kernels are instantiated only where the
-// mode sets kModeAttentionCasts (the dispatch below), so no other build compiles them. In TC kernels each query row's scaled scores v = raw*scale
-// are cast in groups along the keys (keys j > i and j >= T enter as 0, so they never move a scale,
-// and are masked to -inf after the cast), lse is taken over s^, and the normalized
+// launch TC = false, the plain kernels unchanged (and a TCAST=1 build with cuDNN, USE_CUDNN=1, the default
+// where make finds it, runs cuDNN's fused attention instead: attention_uses_cudnn). The TC = true kernels
+// are instantiated only where the mode sets kModeAttentionCasts (the dispatch below), so no other build
+// compiles them. In TC kernels each query row's scaled scores v = raw*scale are cast in groups along the
+// keys (keys j > i and j >= T enter as 0, so they never move a scale, and are masked to -inf after the
+// cast), lse is taken over s^, and the normalized
 // p = exp2(s^ log2(e) - lse log2(e)) is cast the same way (masked p = 0) before it multiplies V: a
 // probability cast forces the two-pass forward (PL = true) at run time. How (attention_tcast_cast.cuh):
-// after the Q.K^T (K.Q^T) MMA the warps write v into a shared-memory tile (one per warp in the forward
-// and dQ kernels, 16*WM queries x 64 keys; one per CTA in the dK/dV kernel, 64 queries x 128 keys),
-// each thread casts the 32 or 64 consecutive keys of one query it owns in one plain (not unrolled)
-// loop - M:N pruning, per group the amax (a shuffle merges the two threads of a 64-key group where a
-// thread holds 32), the group scale, then per element the rounding, the mask and, when the
-// probabilities follow, p = exp2(s^ log2(e) - lse log2(e)) and their own cast - and the fragments are
-// read back for the plain steps (the online softmax on s^, dS = P^ (dP - D), the P.V / dS.K MMAs).
+// after the Q.K^T (K.Q^T) MMA the kernel's TC step casts its fragments in registers where the datatype
+// is of the round-even family (MX float / int with E8M0-style exponent scales in tiles of 32 or 64 keys,
+// unscaled floats): per group the amax (quad shuffles; across the dK/dV kernel's warps through shared
+// memory), a branch-free group step and a warp / CTA vote, then seven instructions per element, and
+// p = exp2(s^ log2(e) - lse log2(e)) in registers. Other datatypes, and tiles where some group falls
+// outside the family's exact range, go through a shared-memory tile (one per warp in the forward and
+// dQ kernels, 16*WM queries x 64 keys; one per CTA in the dK/dV kernel, 64 queries x 128 keys) where
+// each thread casts the 32 or 64 consecutive keys of one query it owns in one plain loop - M:N pruning,
+// per group the amax, the group scale, per element the rounding, the mask and the probabilities with
+// their own cast - read back for the plain steps (the online softmax on s^, dS = P^ (dP - D), the P.V /
+// dS.K MMAs). Same bits either way.
 // All three kernels evaluate the same expressions on the same fp32 dot products, so the backward
 // recomputes the forward's s^ and P^ bit for bit; gradients pass straight through both casts
 // (dS = P^ (dP - D)). The cast kernels exist for head size 64 only (attn_tc_require_tc). Where the cost
-// goes: per element and cast a shared-memory write and read-back of the fragment and the loop's reads
-// and write (amax, then rounding), integer bit math (an inline fast path for exponent-scaled and
-// unscaled float formats; float-scaled ints / uints, NaN groups and rare edge values call tcast_quantize
-// out of line), no extra global memory traffic; the scores are cast twice in the two-pass forward (once
+// goes (doc/TCAST.md 6): the register path adds about 11 instructions per element and cast (amax 1,
+// group step and shuffles 2-3, rounding 7) and the exp of the probabilities; the staged path a
+// shared-memory write and read-back per element and about 60 instructions per element and cast; no
+// extra global memory traffic either way; the scores are cast twice in the two-pass forward (once
 // per pass) and once in each backward kernel, the probabilities once per kernel.
 //
 // Files (each a comment, its kernels or helpers, then its launchers):
@@ -198,9 +204,10 @@ static inline void attn_check_shape(int B, int T, int C, int NH) {
 
 // ------------------------------------------------------------------------------------------------
 // The cuDNN backend (USE_CUDNN=1, kAttentionCudnn): cuDNN's fused SDPA in place of the kernels above, for the
-// whole call. Its kernels keep no amax, so where the FP8 backend asks for one (the amax slot of the next
-// GEMM's operand) one pass over the stored output provides it: attn_amax_bits_kernel, the same bit-pattern
-// max the built-in kernels fold into their epilogue.
+// whole call, in every call of a run that casts no attention site (attention_uses_cudnn). Its kernels keep
+// no amax, so where the FP8 backend asks for one (the amax slot of the next GEMM's operand) one pass over the
+// stored output provides it: attn_amax_bits_kernel, the same bit-pattern max the built-in kernels fold into
+// their epilogue.
 static_assert(!kAttentionCudnn || !kAttnProbsFromLse, "cuDNN attention has no hook for the probability boundary");
 
 // amax (device uint32) <- max(*amax, bit pattern of max |x|) over x (n floatX values). Grid-stride, one
@@ -220,13 +227,25 @@ static inline void attn_amax_bits(unsigned int* amax, const floatX* x, size_t n,
     cudaCheck(cudaGetLastError());
 }
 
-// The attention backend of this build: its name for the start-up table, "cuDNN 9.19.0 (frontend 1.32.0)"
-// or "flash kernels (built-in)", and its tag for the numeric configuration line, "cudnn" or "flash".
+// Whether attention_forward / attention_backward run on cuDNN: in the cuDNN builds unless an attention site is
+// cast (TCAST=1 with --cast attn_scores / attn_probs: the casts live in the built-in kernels). One decision per
+// run: attention_tcast_configure sets the casts once at start-up, so a layer's forward and backward always take
+// the same backend (the backward reads the forward's out and lse). Constant (kAttentionCudnn) in the builds
+// without the TensorCast casts, where attention_tcast_active() is constant false.
+static inline bool attention_uses_cudnn() { return kAttentionCudnn && !attention_tcast_active(); }
+
+// The attention backend of this run: its name for the start-up table, "cuDNN 9.19.0 (frontend 1.32.0)",
+// "flash kernels (built-in)" or, in a cuDNN build whose run casts an attention site, "flash kernels (built-in;
+// attention sites cast)"; its tag for the numeric configuration line, "cudnn" or "flash".
+// Call them after the mode has configured its casts (the trainer: after attach_activations).
 static inline const char* attention_backend_name() {
-    if constexpr (kAttentionCudnn) return attention_cudnn_version();
+    if constexpr (kAttentionCudnn) {
+        if (attention_uses_cudnn()) return attention_cudnn_version();
+        return "flash kernels (built-in; attention sites cast)";
+    }
     return "flash kernels (built-in)";
 }
-static inline const char* attention_backend_tag() { return kAttentionCudnn ? "cudnn" : "flash"; }
+static inline const char* attention_backend_tag() { return attention_uses_cudnn() ? "cudnn" : "flash"; }
 // Releases what the backend holds (cuDNN: graphs, workspace, handle); nothing for the built-in kernels.
 static inline void attention_free() {
     if constexpr (kAttentionCudnn) attention_cudnn_free();
@@ -265,14 +284,17 @@ static inline void attention_forward_mode(floatX* out, float* lse, const floatX*
 // tcast_seed seeds their stochastic rounding and must be the same for a layer's forward and backward
 // (ignored by every other build and by non-stochastic datatypes).
 // USE_CUDNN=1 (kAttentionCudnn): the whole call runs on cuDNN's fused SDPA (attention_cudnn.h), same
-// contract (lse is cuDNN's softmax statistics, the same natural-log log-sum-exp); amax by one extra pass.
+// contract (lse is cuDNN's softmax statistics, the same natural-log log-sum-exp); amax by one extra pass;
+// except where an attention site is cast (attention_uses_cudnn): then the built-in kernels with the casts.
 void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, cudaStream_t stream,
                        unsigned int* amax = nullptr, uint64_t tcast_seed = 0) {
-    if constexpr (kAttentionCudnn) {
-        attn_check_shape(B, T, C, NH);
-        attention_cudnn_forward(out, lse, qkv, B, T, NH, C / NH, kStorageFP16, stream);
-        attn_amax_bits(amax, out, (size_t)B * T * C, stream);
-        return;
+    if constexpr (kAttentionCudnn) {  // (if constexpr: the builds without cuDNN do not link attention_cudnn_*)
+        if (attention_uses_cudnn()) {
+            attn_check_shape(B, T, C, NH);
+            attention_cudnn_forward(out, lse, qkv, B, T, NH, C / NH, kStorageFP16, stream);
+            attn_amax_bits(amax, out, (size_t)B * T * C, stream);
+            return;
+        }
     }
     attention_forward_mode<kAttnProbsFromLse>(out, lse, qkv, B, T, C, NH, stream, amax, tcast_seed);
 }
@@ -303,15 +325,18 @@ static inline void attention_backward_builtin(floatX* dqkv, float* scratch, cons
 // attention_forward (the amax slot of the qkv layer's dout).
 // TensorCast build: recomputes the forward's cast s^ and P^ bit for bit (same tcast_seed as the forward)
 // and passes the gradients straight through both casts.
-// USE_CUDNN=1: cuDNN's fused SDPA backward with its deterministic algorithm; scratch is not used.
+// USE_CUDNN=1: cuDNN's fused SDPA backward with its deterministic algorithm, scratch not used; where an
+// attention site is cast, the built-in kernels, as the forward (attention_uses_cudnn).
 void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv, const floatX* out,
                         const float* lse, int B, int T, int C, int NH, cudaStream_t stream, unsigned int* amax = nullptr,
                         uint64_t tcast_seed = 0) {
     if constexpr (kAttentionCudnn) {
-        attn_check_shape(B, T, C, NH);
-        attention_cudnn_backward(dqkv, dout, qkv, out, lse, B, T, NH, C / NH, kStorageFP16, stream);
-        attn_amax_bits(amax, dqkv, (size_t)B * T * 3 * C, stream);
-        return;
+        if (attention_uses_cudnn()) {
+            attn_check_shape(B, T, C, NH);
+            attention_cudnn_backward(dqkv, dout, qkv, out, lse, B, T, NH, C / NH, kStorageFP16, stream);
+            attn_amax_bits(amax, dqkv, (size_t)B * T * 3 * C, stream);
+            return;
+        }
     }
     attention_backward_builtin(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream, amax, tcast_seed);
 }

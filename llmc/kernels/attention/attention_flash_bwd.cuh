@@ -127,9 +127,8 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
             attn_mma_abt<WM, NS, KS, LDS>(s, qf, sKa, lane);                                  // S  = Q K^T
             attn_mma_abt<WM, NS, KS, LDS>(dp, dof, attn_smem_addr(sV + buf * BC * LDS), lane); // dP = dO V^T
 
-            if constexpr (TC) {  // s <- P^ through the cast tile, then dS = P^ (dP - D)
-                attn_tc_put_q(stage, s, scale, wr0 + g, k0 + 2 * tq, lane);
-                attn_tc_cast_q<false>(s, stage, wr0, k0, T, true, lse2v, tc, rbase, lane, -1);
+            if constexpr (TC) {  // s <- P^, then dS = P^ (dP - D)
+                attn_tc_step_q<false>(s, stage, scale, wr0, k0, T, true, lse2, lse2v, tc, rbase, lane, -1);
                 attn_tc_ds(s, dp, Dr);
             } else if (k0 + BC - 1 > wr0) {
                 attn_dq_ds<true>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
@@ -262,9 +261,8 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
                 if (!KV_REGS) attn_load_a<WM, KS, LDS>(kf, sKa, lane);
                 attn_mma_abt<WM, NS, KS, LDS>(s, kf, sQa, lane);  // S^T = K Q^T
             }
-            if constexpr (TC) {  // s <- P^T through the CTA's cast tile
-                attn_tc_put_k(tc_tile, s, active, scale, wrow, kw0 + g, qb + 2 * tq, lane);
-                attn_tc_cast_k(s, tc_tile, active, wrow, qb, k0, T, L, tc, (uint64_t)bh * (uint64_t)T, lane);
+            if constexpr (TC) {  // s <- P^T
+                attn_tc_step_k(s, tc_tile, active, scale, wrow, kw0, qb, k0, T, L, tc, (uint64_t)bh * (uint64_t)T, lane);
             } else if (qb < kw1) {  // mask only where some query of the tile precedes some key of the warp
                 attn_dkv_p<true>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
             } else {

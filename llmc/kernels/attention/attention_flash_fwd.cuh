@@ -89,9 +89,9 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
             attn_frag_zero(s);
             attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
-            if constexpr (TC) {  // s <- s^ (masked: -inf) through the cast tile, then the softmax step on s^
-                attn_tc_put_q(stage, s, scale, wr0 + g, k0 + 2 * tq, lane);
-                attn_tc_cast_q<CNT>(s, stage, wr0, k0, T, false, 0.f, tc, rbase, lane, ATTN_TC_SCORES);
+            if constexpr (TC) {  // s <- s^ (masked: -inf), then the softmax step on s^
+                const float no_lse[WM][2] = {};  // (read only when the probabilities follow)
+                attn_tc_step_q<CNT>(s, stage, scale, wr0, k0, T, false, no_lse, 0.f, tc, rbase, lane, ATTN_TC_SCORES);
                 attn_fwd_softmax<false, PL, false, true>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
             } else if (k0 + BC - 1 > wr0) {  // only tiles crossing the diagonal (some key after some row of the warp) pay for the mask
                 attn_fwd_softmax<true, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
@@ -137,9 +137,8 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                 attn_frag_zero(s);
                 attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
-                if constexpr (TC) {  // s <- P^ through the cast tile
-                    attn_tc_put_q(stage, s, scale, wr0 + g, k0 + 2 * tq, lane);
-                    attn_tc_cast_q<CNT>(s, stage, wr0, k0, T, true, lse2v, tc, rbase, lane, ATTN_TC_PROBS);
+                if constexpr (TC) {  // s <- P^
+                    attn_tc_step_q<CNT>(s, stage, scale, wr0, k0, T, true, lse2, lse2v, tc, rbase, lane, ATTN_TC_PROBS);
                 } else if (k0 + BC - 1 > wr0) {
                     attn_fwd_p_lse<true, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
                 } else {

@@ -13,7 +13,7 @@
 // its row's groups; keys j > i and j >= T enter as +0. Along the row, in this order:
 //   1. M:N sparsity (if any): groups of N keys aligned at key 0 (N a power of two <= 32); in each,
 //      the M largest magnitudes survive (ties: lower key), the others become +0 (tcast_sparse_*).
-//   2. The cast: unscaled types element by element; tile-scaled types (tile X = 2..64, a power of
+//   2. The cast: unscaled and fixed-scale (pN) types element by element; tile-scaled types (tile X = 2..64, a power of
 //      two) in groups of X keys aligned at key 0: TcastGroupAcc over the group (integer max / min of
 //      bit patterns: order-free, so a shuffle or shared-memory reduction gives the same bits as a
 //      sequential one), tcast_group_scale, tcast_quantize per element. Random bits (@stochastic):
@@ -28,8 +28,10 @@
 // bit pattern (add a rounding increment below the group's quantum, clear the bits, saturate with one
 // unsigned min against max_F * 2^s), which is exact whenever x and the result are normal float32s;
 // everything else (zeros aside: subnormal inputs, float-scaled int / uint groups, NaN groups, tiny
-// values under stochastic rounding) calls tcast_quantize through a non-inlined function.
-// dev/cuda/attention.cu checks the fast path against tcast_quantize on the host before any kernel.
+// values under stochastic rounding) calls tcast_quantize through a non-inlined function. The RNE
+// family (attn_tc_rne_group / attn_tc_rne_elem, below) is the branch-free path the kernels take
+// first for round-even MX and unscaled float types. dev/cuda/attention.cu checks both fast paths
+// against tcast_quantize on the host before any kernel.
 #pragma once
 
 #include <stdint.h>
@@ -54,6 +56,13 @@ struct AttnTcastSite {
     int expscale;        // the group scale is an exponent (section 4a): inline group path
     uint32_t maxb0;      // float32 bits of max_F (fast paths: max_F * 2^s = maxb0 + (s << 23))
     int maxb0_ok;        // 1 if max_F is a normal float32 (else no fast path)
+    // The RNE family (attn_tc_rne_group / attn_tc_rne_elem), chosen once at configure time:
+    int rne;             // 1: the datatype may take the RNE family (else only the general path)
+    int frag;            // 1: ... also in the fragment layout (unscaled, or tiles of 32 or 64 keys)
+    int32_t rne_c;       // ((23 - mbits) << 23) | 0x400000: bits of 1.5 * 2^(23 - mbits) relative to 2^0
+    int32_t rne_emin;    // emin + 127: the exponent field below which the quantum stops shrinking (s = 0)
+    uint32_t rne_sign;   // 0x80000000 if zeros keep their sign (signed_zero), else 0
+    int32_t rne_kmax;    // bits of max_F 2^s = the group's mc + rne_kmax (attn_tc_rne_maxv)
 };
 
 __constant__ AttnTcastSite attn_tc_site[2];
@@ -78,7 +87,8 @@ static inline HOST_DEVICE uint32_t attn_tc_rbits(uint64_t state, uint64_t index)
 
 // A group's scale as the element casts use it.
 struct AttnGroupQ {
-    TcastGroupScale g;
+    TcastGroupScale g;  // g.s: the exponent attn_tc_quant_fast scales by: the group's (EXP) or the type's fixed
+                        // exponent dt.fixed_exp (UNSCALED; 0 unless pN, and tcast_quantize reads dt's own)
     uint32_t maxb;  // fast: float32 bits of max_F * 2^s
     int fast;       // 1: elements may take attn_tc_quant_fast (EXP or UNSCALED groups, maxb normal)
 };
@@ -117,14 +127,15 @@ static inline HOST_DEVICE AttnGroupQ attn_tc_group_general(const AttnTcastSite* 
     acc.tmax = hi;
     AttnGroupQ q;
     q.g = tcast_group_scale(&S->dt, acc);
+    if (q.g.mode == TCAST_GROUP_UNSCALED) q.g.s = S->dt.fixed_exp;
     q.maxb = 0;
     q.fast = 0;
     if (q.g.mode == TCAST_GROUP_EXP || q.g.mode == TCAST_GROUP_UNSCALED) q.fast = attn_tc_maxb(S, q.g.s, &q.maxb);
     return q;
 }
 
-// The element fast path (see the header comment): x in a group with exponent s (0 for unscaled
-// types) and saturation bound maxb = bits of max_F * 2^s. Returns 1 with *out (and *flags, if
+// The element fast path (see the header comment): x in a group with exponent s (unscaled types: the
+// fixed exponent, 0 unless pN) and saturation bound maxb = bits of max_F * 2^s. Returns 1 with *out (and *flags, if
 // non-NULL) set when it applies, bit-identical to tcast_quantize_exp / tcast_cast_element; 0 when
 // the caller must use tcast_quantize (subnormal or huge x, quantum beyond the value, Inf / NaN).
 // With |x| = m 2^(E-150), the group's quantum at |x| is 2^(E-150+shift) with
@@ -169,6 +180,85 @@ static inline HOST_DEVICE int attn_tc_quant_fast(const TcastNumberSpec* f, Tcast
     return 0;
 }
 
+// ---- The RNE family: round-to-nearest-even casts of exponent-scaled (MX float / int), unscaled float
+// and fixed-scaled (pN) float / int data, without per-element branches. For a group with exponent s and an element x (finite),
+// tcast_quantize_exp rounds |x| to the quantum Q = 2^(max(e, emin + s) - mbits), e = floor(log2 |x|),
+// RNE, saturates at max_F 2^s and rounds the result to float32 (a no-op when Q >= 2^-149). With
+// M = 1.5 * 2^23 * Q (a normal float32 whose ulp is Q and M / Q even), x + M lands in M's binade
+// whenever |x| < 2^22 Q (mbits <= 21), so the float32 RNE add rounds x to a multiple of Q with ties
+// to even, and (x + M) - M is exact: y = RNE_Q(x) in two adds (no FTZ: tcast_add_rn / tcast_sub_rn),
+// with the sign of x and +0 for zero results. Then y is clamped to +-max_F 2^s and the sign bit of x
+// ORed in for signed-zero formats (nonzero y already carries it). M's bits come from x's exponent
+// field: max(E(x), emin + s + 127) << 23, plus rne_c. The group step (attn_tc_rne_group) checks
+// what makes this exact: amax finite, a normal amax (or 0), emin + s + 127 >= 0 (so float32
+// subnormal x, E = 0, get the group's smallest quantum, which they have: e <= -127 <= emin + s),
+// M below 2^128 for the group's largest element, max_F 2^s normal. Everything else (NaN / Inf,
+// tiny or huge groups, other round modes, float-scaled types, M:N, @midmax) takes the general path.
+// dev/cuda/attention.cu checks both functions against tcast_group_scale / tcast_quantize on the host.
+
+// The constants of one group for attn_tc_rne_elem.
+struct AttnTcRneQ {
+    int32_t mc;  // bits of M for the group's smallest quantum: ((emin + s + 127) << 23) + rne_c
+    float maxv;  // max_F * 2^s
+};
+
+// The group step: amax = bits of the group's max |x| (NaN / Inf patterns included), scaled = the
+// type has an exponent scale (else s = the fixed exponent dt.fixed_exp, 0 unless pN: doc/TCAST.md 4d,
+// a known s, and amax only screens out NaN / Inf / huge values). Returns 1 with *q set when every
+// element of the group may take attn_tc_rne_elem, else 0.
+static inline HOST_DEVICE int attn_tc_rne_group(const AttnTcastSite* S, uint32_t amax, int scaled, AttnTcRneQ* q) {
+    // Branch-free (selects only): the kernels evaluate it for several groups per lane back to back.
+    // An all-zero group keeps s = 0 (every element is +-0: any valid M and max do).
+    const int ea = (int)(amax >> 23), live = scaled && amax != 0u;
+    int s = ea - 127 - S->dt.number.emax;  // tcast_exp_scale, @max, normal amax
+    s = s < S->dt.scale.scale.emin ? S->dt.scale.scale.emin : s;
+    s = live ? s : scaled ? 0 : S->dt.fixed_exp;
+    const int ethr = S->rne_emin + s, etop = ea > ethr ? ea : ethr, emaxf = (int)(S->maxb0 >> 23) + s;
+    // refused: NaN / Inf in the group; a subnormal amax; the NaN group (s above the scale's range);
+    // a quantum below emin + s = -127; M at 2^128 or more; max_F 2^s not a normal float32
+    const int ok = amax < TCAST_F32_INF && (!live || (ea != 0 && s <= S->dt.scale.scale.emax)) && ethr >= 0 &&
+                   etop + (S->rne_c >> 23) <= 254 && emaxf >= 1 && emaxf <= 254;
+    q->mc = (int32_t)(((uint32_t)ethr << 23) + (uint32_t)S->rne_c);  // (unsigned: no signed overflow when refused)
+    q->maxv = tcast_f32_from_bits(S->maxb0 + ((uint32_t)s << 23));
+    return ok;
+}
+
+// A group's constants from its mc alone (max_F 2^s = bits mc + rne_kmax): what register-tight callers keep.
+static inline HOST_DEVICE AttnTcRneQ attn_tc_rne_q(const AttnTcastSite* S, int32_t mc) {
+    AttnTcRneQ q;
+    q.mc = mc;
+    q.maxv = tcast_f32_from_bits((uint32_t)mc + (uint32_t)S->rne_kmax);
+    return q;
+}
+
+#ifdef __CUDA_ARCH__
+// min / max without .ftz (the build's --use_fast_math would flush subnormal results).
+static inline __device__ float attn_tc_fmin_(float a, float b) {
+    float r;
+    asm("min.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+static inline __device__ float attn_tc_fmax_(float a, float b) {
+    float r;
+    asm("max.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+#else
+static inline float attn_tc_fmin_(float a, float b) { return a < b ? a : b; }
+static inline float attn_tc_fmax_(float a, float b) { return a > b ? a : b; }
+#endif
+
+// The element step: tcast_quantize of x in a group with constants q (attn_tc_rne_group said yes),
+// round mode even; c = rne_c, sign = rne_sign of the site. Branch-free.
+static inline HOST_DEVICE float attn_tc_rne_elem(float x, AttnTcRneQ q, int32_t c, uint32_t sign) {
+    const uint32_t xb = tcast_f32_bits(x);
+    const int32_t me = (int32_t)((xb & 0x7F800000u) + (uint32_t)c);  // < 2^31 in an accepted group
+    const float M = tcast_f32_from_bits((uint32_t)(me > q.mc ? me : q.mc));
+    float y = tcast_sub_rn(tcast_add_rn(x, M), M);
+    y = attn_tc_fmin_(attn_tc_fmax_(y, -q.maxv), q.maxv);
+    return tcast_f32_from_bits(tcast_f32_bits(y) | (xb & sign));
+}
+
 // Host: the AttnTcastSite of a data type (after attention_tcast_supported accepted it).
 static inline AttnTcastSite attn_tc_make_site(const TcastDataType* dt) {
     AttnTcastSite S;
@@ -187,6 +277,15 @@ static inline AttnTcastSite attn_tc_make_site(const TcastDataType* dt) {
         S.maxb0 = tcast_f32_rne_bits_(dt->number.max_mant, dt->number.emax - dt->number.mbits);
         const uint32_t E = S.maxb0 >> 23;
         S.maxb0_ok = E >= 1 && E <= 254;
+        const TcastNumberSpec* f = &dt->number;
+        const bool scale_ok = !dt->has_scale || (S.expscale && dt->scale_mode == TCAST_SCALE_MAX);
+        S.rne = dt->round == TCAST_ROUND_EVEN && dt->sparse_n == 0 && S.maxb0_ok && scale_ok && f->mbits >= 0 &&
+                f->mbits <= 21 && f->emin >= -127;
+        S.frag = S.rne && (S.tile == 1 || S.tile == 32 || S.tile == 64);
+        S.rne_c = (int32_t)(((uint32_t)(23 - f->mbits) << 23) | 0x400000u);
+        S.rne_emin = f->emin + 127;
+        S.rne_sign = f->signed_zero ? 0x80000000u : 0u;
+        S.rne_kmax = (int32_t)(S.maxb0 - (uint32_t)S.rne_c - ((uint32_t)S.rne_emin << 23));
     }
     return S;
 }
@@ -197,7 +296,7 @@ static inline int attention_tcast_supported(int HS, const TcastDataType* dt, cha
     if (HS > 0 && HS != 64)
         return tcast_fail_(why, n, "the attention casts run in the tensor-core kernels, instantiated for head size 64 (head size %d)", HS) + 1;
     if (dt->has_scale && dt->scale.tile <= 0)
-        return tcast_fail_(why, n, "per-tensor and channel scales would need the whole T x T matrix; use an unscaled or a tile-scaled datatype") + 1;
+        return tcast_fail_(why, n, "per-tensor and channel scales would need the whole T x T matrix; use an unscaled, fixed-scale (pN) or tile-scaled datatype") + 1;
     if (dt->has_scale && (dt->scale.tile < 2 || dt->scale.tile > 64))
         return tcast_fail_(why, n, "tile %d: the attention kernels take tiles of 2..64 keys", dt->scale.tile) + 1;
     if (dt->has_scale && dt->scale.dim_given && dt->scale.dim != -1 && dt->scale.dim != 1)
@@ -215,9 +314,10 @@ static AttnTcastSite attn_tc_host[2];                     // mirror of attn_tc_s
 static TcastDeviceStats* attn_tc_stats_dev[2] = {NULL, NULL};
 
 // Set the attention casts for every later attention_forward / attention_backward: scores and probs
-// are the datatypes of the attn_scores / attn_probs sites, NULL = not cast (both NULL: the plain
-// BF16 kernels run). Stops with `error:` for a datatype the kernels cannot take (the head size is
-// checked at the first launch; tcast_attention_check (llmc/modes/tcast/mode.cuh) checks everything before the GPU is touched).
+// are the datatypes of the attn_scores / attn_probs sites, NULL = not cast (both NULL: plain attention,
+// cuDNN's in a cuDNN build, else the plain BF16 kernels; attention.cuh attention_uses_cudnn). Stops with
+// `error:` for a datatype the kernels cannot take (the head size is checked at the first launch;
+// tcast_attention_check (llmc/modes/tcast/mode.cuh) checks everything before the GPU is touched).
 // Synchronous (cudaMemcpyToSymbol): call once at start-up, not between kernels in flight.
 static inline void attention_tcast_configure(const TcastDataType* scores, const TcastDataType* probs) {
     const TcastDataType* dts[2] = {scores, probs};
@@ -239,8 +339,8 @@ static inline void attention_tcast_stats(TcastDeviceStats* scores, TcastDeviceSt
     attn_tc_stats_dev[1] = probs;
 }
 
-// True when some attention site is cast (the launchers then run the TC instantiations); constant
-// false in the builds without them.
+// True when some attention site is cast (the launchers then run the TC instantiations, and a cuDNN build
+// its built-in kernels instead of cuDNN); constant false in the builds without them.
 static inline bool attention_tcast_active() { return kModeAttentionCasts && (attn_tc_host[0].on || attn_tc_host[1].on); }
 // True when the probabilities are cast (the forward then runs its two-pass mode).
 static inline bool attention_tcast_probs() { return attn_tc_host[1].on != 0; }

@@ -82,9 +82,27 @@ struct GemmContext;
 //             backend computes it inside its next forward / backward call, which reads out as inp / dout,
 //             writing out itself only with keep_activations (GELU) or when that call cannot take it (then
 //             with the front's kernel, before anything reads out). false: the caller runs it now.
+//   layernorm: offer the LayerNorm forward `ln` (GemmLayerNorm), whose out is the input of the next forward call
+//             with weight `consumer`; true: the backend ran it (every output of the LayerNorm written, as
+//             layernorm.cuh's launchers write them) together with what that call needs of out. false: the
+//             caller runs it. May be NULL (never taken).
 // The elementwise producers a backend may take over (defer): GELU: out = gelu_tanh(pre);
 // DGELU: out = out * gelu_tanh'(pre) (out holds dout · weight on entry).
 enum GemmDefer { GEMM_DEFER_NONE = 0, GEMM_DEFER_GELU = 1, GEMM_DEFER_DGELU = 2 };
+
+// A LayerNorm forward (llmc/kernels/layernorm.cuh): out = LayerNorm(inp1) if inp2 == NULL (residual unused),
+// else residual = inp1 + inp2, out = LayerNorm(residual); mean, rstd: the row statistics; (N, C) row-major.
+struct GemmLayerNorm {
+    floatX* residual;
+    floatX* out;
+    float* mean;
+    float* rstd;
+    const floatX* inp1;
+    const floatX* inp2;
+    const floatX* weight;
+    const floatX* bias;
+    int N, C;
+};
 
 struct GemmLowpBackend {
     void* state;
@@ -95,6 +113,7 @@ struct GemmLowpBackend {
     unsigned int* (*amax_slot)(GemmContext* ctx, const void* tensor, size_t n);
     bool (*keeps_input)(GemmContext* ctx, const floatX* weight, int N);
     bool (*defer)(GemmContext* ctx, GemmDefer kind, floatX* out, const floatX* pre, int rows, int cols);
+    bool (*layernorm)(GemmContext* ctx, const GemmLayerNorm& ln, const floatX* consumer);
     int keeps_inputs;                    // 1: keeps_input holds for every layer it runs (after its warm-up)
     void (*report)(GemmContext* ctx, FILE* f);  // end-of-run counts (may be NULL)
     void (*destroy)(GemmContext* ctx);   // frees the backend (gemm_context_free calls it)
@@ -161,6 +180,12 @@ static inline bool gemm_backward_reads_input(GemmContext* ctx, const floatX* wei
 // false: the caller computes it now.
 static inline bool gemm_lowp_defer(GemmContext* ctx, GemmDefer kind, floatX* out, const floatX* pre, int rows, int cols) {
     return ctx->lowp && ctx->lowp->defer && ctx->lowp->defer(ctx, kind, out, pre, rows, cols);
+}
+
+// Offer the LayerNorm forward ln, whose out the next matmul_forward with weight `consumer` reads as its input, to
+// the low-precision backend (GemmLowpBackend::layernorm); false: the caller runs it now.
+static inline bool gemm_lowp_layernorm(GemmContext* ctx, const GemmLayerNorm& ln, const floatX* consumer) {
+    return ctx->lowp && ctx->lowp->layernorm && ctx->lowp->layernorm(ctx, ln, consumer);
 }
 
 // Whether the low-precision backend keeps every layer's weight-gradient input from the forward (then the

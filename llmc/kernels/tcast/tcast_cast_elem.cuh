@@ -1,6 +1,7 @@
 // tcast_cast_elem.cuh - the launch-wide constants of the TensorCast cast kernels (TcastKernelArgs, passed by
 // value to every kernel) and the two exact element fast paths that read them, for the MX / BFP element
-// formats (exponent-scaled or unscaled float and int data with at most 22 mantissa bits):
+// formats (exponent-scaled, unscaled or fixed-scaled float and int data with at most 22 mantissa bits; a
+// fixed scale pN is an unscaled cast whose exponent is N instead of 0, doc/TCAST.md 4d):
 //   - the exponent path (tcast_exp_param, tcast_exp_elem): section 1.3's rounding done directly on x's
 //     float32 bit pattern with a per-group window, every round mode, with flags for the statistics;
 //   - the round-to-nearest-even path (tcast_rne_param, tcast_rne_elem): the float32 "magic add" for @even.
@@ -26,7 +27,7 @@ typedef struct {
     uint64_t seed;     // stochastic rounding seed
     int stochastic;    // dt.round == TCAST_ROUND_STOCHASTIC
     // The exponent fast path, for element format F (float, or an int's fixed-point view):
-    int fast;          // 1 if F has at most 22 mantissa bits and an exponent scale or none
+    int fast;          // 1 if F has at most 22 mantissa bits and an exponent scale, a fixed scale or none
     int d0;            // 23 - mbits: significand bits of x dropped in F's normal range
     int emin, emax, mbits;
     uint32_t max_frac; // float32 fraction bits of max_F
@@ -40,7 +41,7 @@ typedef struct {
     uint32_t rne_emin; // float32 bits of 2^emin: the binade of F's subnormal quantum
     uint32_t rne_c;    // bits(C) = bits(2^e) + rne_c for |y| in binade e: C = 1.5 * 2^(e - mbits + 23)
     uint32_t rne_max;  // float32 bits of max_F
-    uint32_t rne_top;  // unscaled: float32 bits of 2^(emax + 1), |y| beyond it are clamped to it (they saturate);
+    uint32_t rne_top;  // unscaled / fixed: float32 bits of 2^(emax + 1), |y| beyond it are clamped to it (they saturate);
                        // scaled: 0xFFFFFFFF (a group member's |y| is below 2^(emax + 1) already)
 } TcastKernelArgs;
 
@@ -51,7 +52,7 @@ static inline TcastKernelArgs tcast_kernel_args(const TcastDataType& dt, uint64_
     k.seed = seed;
     k.stochastic = dt.round == TCAST_ROUND_STOCHASTIC;
     const TcastNumberSpec& f = dt.number;
-    const bool exp_scale = dt.has_scale ? dt.scale.scale.kind == TCAST_KIND_EXPONENT : f.kind == TCAST_KIND_FLOAT;
+    const bool exp_scale = dt.has_scale ? dt.scale.scale.kind == TCAST_KIND_EXPONENT : (f.kind == TCAST_KIND_FLOAT || dt.fixed);
     k.fast = (f.kind == TCAST_KIND_FLOAT || f.kind == TCAST_KIND_INT) && exp_scale && f.mbits <= 22;
     k.mbits = f.mbits;
     k.d0 = 23 - f.mbits;
@@ -83,18 +84,19 @@ static inline TcastKernelArgs tcast_kernel_args(const TcastDataType& dt, uint64_
 // rounded away (d <= 23), or 0 / the smallest quantum (24 <= d <= 31, |y| below F's quantum).
 // The window [lo, lo + span) of |x| patterns where this is exact: d <= 31, x normal and finite, and a
 // group whose smallest quantum and max_F * 2^s are normal float32 numbers (so the final rounding to
-// float32 of 1.3 / 4a changes nothing). span = 0: the whole group takes tcast_quantize.
+// float32 of 1.3 / 4a changes nothing). span = 0: the whole group takes tcast_quantize. Unscaled groups
+// take s = the type's fixed scale exponent (0 unless pN): 4a's element step with a known s, no pre-pass.
 
 typedef struct {
     uint32_t lo, span;  // the window of |x| bit patterns
     uint32_t maxbits;   // float32 bits of max_F * 2^s (saturation)
     int cd;             // emin + s + 127 + d0: d = max(d0, cd - E)
-    int code;           // s (0 unscaled), or TCAST_CODE_NAN: the group scale for tcast_quantize
+    int code;           // s (unscaled: the fixed exponent, 0 unless pN), or TCAST_CODE_NAN: the group scale for tcast_quantize
 } TcastExpParam;
 
 static inline HOST_DEVICE TcastExpParam tcast_exp_param(const TcastKernelArgs& k, const TcastGroupScale& g) {
     TcastExpParam p;
-    const int s = g.mode == TCAST_GROUP_EXP ? g.s : 0;
+    const int s = g.mode == TCAST_GROUP_EXP ? g.s : g.mode == TCAST_GROUP_UNSCALED ? k.dt.fixed_exp : 0;
     p.code = g.mode == TCAST_GROUP_NAN ? TCAST_CODE_NAN : s;
     const int c = k.emin + s + 127;   // biased float32 exponent of 2^(emin + s)
     const int eq = c - k.mbits;       // ... of F's smallest quantum 2^(emin - mbits + s)
@@ -173,9 +175,9 @@ static inline HOST_DEVICE uint32_t tcast_exp_elem(const TcastKernelArgs& k, cons
 
 // Round-to-nearest-even fast path (TcastQRne: @even without statistics, k.rne types - the MX / BFP
 // element formats fp8, fp6, fp4, int8, int4 and the like). A group qualifies (ok) when its exponent
-// window is open (scale 2^s, or unscaled), -126 <= s <= 126 and F's smallest quantum times 2^s is at
-// least 2^-125. Then for a finite member x (|x| < 2^(emax + s + 1); unscaled y are clamped to
-// 2^(emax + 1), where everything saturates):
+// window is open (scale 2^s, or unscaled: s = the fixed exponent, 0 unless pN), -126 <= s <= 126 and F's
+// smallest quantum times 2^s is at least 2^-125. Then for a finite member x (|x| < 2^(emax + s + 1);
+// unscaled y, which may overflow to Inf, are clamped to 2^(emax + 1), where everything saturates):
 //   y = x * 2^-s      exact, except that the device's flush-to-zero (--use_fast_math) turns |y| < 2^-126
 //                     and float32-subnormal x into signed zeros - values below half of F's smallest
 //                     quantum (emin - mbits >= -125 and the 2^-125 condition), which round to zero anyway;
@@ -195,7 +197,7 @@ typedef struct {
 } TcastRneParam;
 
 static inline HOST_DEVICE TcastRneParam tcast_rne_param(const TcastKernelArgs& k, const TcastGroupScale& g) {
-    const int s = g.mode == TCAST_GROUP_EXP ? g.s : 0;
+    const int s = g.mode == TCAST_GROUP_EXP ? g.s : g.mode == TCAST_GROUP_UNSCALED ? k.dt.fixed_exp : 0;
     TcastRneParam p;
     p.code = g.mode == TCAST_GROUP_NAN ? TCAST_CODE_NAN : s;
     p.ok = k.rne && (g.mode == TCAST_GROUP_EXP || g.mode == TCAST_GROUP_UNSCALED) && s >= -126 && s <= 126 &&

@@ -131,6 +131,58 @@ __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
     }
 }
 
+// One packet of a cast along rows inside a producer whose threads hold a row's packets at warp stride
+// (lane l: packets 32 j + l of the row, as the LayerNorm forward's warp path: layernorm.cuh LnNoSink):
+// b holds the 8 BF16 values (float32 bit patterns) at flat row-major indices idx0 .. idx0 + 7; tile 2 or
+// 4: tiles inside the packet; 8 .. 256: tile / 8 consecutive lanes (merged with shuffle-xor, as the row
+// kernel does); -1: unscaled. valid false: the lane holds no packet (b all zero, the identity of every
+// accumulation; nothing stored). Casts b in place and stores it to y + idx0. All 32 lanes of the warp
+// call with the same tile (shuffles). No statistics (the producers leave a counted cast to the
+// stand-alone kernels).
+template <class Q>
+__device__ __forceinline__ void tcast_lanes_cast_packet(floatX* y, const TcastKernelArgs& k, int tile, uint32_t (&b)[8], bool valid,
+                                                        size_t idx0) {
+    TcastCounts cnt = {0u, 0u, 0u};
+    if (tile == 2 || tile == 4) {
+        if (!valid) return;
+        if (tile == 2) tcast_packet_small_tiles<Q, false, 2>(k, b, idx0, cnt, nullptr);
+        else tcast_packet_small_tiles<Q, false, 4>(k, b, idx0, cnt, nullptr);
+    } else {
+        typename Q::Param p;
+        if (tile > 0) {
+            typename Q::Acc acc = Q::init();
+            #pragma unroll
+            for (int e = 0; e < 8; e++) Q::add(acc, b[e]);
+            for (int off = 1; off < tile / 8; off <<= 1) Q::merge(acc, Q::shfl_xor(acc, off));  // uniform: every lane
+            p = Q::param(k, Q::scale(k, acc));
+        } else {
+            p = Q::param(k, tcast_unscaled_group());
+        }
+        if (!valid) return;
+        tcast_cast_packet<Q, false>(k, p, b, idx0, cnt);
+    }
+    tcast_store16(y + idx0, tcast_pack8(b));
+}
+
+// A second output cast along rows, written by the LayerNorm forward's row kernel as it stores its rows
+// (layernorm.cuh Sink contract: its warps hold a row's packets at warp stride): each packet (valid or not,
+// every lane of the warp together) is cast by tcast_lanes_cast_packet into y. Q: the quantizer (TcastQExp
+// or TcastQRne: no statistics).
+template <class Q>
+struct TcastRowSink {
+    floatX* y;
+    int tile;  // 2 .. 256 elements along the row, or -1 (unscaled)
+    TcastKernelArgs k;
+    static constexpr bool kOn = true;
+    // the LayerNorm's Sink contract: o holds the stored values
+    __device__ __forceinline__ void packet(const x128& o, bool valid, size_t e0) const {
+        uint32_t b[8];
+        #pragma unroll
+        for (int i = 0; i < 8; i++) b[i] = valid ? (uint32_t)__bfloat16_as_ushort(o[i]) << 16 : 0u;
+        tcast_lanes_cast_packet<Q>(y, k, tile, b, valid, e0);
+    }
+};
+
 // ------------------------------------------------------------------------------------------------
 // Column path (sections 4.2-4.4 along dim 0): block = strip of 256 columns (blockIdx.x) x units of
 // U rows (blockIdx.y, grid-stride), U = max(tile, 32) for tiles, 32 for given scales. Thread (warp

@@ -19,6 +19,16 @@
 // and a cast pass reading it back. The bits are those of the separate passes (dev/cuda/tcast_producers.cu).
 // It declines GELU when the gelu_out site is cast (the model casts the stored GELU output right after the
 // fc forward) and either when the next call does not cast that operand.
+// Through the front's layernorm hook it also runs the residual + LayerNorm forwards (ln1 of layers 1..L-1,
+// ln2, lnf) whose output is the next forward call's x, casting x along C as the rows are normalized
+// (tcast_layernorm_cast; the BF16 output is still stored for the LayerNorm backward and the wgrad cast): the
+// cast waits in the x scratch (`pending`) for that call. Declined when the layernorm_out or residual_out site
+// is cast (the model then changes the stored output after the kernel), on --cast-stats steps, and for the
+// types tcast_layernorm_fusable refuses (they keep the cast in the forward call: same bits either way).
+//
+// dY's two layouts stay two passes: its dgrad cast (along OC, with the deferred GELU' for the fc layer) and
+// its wgrad cast (along N). One read for both (the column kernel writing the row layout too) measured slower
+// on an H100 than the two casts and was removed (doc/TCAST.md 5.5); x's wgrad cast is a pass as well.
 //
 // Memory: two (N, max width) floatX scratch buffers (x, dy) and, per weight, its two cast copies
 // (along Cin and along OC) cached for the weight version (ctx->weight_version): 2 x the parameters.
@@ -53,6 +63,11 @@ struct TcastGemmState {
     floatX* def_out;
     const floatX* def_pre;
     int def_rows, def_cols;
+    // the x cast a LayerNorm wrote into scratch_x for the next forward call (pend_x NULL: none): the
+    // forward of weight pend_w reading pend_x (pend_rows x pend_cols)
+    const floatX* pend_x;
+    const floatX* pend_w;
+    int pend_rows, pend_cols;
 };
 
 static inline TcastGemmState* tcast_gemm_state(GemmContext* ctx) { return (TcastGemmState*)ctx->lowp->state; }
@@ -130,6 +145,43 @@ static inline GemmDefer tcast_gemm_take_deferred(GemmContext* ctx, const floatX*
     return GEMM_DEFER_NONE;
 }
 
+// Whether this layer's products are cast (the LM head only with --cast-lm-head 1).
+static inline bool tcast_gemm_takes(GemmContext* ctx, const floatX* weight) {
+    const TcastGemmState* s = tcast_gemm_state(ctx);
+    return weight != s->wte || s->rt->plan.lm_head;
+}
+
+// Whether scratch_x holds the cast of this forward call's x (inp, N x C, weight), made by the LayerNorm that
+// produced inp (tcast_gemm_layernorm); valid for the next call only, so every call takes it.
+static inline bool tcast_gemm_take_pending(GemmContext* ctx, const floatX* inp, const floatX* weight, int N, int C) {
+    TcastGemmState* s = tcast_gemm_state(ctx);
+    const bool hit = s->pend_x != NULL && s->pend_x == inp && s->pend_w == weight && s->pend_rows == N && s->pend_cols == C;
+    s->pend_x = NULL;
+    return hit;
+}
+
+// GemmLowpBackend::layernorm: run the LayerNorm ln with the x cast of the consumer's forward fused into it
+// (tcast_layernorm_cast into scratch_x), when that call casts x, the output is not changed afterwards by a
+// site cast, no statistics are recorded and the type fuses; else false (the model runs the LayerNorm).
+static bool tcast_gemm_layernorm(GemmContext* ctx, const GemmLayerNorm& ln, const floatX* consumer) {
+    TcastGemmState* s = tcast_gemm_state(ctx);
+    TcastRuntime* rt = s->rt;
+    const TcastPlan* plan = &rt->plan;
+    s->pend_x = NULL;
+    if (!plan->fuse || !plan->op_on[TCAST_OP_X] || !tcast_gemm_takes(ctx, consumer) || rt->recording) return false;
+    if (plan->site_on[LAYERNORM_OUT] || (ln.inp2 && plan->site_on[RESIDUAL_OUT])) return false;
+    if ((size_t)ln.N * ln.C > s->scratch_x_elems || !tcast_layernorm_fusable(plan->op[TCAST_OP_X], ln.C, ln.inp2 != NULL, false, s->scratch_x))
+        return false;
+    tcast_layernorm_cast(s->scratch_x, ln.residual, ln.out, ln.mean, ln.rstd, ln.inp1, ln.inp2, ln.weight, ln.bias, ln.N, ln.C,
+                         plan->op[TCAST_OP_X], tcast_seed(rt, consumer - rt->casts.params, TCAST_OP_X + 16, TCAST_ROLE_FWD), NULL,
+                         &rt->cast_ctx, ctx->stream);
+    s->pend_x = ln.out;
+    s->pend_w = consumer;
+    s->pend_rows = ln.N;
+    s->pend_cols = ln.C;
+    return true;
+}
+
 // Operand op (x or dy, (N, cols)) cast along dim 1 into scratch, produced on the way by the deferred
 // producer `kind` (tcast_cast_from), which also stores the BF16 tensor t. GEMM_DEFER_NONE: t is stored.
 static inline const floatX* tcast_gemm_operand_produced(GemmContext* ctx, int op, GemmDefer kind, const floatX* t, floatX* scratch,
@@ -146,17 +198,12 @@ static inline const floatX* tcast_gemm_operand_produced(GemmContext* ctx, int op
     return scratch;
 }
 
-// Whether this layer's products are cast (the LM head only with --cast-lm-head 1).
-static inline bool tcast_gemm_takes(GemmContext* ctx, const floatX* weight) {
-    const TcastGemmState* s = tcast_gemm_state(ctx);
-    return weight != s->wte || s->rt->plan.lm_head;
-}
-
 static bool tcast_gemm_forward(GemmContext* ctx, floatX* y, const floatX* inp, const floatX* weight, const floatX* bias, int N,
                                int C, int OC) {
     TcastGemmState* s = tcast_gemm_state(ctx);
     const TcastPlan* plan = &s->rt->plan;
     const bool takes = tcast_gemm_takes(ctx, weight) && (plan->op_on[TCAST_OP_X] || plan->op_on[TCAST_OP_W]);
+    const bool pending = tcast_gemm_take_pending(ctx, inp, weight, N, C);  // x cast by its LayerNorm already
     // GELU of inp (the fcproj layer) if the fc forward deferred it: produced inside x's cast
     GemmDefer d = tcast_gemm_take_deferred(ctx, inp, N, C);
     if (d != GEMM_DEFER_NONE && !(takes && plan->op_on[TCAST_OP_X])) {
@@ -164,7 +211,8 @@ static bool tcast_gemm_forward(GemmContext* ctx, floatX* y, const floatX* inp, c
         d = GEMM_DEFER_NONE;
     }
     if (!takes) return false;
-    const floatX* xc = tcast_gemm_operand_produced(ctx, TCAST_OP_X, d, inp, s->scratch_x, N, C, weight, TCAST_ROLE_FWD);
+    const floatX* xc =
+        pending ? s->scratch_x : tcast_gemm_operand_produced(ctx, TCAST_OP_X, d, inp, s->scratch_x, N, C, weight, TCAST_ROLE_FWD);
     const floatX* wc = plan->op_on[TCAST_OP_W] ? tcast_gemm_weight(ctx, weight, OC, C, 1) : weight;
     gemm_backend_forward(ctx, y, xc, wc, bias, N, C, OC, NULL);
     return true;
@@ -176,6 +224,7 @@ static bool tcast_gemm_backward(GemmContext* ctx, floatX* dinp, floatX* dweight,
     (void)dbias_done;  // the front sums the uncast dout
     TcastGemmState* s = tcast_gemm_state(ctx);
     const TcastPlan* plan = &s->rt->plan;
+    s->pend_x = NULL;  // (a LayerNorm's cast is for a forward call only)
     const bool takes =
         tcast_gemm_takes(ctx, weight) && (plan->op_on[TCAST_OP_X] || plan->op_on[TCAST_OP_W] || plan->op_on[TCAST_OP_DY]);
     // GELU' of dout (the fc layer) if the fcproj backward deferred it: produced inside dy's dgrad cast,
@@ -236,5 +285,6 @@ static inline void gemm_tcast_attach(GemmContext* ctx, TcastRuntime* rt, const f
     s->backend.keeps_input = tcast_gemm_keeps_input;
     s->backend.destroy = tcast_gemm_destroy;
     s->backend.defer = tcast_gemm_defer;
+    s->backend.layernorm = tcast_gemm_layernorm;
     ctx->lowp = &s->backend;
 }

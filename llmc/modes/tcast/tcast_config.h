@@ -12,7 +12,8 @@
 //   --cast-lm-head 0|1                    the LM head (logits = lnf . wte^T) takes --cast-gemm too.
 //   --cast-stats N                        every N steps: saturation / flush fractions and the scale
 //                                         histogram per site and operand.
-// DTYPE is doc/TCAST.md section 3's text (NAME or NUMBER[_SCALE], @modifiers). The tile (or channel)
+// DTYPE is doc/TCAST.md section 3's text (NAME or NUMBER[_SCALE], @modifiers; SCALE may be a fixed
+// scale pN, e.g. q115 = int16_p-1, which casts element by element like an unscaled type). The tile (or channel)
 // dimension is the trainer's choice: the channel dimension at the sites (the key dimension for the
 // attention scores and probabilities) and the reduction dimension at the GEMM operands, so a scale
 // spec with an explicit dY is refused. Every error stops the run with `error: <flag>: ...`.
@@ -62,8 +63,12 @@ static inline int tcast_flags(TcastOptions* o, CliFlag* flags) {
     o->stats = 0;
     o->fuse = 1;
     const CliFlag f[TCAST_NUM_FLAGS] = {
-        {"--cast", CLI_STRING, &o->cast, "TensorCast: SITE=DTYPE[,...] virtual casts at the storage boundaries (doc/TCAST.md)", 0, 0, NULL},
-        {"--cast-gemm", CLI_STRING, &o->cast_gemm, "TensorCast: x=DTYPE,w=DTYPE,dy=DTYPE casts of every linear layer's GEMM operands", 0, 0, NULL},
+        {"--cast", CLI_STRING, &o->cast,
+         "TensorCast: SITE=DTYPE[,...] virtual casts at the storage boundaries (doc/TCAST.md), e.g. all=mxfp8e4; DTYPE may take a "
+         "fixed scale pN (times 2^N: e4m3fn_p2, int8_p-3; q115 = int16_p-1, SF16's Q1.15)", 0, 0, NULL},
+        {"--cast-gemm", CLI_STRING, &o->cast_gemm,
+         "TensorCast: x=DTYPE,w=DTYPE,dy=DTYPE casts of every linear layer's GEMM operands (DTYPE as --cast, e.g. mxfp8e4, q115)", 0, 0,
+         NULL},
         {"--cast-lm-head", CLI_INT, &o->lm_head, "TensorCast: 1 = the LM head takes --cast-gemm too", 0, 1, NULL},
         {"--cast-stats", CLI_INT, &o->stats, "TensorCast: every N steps print per site/operand saturation, flushes, scales (0 = off)", 0, INT_MAX, NULL},
         {"--cast-fuse", CLI_INT, &o->fuse, "TensorCast: 1 = casts run inside the kernels that produce the tensors where they can (same bits), 0 = separate passes", 0, 1, NULL},
@@ -184,8 +189,9 @@ static inline void tcast_plan_check_shapes(const TcastPlan* plan, int C, int Vp,
         const TcastDataType* dt = &plan->site[s];
         const char* key = BOUNDARY_SITE_NAMES[s];
         if (s == ATTN_SCORES || s == ATTN_PROBS) {
+            // unscaled and fixed-scale (pN: has_scale = 0) types cast element by element: always admitted
             if (dt->has_scale && dt->scale.tile <= 0)
-                die("--cast %s=%s: the attention scores and probabilities take unscaled or tile-scaled datatypes (tiles of up to %d keys); "
+                die("--cast %s=%s: the attention scores and probabilities take unscaled, fixed-scale (pN) or tile-scaled datatypes (tiles of up to %d keys); "
                     "per-tensor and channel scales would need the whole T x T matrix", key, dt->name, TCAST_ATTN_TILE_MAX);
             if (dt->has_scale && dt->scale.tile > TCAST_ATTN_TILE_MAX)
                 die("--cast %s=%s: tile %d is larger than the attention kernels' key tile (%d)", key, dt->name, dt->scale.tile, TCAST_ATTN_TILE_MAX);

@@ -116,6 +116,9 @@ static inline void tcast_stats_end(TcastRuntime* rt, int step, FILE* log, cudaSt
         }
         char range[64] = "none";
         if (lo <= hi) snprintf(range, sizeof(range), "%d..%d", lo, hi);
+        // a fixed scale pN derives no group scale (no histogram entries, doc/TCAST.md 4.5): its one exponent is N
+        const TcastDataType* dt = i < NUM_BOUNDARY_SITES ? &rt->plan.site[i] : &rt->plan.op[i - NUM_BOUNDARY_SITES];
+        if (dt->fixed && lo > hi) snprintf(range, sizeof(range), "%d..%d", dt->fixed_exp, dt->fixed_exp);
         printf("  %-4s %-14s %14llu values  saturated %.4e  flushed %.4e  scale exponents %s (%llu groups, %llu zero, %llu overflow)\n",
                i < NUM_BOUNDARY_SITES ? "site" : "gemm", name, st->values, sat, flush, range, groups, under, over);
         if (log) fprintf(log, "s:%d cast:%s sat:%.6e flush:%.6e scale:%s\n", step, name, sat, flush, range);
