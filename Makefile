@@ -20,6 +20,7 @@
 #                              default: cuDNN where found and the mode admits it (BF16 / FP16 storage, FP8, TCFP-12,
 #                              TCAST=1 (runs that cast an attention site take the built-in kernels); not ENABLE_Q115,
 #                              PRECISION=FP32); CUDNN_HOME=... / CUDNN_FRONTEND_PATH=...
+#   CUTLASS_HOME=...           CUTLASS headers ($(CUTLASS_HOME)/include/cutlass/version.h) for the CUTLASS kernels of
 #                              llmc/kernels/gemm/cutlass_*.cu (default: /usr/include, /usr/local/include, else the venv's
 #                              nvidia-cutlass wheel, which scripts/setup_env.sh installs)
 #   GPU_ARCH=90                compute capability to build for (90 = Hopper sm_90)  [90]
