@@ -214,17 +214,18 @@ $(CUDNN_OBJ): llmc/kernels/attention/attention_cudnn.cpp llmc/kernels/attention/
 CUTLASS_NVCC_FLAGS := -O3 -std=c++17 --expt-relaxed-constexpr -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a
 # The fc forward exists in several configurations (cutlass_fp8_fc.h CUTLASS_FP8_FC_CONFIGS), one translation unit
 # each, cutlass_fp8_fc_<config>.cu on cutlass_fp8_fc_impl.cuh (make -j builds them in parallel), plus the dispatcher
-# cutlass_fp8_fc.cu (no CUTLASS header): a harness links all of them.
+# cutlass_fp8_fc.cu (no CUTLASS header): a harness links all of them. The template includes cutlass_fp8_common.cuh,
+# the dispatcher cutlass_fp8_dispatch.h.
 CUTLASS_FC_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_fp8_fc_*.cu)
 CUTLASS_FC_OBJ := $(BUILD)/cutlass/cutlass_fp8_fc.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_FC_CONFIG_SRCS))
 CUTLASS_CHECK = @test -n "$(CUTLASS_INC)" || { echo "error: CUTLASS not found (no cutlass/version.h in CUTLASS_HOME/include, /usr/include, /usr/local/include or the venv's nvidia-cutlass wheel); run scripts/setup_env.sh (it installs nvidia-cutlass==4.2.0.0 into the venv), or set CUTLASS_HOME"; exit 1; }
 $(BUILD)/cutlass/cutlass_fp8_fc_%.o: llmc/kernels/gemm/cutlass_fp8_fc_%.cu llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh llmc/kernels/gemm/cutlass_fp8_fc_ops.h \
-  llmc/kernels/gemm/cutlass_fp8_fc.h llmc/kernels/gemm/gelu_fastmath.cuh Makefile
+  llmc/kernels/gemm/cutlass_fp8_fc.h llmc/kernels/gemm/cutlass_fp8_common.cuh llmc/kernels/gemm/gelu_fastmath.cuh Makefile
 	$(CUTLASS_CHECK)
 	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)
 	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@
-$(BUILD)/cutlass/cutlass_fp8_fc.o: llmc/kernels/gemm/cutlass_fp8_fc_ops.h
+$(BUILD)/cutlass/cutlass_fp8_fc.o: llmc/kernels/gemm/cutlass_fp8_fc_ops.h llmc/kernels/gemm/cutlass_fp8_dispatch.h
 $(BUILD)/cutlass/cutlass_%.o: llmc/kernels/gemm/cutlass_%.cu llmc/kernels/gemm/cutlass_%.h Makefile
 	$(CUTLASS_CHECK)
 	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
@@ -347,7 +348,7 @@ $(BUILD)/$(VARIANT)/dev/%: dev/cuda/%.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(HARNESS_OBJS) $(NVCC_LDFLAGS) -o $@
 # the objects a harness links besides its own translation unit
-$(BUILD)/$(VARIANT)/dev/cutlass_fp8: $(CUTLASS_FC_OBJ)
+$(BUILD)/$(VARIANT)/dev/cutlass_fp8: $(CUTLASS_FC_OBJ) dev/cuda/fp8_gemm_host.cuh
 $(BUILD)/$(VARIANT)/dev/cutlass_fp8: HARNESS_OBJS := $(CUTLASS_FC_OBJ)
 
 # Idle gaps between the kernels of a step: a CUPTI library loaded through CUDA_INJECTION64_PATH (usage

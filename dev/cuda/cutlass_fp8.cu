@@ -5,9 +5,9 @@
 // Build and run (from the repository root; CUTLASS from scripts/setup_env.sh's venv or CUTLASS_HOME):
 //   make -j16 build/bf16/dev/cutlass_fp8 && build/bf16/dev/cutlass_fp8    all checks, then the timings (coop_t)
 //   build/bf16/dev/cutlass_fp8 --config NAME                            the same for configuration NAME
-//   build/bf16/dev/cutlass_fp8 --all-configs                            every configuration: the small cases
-//                                                                       (N = 1000 and smaller) each, then the
-//                                                                       timings of all of them (one table, last)
+//   build/bf16/dev/cutlass_fp8 --config A --config B ...                several: the small cases (N = 4133 and
+//   build/bf16/dev/cutlass_fp8 --all-configs                            smaller) each, then the timings of all
+//                                                                       of them (one table, last); or every one
 //   build/bf16/dev/cutlass_fp8 --check-only                             checks only
 //   build/bf16/dev/cutlass_fp8 --quick                                  the small shapes only, no timings
 //   build/bf16/dev/cutlass_fp8 --seed S                                 the inputs of an earlier run (printed first)
@@ -42,10 +42,12 @@
 //      largest element is near a midpoint), a BF16 value (low 16 bits zero), and the exact relation with D:
 //      max over D of |code| == code of amax · d_scale (rounding is monotonic, so the largest code is the code
 //      of the largest value).
-//   dt ("_dt" configurations; the others get dt = NULL): the transposed codes, (OC, ldt) row-major with ldt = N
-//      rounded up to a multiple of 16 (so N = 1000, 4133, 77, 1 leave padding columns), poisoned with 0xFF before
-//      each run: dt[o, n] == d[n, o] bit for bit on every element, and the padding columns n = N..ldt-1 and the guard
-//      bytes after the buffer untouched; against today's producer, its transposed output (OC, N) bit for bit.
+//   dt ("_dt" configurations on the cases with N a multiple of 16; the others get dt = NULL): the transposed codes,
+//      (OC, ldt) row-major with ldt = N + 16 (16 padding columns), poisoned with 0xFF before each run: dt[o, n] ==
+//      d[n, o] bit for bit on every element, and the padding columns n = N..ldt-1 and the guard bytes after the buffer
+//      untouched; against today's producer, its transposed output (OC, N) bit for bit. (With N % 16 != 0 the
+//      dispatcher refuses dt: TMA writes whole 16-byte chunks of a dt row, doc/TCFP12.md "The _dt padding writes";
+//      those cases run without dt.)
 //   end to end (printed, not asserted): D against the codes of gelu(z64) · d_scale, float64 all the way:
 //      how many codes differ and by how many steps (the BF16 roundings of Z and of GELU move a few by one).
 //   today's producer on the same Z (BF16 build): fp8_quantize_pair_from(LowpSrcGelu) with the same scale
@@ -63,11 +65,13 @@
 //   writes: guard bytes after z and d stay poisoned (the partial last tile is clipped); determinism: a
 //      second run (outputs poisoned again) is bitwise equal in z, d, dt and amax.
 //   arguments: cutlass_fp8_fc_unsupported refuses C or OC not a multiple of 16 and misaligned pointers, a dt with
-//      a configuration that does not write it, and (where it does) a misaligned dt, ldt < N or not a multiple of 16
-//      (the forward would print `error: cutlass_fp8_fc: ...` and exit 1); N = 0 zeroes amax and writes nothing.
+//      a configuration that does not write it, and (where it does) a misaligned dt, ldt < N or not a multiple of 16,
+//      N not a multiple of 16 (the forward would print `error: cutlass_fp8_fc: ...` and exit 1); N = 0 zeroes amax
+//      and writes nothing.
 // Shapes: the fc layers of GPT-2 d12 at B=64, T=1024 (N = 65536, C = 768, OC = 3072) and d24 at B=32
 // (N = 32768, C = 1024, OC = 4096); N = 1000 (not a multiple of the 128-row tile, nor of the 2-CTA cluster);
-// N = 4133 with C = 320 and OC = 784 (partial tiles in all three dimensions), 77 x 1024 -> 48, 1 x 16 -> 16.
+// N = 4133 with C = 320 and OC = 784 (partial tiles in all three dimensions), 77 x 1024 -> 48, 1 x 16 -> 16,
+// N = 1008 with C = 256 and OC = 784 (partial tiles in M and N with N a multiple of 16: dt with padding), 16 x 16 -> 16.
 // Timing (median of 20, after 3 warm-ups) at the two GPT-2 shapes: the cuBLASLt FP8 GEMM the FP8 build runs
 // today (bias, BF16 out), that GEMM plus the GELU producer pass it runs after it (plain + transposed E4M3 codes,
 // amax), the byte transpose of D alone (fp8_transpose_codes: the transposed copy the fcproj wgrad needs, until
@@ -89,6 +93,7 @@
 #include <type_traits>
 #include <vector>
 #include "dev/cuda/harness.cuh"
+#include "dev/cuda/fp8_gemm_host.cuh"
 #include "llmc/kernels/gemm/gemm_fp8.cuh"
 #include "llmc/kernels/fp8/lowp_producers.cuh"
 #include "llmc/kernels/gemm/cutlass_fp8_fc.h"
@@ -107,38 +112,9 @@ static Tally tally;
 static FP8Format kE4M3;
 
 // ------------------------------------------------------------------------------------------------
-// Host helpers
-
-template <typename F>
-static void parallel_for(size_t count, F f) {
-    const size_t nt = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 64));
-    std::vector<std::thread> pool;
-    for (size_t t = 0; t < nt; t++) {
-        const size_t lo = count * t / nt, hi = count * (t + 1) / nt;
-        if (lo < hi) pool.emplace_back([=, &f] { for (size_t i = lo; i < hi; i++) f(i); });
-    }
-    for (auto& th : pool) th.join();
-}
-
-static const size_t CHUNK = 1 << 16;
-
-static float f32_from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static uint32_t bits_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float bf16_value(bf16 v) { uint16_t b; memcpy(&b, &v, 2); return f32_from_bits((uint32_t)b << 16); }
-static uint16_t bf16_bits(bf16 v) { uint16_t b; memcpy(&b, &v, 2); return b; }
-
-// BF16 of x, round to nearest even (finite x)
-static float bf16_rne(double x) { return __bfloat162float(__float2bfloat16_rn((float)x)); }
+// Host helpers (the shared ones: dev/cuda/fp8_gemm_host.cuh)
 
 static uint8_t e4m3(float v) { return fp8_encode_rne(kE4M3, v, 1); }
-
-// Steps between two E4M3 codes along the number line (codes 0x00..0x7E and 0x80..0xFE, no NaN): same sign:
-// the distance of the magnitudes' codes; opposite signs: through zero.
-static int code_steps(uint8_t a, uint8_t b) {
-    const int ma = a & 0x7F, mb = b & 0x7F;
-    if ((a & 0x80) == (b & 0x80)) return abs(ma - mb);
-    return ma + mb;
-}
 
 static double gelu_u(double x) { return 0.7978845608028654 * (x + 0.044715 * x * x * x); }
 static double gelu64(double x) { return x / (1.0 + exp(-2.0 * gelu_u(x))); }
@@ -186,92 +162,21 @@ struct HostCase {
     float d_scale = 1;
 };
 
-static void gaussian_codes(std::vector<uint8_t>& codes, float* ds, size_t n, uint64_t seed, float std) {
-    std::vector<float> v(n);
-    const size_t chunks = ceil_div_sz(n, CHUNK);
-    std::vector<float> part(chunks, 0.0f);
-    parallel_for(chunks, [&](size_t c) {
-        HostRng r(seed * 1000003ull + c);
-        float m = 0.0f;
-        for (size_t i = c * CHUNK; i < std::min(n, (c + 1) * CHUNK); i++) {
-            v[i] = std * r.normal();
-            m = std::max(m, fabsf(v[i]));
-        }
-        part[c] = m;
-    });
-    float amax = 0.0f;
-    for (float m : part) amax = std::max(amax, m);
-    const float s = fp8_scale_pow2_from_amax(kE4M3, amax, 0);
-    *ds = 1.0f / s;
-    codes.resize(n);
-    parallel_for(chunks, [&](size_t c) {
-        for (size_t i = c * CHUNK; i < std::min(n, (c + 1) * CHUNK); i++) codes[i] = e4m3(v[i] * s);
-    });
-}
-
-static void uniform_codes(std::vector<uint8_t>& codes, size_t n, uint64_t seed) {
-    codes.resize(n);
-    parallel_for(ceil_div_sz(n, CHUNK), [&](size_t c) {
-        HostRng r(seed * 7919ull + c);
-        for (size_t i = c * CHUNK; i < std::min(n, (c + 1) * CHUNK); i++) {
-            uint8_t b;
-            do b = (uint8_t)(r.u32() >> 24); while ((b & 0x7F) == 0x7F);
-            codes[i] = b;
-        }
-    });
-}
-
-// ------------------------------------------------------------------------------------------------
-// The float64 reference of Z on sampled rows
-
-struct ZRef {
-    std::vector<int> rows;
-    std::vector<double> z, S;  // rows.size() x OC
-};
-
-static ZRef z_reference(const HostCase& h, int N, int C, int OC, uint64_t seed) {
-    ZRef r;
-    r.rows = pick_rows(N, (double)C * OC, seed, 128, 2e8);
-    double dec[256];
-    for (int c = 0; c < 256; c++) dec[c] = (c & 0x7F) == 0x7F ? 0.0 : (double)fp8_decode(kE4M3, (uint8_t)c);
-    std::vector<double> wd((size_t)OC * C);
-    parallel_for(OC, [&](size_t o) { for (int c = 0; c < C; c++) wd[o * C + c] = dec[h.w[o * C + c]]; });
-    const double sxw = (double)h.x_ds * (double)h.w_ds;  // powers of two: the kernel's fp32 product is exact
-    r.z.resize(r.rows.size() * OC);
-    r.S.resize(r.rows.size() * OC);
-    parallel_for(r.rows.size(), [&](size_t i) {
-        std::vector<double> xd(C);
-        for (int c = 0; c < C; c++) xd[c] = dec[h.x[(size_t)r.rows[i] * C + c]];
-        for (int o = 0; o < OC; o++) {
-            const double* wr = &wd[(size_t)o * C];
-            double acc = 0, sabs = 0;
-            for (int c = 0; c < C; c++) {
-                const double p = xd[c] * wr[c];
-                acc += p;
-                sabs += fabs(p);
-            }
-            const double b = h.bias.empty() ? 0.0 : (double)h.bias[o];
-            r.z[i * OC + o] = sxw * acc + b;
-            r.S[i * OC + o] = sxw * sabs + fabs(b);
-        }
-    });
-    return r;
-}
-
 // ------------------------------------------------------------------------------------------------
 // Device side of a case
 
-// ldt of the transposed codes: N rounded up to a multiple of 16 (TMA's row-stride rule), at least 16
-static int ldt_for(int N) { return std::max(16, (N + 15) / 16 * 16); }
+// ldt of the transposed codes in the checks: N rounded up to a multiple of 16 (TMA's row-stride rule) plus 16, so that
+// every checked dt has padding columns N .. ldt-1 that must stay poisoned (the timings use ldt = N, as the trainer would)
+static int ldt_for(int N) { return (N + 15) / 16 * 16 + 16; }
 
 struct DevCase {
     int N, C, OC, ldt;
     DeviceBuffer<uint8_t> x, w, d, dt;
     DeviceBuffer<bf16> z, bias;
     DeviceBuffer<float> scales;  // [0] x dequant, [4] w dequant, [8] d quant, [12] amax (16-byte apart)
-    DevCase(int N_, int C_, int OC_)
-        : N(N_), C(C_), OC(OC_), ldt(ldt_for(N_)), x((size_t)N_ * C_ + 16), w((size_t)OC_ * C_), d((size_t)N_ * OC_ + GUARD),
-          dt((size_t)OC_ * ldt_for(N_) + GUARD), z((size_t)N_ * OC_ + GUARD / 2), bias(OC_), scales(16) {}
+    DevCase(int N_, int C_, int OC_, int ldt_)
+        : N(N_), C(C_), OC(OC_), ldt(ldt_), x((size_t)N_ * C_ + 16), w((size_t)OC_ * C_), d((size_t)N_ * OC_ + GUARD),
+          dt((size_t)OC_ * ldt_ + GUARD), z((size_t)N_ * OC_ + GUARD / 2), bias(OC_), scales(16) {}
     float* x_ds() { return scales.ptr + 0; }
     float* w_ds() { return scales.ptr + 4; }
     float* d_scale() { return scales.ptr + 8; }
@@ -282,8 +187,8 @@ struct DevCase {
         dt.poison();
         cudaCheck(cudaMemset(amax(), 0xFF, sizeof(float)));
     }
-    // dt where the configuration writes it, else NULL
-    uint8_t* dt_for(CutlassFcConfig cfg) { return cutlass_fp8_fc_config_writes_dt(cfg) ? dt.ptr : NULL; }
+    // dt where the configuration writes it and N allows it (a multiple of 16: cutlass_fp8_fc.h), else NULL
+    uint8_t* dt_for(CutlassFcConfig cfg) { return cutlass_fp8_fc_config_writes_dt(cfg) && N % 16 == 0 ? dt.ptr : NULL; }
     void run(const bf16* b, cudaStream_t stream, CutlassFcConfig cfg) {
         cutlass_fp8_fc_forward(z.ptr, d.ptr, dt_for(cfg), ldt, amax(), x.ptr, x_ds(), w.ptr, w_ds(), b, d_scale(), N, C, OC, stream, cfg);
     }
@@ -374,27 +279,29 @@ static void time_producer(F gemm, const X* pre, int N, int OC, uint8_t* codes, u
 
 static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* fctx, cudaStream_t stream, CutlassFcConfig cfg) {
     const bool writes_d = cutlass_fp8_fc_config_writes_d(cfg);
-    const bool writes_dt = cutlass_fp8_fc_config_writes_dt(cfg);
     const int N = cs.N, C = cs.C, OC = cs.OC;
+    // dt where the configuration writes it and N is a multiple of 16 (cutlass_fp8_fc.h; else it runs without dt, whose
+    // refusal check_arguments checks)
+    const bool writes_dt = cutlass_fp8_fc_config_writes_dt(cfg) && N % 16 == 0;
     const uint64_t s0 = seed * 1000 + (uint64_t)index * 10;
     printf("\n[%d] %s: N=%d C=%d OC=%d, %s, %s, d_scale %s\n", index, cs.name, N, C, OC,
            cs.codes ? "uniform random E4M3 codes" : "quantized Gaussians", cs.bias ? "bias" : "no bias",
            cs.d_mode == 0 ? "current-scaling power of two" : cs.d_mode == 1 ? "x8 (saturating)" : "not a power of two");
     HostCase h;
     if (cs.codes) {
-        uniform_codes(h.x, (size_t)N * C, s0 + 1);
-        uniform_codes(h.w, (size_t)OC * C, s0 + 2);
+        uniform_codes(h.x, (size_t)N * C, s0 + 1, kE4M3);
+        uniform_codes(h.w, (size_t)OC * C, s0 + 2, kE4M3);
         h.x_ds = 1.0f / 256;   // |x| <= 1.75
         h.w_ds = 1.0f / 4096;  // |w| <= 0.11
     } else {
-        gaussian_codes(h.x, &h.x_ds, (size_t)N * C, s0 + 1, 1.0f);
-        gaussian_codes(h.w, &h.w_ds, (size_t)OC * C, s0 + 2, cs.wstd);
+        gaussian_codes(h.x, &h.x_ds, (size_t)N * C, s0 + 1, 1.0f, kE4M3);
+        gaussian_codes(h.w, &h.w_ds, (size_t)OC * C, s0 + 2, cs.wstd, kE4M3);
     }
     if (cs.bias) {
         h.bias = random_normal(OC, s0 + 3, 0.05f);
         for (float& b : h.bias) b = bf16_rne(b);
     }
-    const ZRef ref = z_reference(h, N, C, OC, s0 + 4);
+    const GemmRef ref = gemm_reference(h.x, kE4M3, h.x_ds, h.w, kE4M3, h.w_ds, h.bias, N, C, OC, s0 + 4);
     double amax_est = 0;
     for (double z : ref.z) amax_est = std::max(amax_est, fabs(gelu64(z)));
     const float d_pow2 = fp8_scale_pow2_from_amax(kE4M3, (float)amax_est, 0);
@@ -402,7 +309,8 @@ static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* f
     printf("  scales: inp dequant 2^%d, weight dequant 2^%d, d quant %.6g; sampled rows %zu; max |gelu| of them %.4g\n",
            (int)lrint(log2(h.x_ds)), (int)lrint(log2(h.w_ds)), h.d_scale, ref.rows.size(), amax_est);
 
-    DevCase dc(N, C, OC);
+    DevCase dc(N, C, OC, ldt_for(N));
+    if (cutlass_fp8_fc_config_writes_dt(cfg) && !writes_dt) printf("  (N %% 16 != 0: run without dt, which the configuration refuses here)\n");
     cudaCheck(cudaMemcpy(dc.x.ptr, h.x.data(), h.x.size(), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(dc.w.ptr, h.w.data(), h.w.size(), cudaMemcpyHostToDevice));
     if (cs.bias) upload(dc.bias, h.bias);
@@ -457,11 +365,11 @@ static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* f
             int max_code = 0;
             size_t first_bad = (size_t)-1;
         };
-        const size_t chunks = ceil_div_sz(n, CHUNK);
+        const size_t chunks = ceil_div_sz(n, FP8H_CHUNK);
         std::vector<Part> parts(chunks);
         parallel_for(chunks, [&](size_t ch) {
             Part& p = parts[ch];
-            for (size_t i = ch * CHUNK; i < std::min(n, (ch + 1) * CHUNK); i++) {
+            for (size_t i = ch * FP8H_CHUNK; i < std::min(n, (ch + 1) * FP8H_CHUNK); i++) {
                 float lo, hi;
                 gelu_candidates(bf16_value(o.z[i]), &lo, &hi);
                 const uint8_t c_lo = e4m3(lo * h.d_scale), c_hi = e4m3(hi * h.d_scale);
@@ -671,7 +579,7 @@ static void check_gelu_exhaustive(cudaStream_t stream, CutlassFcConfig cfg) {
 
 static void check_arguments(cudaStream_t stream, CutlassFcConfig cfg) {
     printf("\narguments (configuration %s):\n", cutlass_fp8_fc_config_name(cfg));
-    DevCase dc(64, 64, 64);
+    DevCase dc(64, 64, 64, 64);
     const void* z = dc.z.ptr;
     const void* d = dc.d.ptr;
     const void* x = dc.x.ptr;
@@ -691,6 +599,8 @@ static void check_arguments(cudaStream_t stream, CutlassFcConfig cfg) {
         bad.push_back({"dt + 8 (misaligned)", 64, 64, 64, z, d, (const uint8_t*)t + 8, 64, x, w, NULL});
         bad.push_back({"ldt = 48 (< N)", 64, 64, 64, z, d, t, 48, x, w, NULL});
         bad.push_back({"ldt = 72 (not a multiple of 16)", 64, 64, 64, z, d, t, 72, x, w, NULL});
+        // TMA would write dt's columns 63 .. 63 + 15 - 1 = the padding up to the next 16-byte boundary
+        bad.push_back({"N = 63 with dt (not a multiple of 16)", 63, 64, 64, z, d, t, 64, x, w, NULL});
     } else {
         bad.push_back({"dt (configuration without it)", 64, 64, 64, z, d, dc.dt.ptr, 64, x, w, NULL});
     }
@@ -736,10 +646,10 @@ struct TimeRow {
 static void time_shape(int N, int C, int OC, const char* label, uint64_t seed, Fp8GemmContext* fctx, cudaStream_t stream,
                        const std::vector<int>& cfgs, std::vector<TimeRow>* rows) {
     HostCase h;
-    gaussian_codes(h.x, &h.x_ds, (size_t)N * C, seed + 1, 1.0f);
-    gaussian_codes(h.w, &h.w_ds, (size_t)OC * C, seed + 2, 0.02f);
+    gaussian_codes(h.x, &h.x_ds, (size_t)N * C, seed + 1, 1.0f, kE4M3);
+    gaussian_codes(h.w, &h.w_ds, (size_t)OC * C, seed + 2, 0.02f, kE4M3);
     h.bias = random_normal(OC, seed + 3, 0.05f);
-    DevCase dc(N, C, OC);
+    DevCase dc(N, C, OC, N);  // ldt = N: the trainer's layout
     cudaCheck(cudaMemcpy(dc.x.ptr, h.x.data(), h.x.size(), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(dc.w.ptr, h.w.data(), h.w.size(), cudaMemcpyHostToDevice));
     upload(dc.bias, h.bias);
@@ -799,7 +709,7 @@ static void print_time_table(const std::vector<TimeRow>& rows) {
 
 int main(int argc, char** argv) {
     bool timing = true, quick = false, all_configs = false;
-    int config = CUTLASS_FC_coop_t;
+    std::vector<int> cfgs;  // --config NAME, each time it is given
     uint64_t seed = ((uint64_t)time(NULL) << 16) ^ (uint64_t)getpid();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--check-only")) timing = false;
@@ -807,7 +717,8 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--all-configs")) all_configs = true;
         else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
-            config = cutlass_fp8_fc_config_parse(argv[++i]);
+            const int config = cutlass_fp8_fc_config_parse(argv[++i]);
+            cfgs.push_back(config);
             if (config < 0) {
                 fprintf(stderr, "error: no configuration '%s'; there are:", argv[i]);
                 for (int c = 0; c < CUTLASS_FC_NUM_CONFIGS; c++) fprintf(stderr, " %s", cutlass_fp8_fc_config_name((CutlassFcConfig)c));
@@ -815,13 +726,16 @@ int main(int argc, char** argv) {
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: %s [--check-only] [--quick] [--seed S] [--config NAME | --all-configs]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--check-only] [--quick] [--seed S] [--config NAME ... | --all-configs]\n", argv[0]);
             return 2;
         }
     }
-    std::vector<int> cfgs;
-    if (all_configs) for (int c = 0; c < CUTLASS_FC_NUM_CONFIGS; c++) cfgs.push_back(c);
-    else cfgs.push_back(config);
+    if (all_configs) {
+        cfgs.clear();
+        for (int c = 0; c < CUTLASS_FC_NUM_CONFIGS; c++) cfgs.push_back(c);
+    } else if (cfgs.empty()) {
+        cfgs.push_back(CUTLASS_FC_coop_t);
+    }
     kE4M3 = fp8_format(FP8_E4M3FN);
     const cudaDeviceProp prop = harness_device();
     printf("cutlass_fp8: %s (sm_%d%d, %d SMs), %s build\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount,
@@ -849,15 +763,17 @@ int main(int argc, char** argv) {
         {"partial tiles in M, N and K", 4133, 320, 784, true, 0, false, 2},
         {"wide pre-activations (GELU tails)", 77, 1024, 48, false, 0.2f, true, 2},
         {"smallest", 1, 16, 16, false, 0.1f, true, 0},
+        {"N = 1008: partial last tiles, N a multiple of 16 (dt with padding columns)", 1008, 256, 784, false, 0.05f, true, 0},
+        {"smallest with dt", 16, 16, 16, false, 0.1f, true, 2},
     };
     const int ncases = (int)(sizeof(cases) / sizeof(cases[0]));
-    // one configuration: every case (the GPT-2 shapes too, unless --quick); all of them: the small cases each
+    // one configuration: every case (the GPT-2 shapes too, unless --quick); several: the small cases each
     for (int c : cfgs) {
         printf("\n==== configuration %s: %s\n", cutlass_fp8_fc_config_name((CutlassFcConfig)c), cutlass_fp8_fc_describe((CutlassFcConfig)c));
         const int passed0 = tally.passed, failed0 = tally.failed;
         check_arguments(stream, (CutlassFcConfig)c);
         check_gelu_exhaustive(stream, (CutlassFcConfig)c);
-        for (int i = (quick || all_configs) ? 2 : 0; i < ncases; i++) run_case(cases[i], i, seed, fctx, stream, (CutlassFcConfig)c);
+        for (int i = (quick || cfgs.size() > 1) ? 2 : 0; i < ncases; i++) run_case(cases[i], i, seed, fctx, stream, (CutlassFcConfig)c);
         printf("==== configuration %s: %d passed, %d failed\n", cutlass_fp8_fc_config_name((CutlassFcConfig)c), tally.passed - passed0,
                tally.failed - failed0);
     }

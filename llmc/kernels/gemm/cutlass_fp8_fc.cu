@@ -5,6 +5,7 @@
 
 #include "llmc/kernels/gemm/cutlass_fp8_fc.h"
 #include "llmc/kernels/gemm/cutlass_fp8_fc_ops.h"
+#include "llmc/kernels/gemm/cutlass_fp8_dispatch.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -40,10 +41,7 @@ const char* why(int N, int C, int OC, const char* fmt, ...) {
     return g_why;
 }
 
-[[noreturn]] void fail(const char* msg) {
-    fprintf(stderr, "error: cutlass_fp8_fc: %s\n", msg);
-    exit(EXIT_FAILURE);
-}
+[[noreturn]] void fail(const char* msg) { cutlass_fail("cutlass_fp8_fc", msg); }
 
 [[noreturn]] void failf(const char* fmt, ...) {
     va_list ap;
@@ -53,33 +51,9 @@ const char* why(int N, int C, int OC, const char* fmt, ...) {
     fail(g_why);
 }
 
-bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
+bool aligned16(const void* p) { return cutlass_aligned16(p); }
 
 bool valid(CutlassFcConfig cfg) { return (int)cfg >= 0 && (int)cfg < CUTLASS_FC_NUM_CONFIGS; }
-
-// Per device: compute capability and SM count, asked once.
-struct DeviceInfo {
-    int cc = -1;
-    int sms = 0;
-};
-DeviceInfo g_devices[64];
-
-const DeviceInfo* device_info(int* dev_out) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return nullptr;
-    DeviceInfo& d = g_devices[dev];
-    if (d.cc < 0) {
-        int major = 0, minor = 0, sms = 0;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            return nullptr;
-        d.cc = major * 10 + minor;
-        d.sms = sms;
-    }
-    *dev_out = dev;
-    return &d;
-}
 
 }  // namespace
 
@@ -117,16 +91,19 @@ const char* cutlass_fp8_fc_unsupported(int N, int C, int OC, const void* z, cons
         if (!aligned16(dt)) return why(N, C, OC, "dt must be 16-byte aligned (%p)", dt);
         if (ldt < N || ldt < 16 || ldt % 16 != 0)
             return why(N, C, OC, "dt's leading dimension ldt = %d must be >= N and a positive multiple of 16", ldt);
+        // TMA stores whole 16-byte chunks along n: with N % 16 != 0 it would overwrite dt's columns N .. round_up(N, 16) - 1
+        // (cutlass_fp8_common.cuh)
+        if (N % 16 != 0)
+            return why(N, C, OC, "the transposed codes dt need N a multiple of 16 (the TMA store writes whole 16-byte chunks of a dt row)");
     }
-    int dev = 0;
-    const DeviceInfo* info = device_info(&dev);
-    if (!info) return why(N, C, OC, "cannot query the current CUDA device");
-    if (info->cc != 90)
-        return why(N, C, OC, "needs a compute capability 9.0 GPU (sm_90a code), device %d has %d.%d", dev, info->cc / 10, info->cc % 10);
+    CutlassDevice info;
+    if (!cutlass_current_device(&info)) return why(N, C, OC, "cannot query the current CUDA device");
+    if (info.cc != 90)
+        return why(N, C, OC, "needs a compute capability 9.0 GPU (sm_90a code), device %d has %d.%d", info.dev, info.cc / 10, info.cc % 10);
     if (N == 0) return nullptr;
     // CUTLASS's own checks (TMA alignment of the strides, the fusion's); the scales play no part in them
     const CutlassFcCall call{(__nv_bfloat16*)z, (uint8_t*)d, (uint8_t*)dt, dt ? ldt : 0, nullptr, (const uint8_t*)inp, nullptr,
-                             (const uint8_t*)weight, nullptr, (const __nv_bfloat16*)bias, nullptr, N, C, OC, dev, info->sms};
+                             (const uint8_t*)weight, nullptr, (const __nv_bfloat16*)bias, nullptr, N, C, OC, info.dev, info.sms};
     if (const char* st = g_ops[cfg]->can_implement(call))
         return why(N, C, OC, "CUTLASS can_implement (configuration %s): %s", g_names[cfg], st);
     return nullptr;
@@ -141,9 +118,9 @@ void cutlass_fp8_fc_forward(__nv_bfloat16* z, uint8_t* d, uint8_t* dt, int ldt, 
     if (amax_d && cutlass_fp8_fc_config_writes_d(cfg) && (ce = cudaMemsetAsync(amax_d, 0, sizeof(float), stream)) != cudaSuccess)
         fail(why(N, C, OC, "zeroing amax_d: %s", cudaGetErrorString(ce)));
     if (N == 0) return;
-    int dev = 0;
-    const DeviceInfo* info = device_info(&dev);
-    const CutlassFcCall call{z, d, dt, dt ? ldt : 0, amax_d, inp, inp_dscale, weight, weight_dscale, bias, d_scale, N, C, OC, dev, info->sms};
+    CutlassDevice info;
+    cutlass_current_device(&info);  // (cutlass_fp8_fc_unsupported asked successfully)
+    const CutlassFcCall call{z, d, dt, dt ? ldt : 0, amax_d, inp, inp_dscale, weight, weight_dscale, bias, d_scale, N, C, OC, info.dev, info.sms};
     if (const char* msg = g_ops[cfg]->run(call, stream)) fail(why(N, C, OC, "configuration %s: %s", g_names[cfg], msg));
 }
 

@@ -36,15 +36,18 @@
 //   z       (N, OC)  BF16                overwritten
 //   d       (N, OC)  E4M3 codes          overwritten
 //   dt      (OC, ldt) E4M3 codes, or NULL overwritten in columns n < N (row-major, leading dimension ldt >= N, a
-//                                        multiple of 16; columns N..ldt-1 are not written). Only the "_dt"
-//                                        configurations write it (cutlass_fp8_fc_config_writes_dt); NULL: not wanted
+//                                        multiple of 16; N itself a multiple of 16: columns N..ldt-1 are not written).
+//                                        Only the "_dt" configurations write it (cutlass_fp8_fc_config_writes_dt); NULL:
+//                                        not wanted
 //   amax_d  1 float, or NULL             overwritten (zeroed on `stream`, then the kernel's atomicMax)
 // In CUTLASS's terms: the two problem forms of the configurations below (_t, _n), ElementC = void.
 //
 // Requirements: N >= 0, C >= 16 and OC >= 16, both multiples of 16 (TMA: 16-byte row strides of inp, weight and
-// d); every tensor pointer 16-byte aligned; with dt: ldt >= N and a multiple of 16 (TMA: 16-byte row strides); a GPU
+// d); every tensor pointer 16-byte aligned; with dt: ldt >= N and a multiple of 16 (TMA: 16-byte row strides) and N a
+// multiple of 16 (TMA writes whole 16-byte chunks along a dt row: with N % 16 != 0 the columns N .. round_up(N, 16) - 1
+// would be overwritten; doc/TCFP12.md "The _dt padding writes"); a GPU
 // of compute capability 9.0 (sm_90a code only); z, d, dt not overlapping the inputs or each other. N == 0 only zeroes
-// *amax_d. Any N: the last tile may be partial (TMA clips it).
+// *amax_d. Any N (with dt a multiple of 16): the last tile may be partial (TMA clips it by rows).
 // Configurations (issue 27's tuning): the kernel exists in several explicit CUTLASS instantiations, each its own
 // translation unit llmc/kernels/gemm/cutlass_fp8_fc_<name>.cu (all built on llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh),
 // picked at run time by a CutlassFcConfig; the list and what each one tests is CUTLASS_FP8_FC_CONFIGS below.

@@ -18,28 +18,18 @@
 //                     amax_D = max |act(Z)| (before scale_d, for an FP8 D)
 //             z only: ScaledLinComb{PerRow | PerCol}BiasEltAct<Identity, D bf16>: Z stored as D
 //   kernel    GemmUniversal<Shape<int,int,int,int>, mainloop, epilogue, PersistentScheduler>
-// amax_D: CUTLASS's scalar reduction keeps a per-thread max over the thread's elements of a tile and ends each
-// tile with GmemReduceFn = atomic_maximum<ElementAmax> on the pointer: one atomic per thread and tile (256 per
-// 128x128 tile on one address). Cfg::kWarpAmax uses the element type FcAmaxWarp instead, whose atomic_maximum
-// first takes the max over the warp (__reduce_max_sync of the bit patterns) and lets lane 0 do the atomic: 32x
-// fewer atomics, same value (a max; |g| >= 0, so bit patterns order like the values).
+// amax_D: CUTLASS's scalar reduction, one atomic per thread and tile; Cfg::kWarpAmax uses the element type
+// Fp8AmaxWarp (cutlass_fp8_common.cuh): the warp's max first, one atomic per warp.
 // Transposed codes (Cfg::kTransposedD, natural form only): the fusion operation is FcWithTransposedD<full>, whose
 // callbacks (the FusionCallbacks specialization below) are CUTLASS's own callbacks of the full operation with one more
-// EVT node on top: a second Sm90AuxStore of the root's E4M3 fragment (the very registers D is stored from, so the
-// codes are D's bit for bit) with the other stride, M-major (1, ldt): dt[o * ldt + n] = d[n * OC + o].
-// CUTLASS 4.2's aux store takes an M-major stride for an 8-bit element as it is: its shared-memory tile is then
-// M-major (the MN-major 128-byte swizzle atom, 128 tokens x 8 columns per atom), the TMA store writes 128-byte runs
-// of tokens (TMA needs the innermost dimension contiguous, a 16-byte aligned base and 16-byte multiples as the other
-// strides: the dispatcher requires dt 16-byte aligned and ldt a multiple of 16), and the register -> shared memory
-// copy is CUTLASS's auto-vectorizing copy, which for wgmma's accumulator fragments (neighbours along N = OC, i.e.
-// across this tile's rows) issues one single-byte store per code. Its tile uses StagesD buffers (the store
-// pipeline of D and Z), EpilogueTile bytes each; NULL dt skips its shared-memory and TMA stores (EnableNullptr).
-// CUTLASS_SKIP_REDUCTION_INIT: CUTLASS would zero the amax with cuMemsetD32Async (a driver API call, -lcuda);
-// the dispatcher zeroes it with cudaMemsetAsync.
+// EVT node on top: Fp8StoreT (cutlass_fp8_common.cuh, the M-major aux store) of the root's E4M3 fragment (the very
+// registers D is stored from, so the codes are D's bit for bit) with the stride (1, ldt): dt[o * ldt + n] = d[n * OC + o].
+// Its tile uses StagesD buffers (the store pipeline of D and Z), EpilogueTile bytes each; NULL dt skips its
+// shared-memory and TMA stores (EnableNullptr). TMA writes whole 16-byte chunks along n: the dispatcher refuses a dt
+// with N % 16 != 0 (cutlass_fp8_common.cuh).
 #pragma once
 
-#define CUTLASS_SKIP_REDUCTION_INIT 1
-
+#include "llmc/kernels/gemm/cutlass_fp8_common.cuh"
 #include "llmc/kernels/gemm/cutlass_fp8_fc_ops.h"
 #include "llmc/kernels/gemm/gelu_fastmath.cuh"
 
@@ -64,10 +54,6 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/gemm/kernel/tile_scheduler.hpp>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
-
-#if !defined(CUTLASS_ARCH_MMA_SM90_SUPPORTED)
-#error "cutlass_fp8_fc_impl.cuh needs CUTLASS's SM90 MMA support: compile with nvcc >= 12.0 for sm_90a"
-#endif
 
 namespace {
 
@@ -127,15 +113,6 @@ template <class T> using FcGeluIeee = FcGeluImpl<T, CUTLASS_FC_GELU_IEEE>;
 template <class T> using FcGeluFast = FcGeluImpl<T, CUTLASS_FC_GELU_FAST>;
 template <class T> using FcGeluProducer = FcGeluImpl<T, CUTLASS_FC_GELU_PRODUCER>;
 
-// The amax element type of the warp-reduced configurations: a float (same bytes, the pointer is the caller's
-// float*) whose atomic_maximum reduces over the warp first (header comment).
-struct FcAmaxWarp {
-    float v;
-    CUTLASS_HOST_DEVICE FcAmaxWarp() : v(0.0f) {}
-    CUTLASS_HOST_DEVICE explicit FcAmaxWarp(float x) : v(x) {}
-};
-static_assert(sizeof(FcAmaxWarp) == sizeof(float), "FcAmaxWarp aliases the caller's float");
-
 }  // namespace
 
 // The activation's values on n inputs (cutlass_fp8_fc_gelu_eval): the functor type the epilogue of configuration
@@ -158,59 +135,17 @@ __global__ void fc_act_eval_kernel(const float* __restrict__ in, float* __restri
 }
 }  // namespace cutlass_fp8_fc_detail
 
-namespace cutlass {
-
-// float -> FcAmaxWarp: the value as it is (what the scalar reduction converts its per-thread max with)
-template <FloatRoundStyle Round>
-struct NumericConverter<FcAmaxWarp, float, Round> {
-    using result_type = FcAmaxWarp;
-    using source_type = float;
-    static FloatRoundStyle const round_style = Round;
-    CUTLASS_HOST_DEVICE static result_type convert(source_type const& s) { return FcAmaxWarp(s); }
-    CUTLASS_HOST_DEVICE result_type operator()(source_type const& s) const { return convert(s); }
-};
-
-// The reduction's final atomic: called by all 32 lanes of every consumer warp at the end of each tile (the
-// epilogue's end(), unconditional); values are maxima of |g| >= 0 (or NaN, whose bit pattern is larger than
-// every finite one's and so propagates), so the unsigned max of the bit patterns is the max of the values.
-template <>
-struct atomic_maximum<FcAmaxWarp> {
-    CUTLASS_DEVICE FcAmaxWarp operator()(FcAmaxWarp* ptr, FcAmaxWarp value) const {
-#if defined(__CUDA_ARCH__)
-        const unsigned bits = __reduce_max_sync(0xffffffffu, __float_as_uint(value.v));
-        if ((threadIdx.x & 31u) == 0) atomicMax(reinterpret_cast<unsigned*>(ptr), bits);
-#else
-        CUTLASS_UNUSED(ptr);
-        CUTLASS_NOT_IMPLEMENTED();
-#endif
-        return value;
-    }
-};
-
-}  // namespace cutlass
-
 namespace {
 // The fusion operation "Base (a ScaledLinComb{PerRow|PerCol}BiasEltActAmaxAux) and a second copy of D's codes in the
 // transposed layout": a tag (no members of its own) whose callbacks are the specialization below.
 template <class Base>
 struct FcWithTransposedD : Base {};
-
-// The node that stores the transposed codes: CUTLASS's aux store with the M-major stride (1, ldt, OC·ldt) and the
-// shared-memory swizzle atom and register -> shared memory copy CUTLASS's builder picks for that stride and element
-// (header comment), StagesD buffers, 16-byte TMA alignment.
-using FcStrideDT = cute::Stride<cute::_1, int64_t, int64_t>;
-template <int StagesD, class EpilogueTile, class Element>
-using FcStoreDT = cutlass::epilogue::fusion::Sm90AuxStore<
-    StagesD, EpilogueTile, Element, cutlass::FloatRoundStyle::round_to_nearest, FcStrideDT,
-    decltype(cutlass::epilogue::collective::detail::sm90_get_epilogue_smem_swizzle_layout_atom<FcStrideDT, Element, EpilogueTile>()),
-    decltype(cutlass::epilogue::collective::detail::sm90_get_smem_store_op_for_accumulator<FcStrideDT, Element, EpilogueTile>()),
-    128 / cute::sizeof_bits_v<Element>>;
 }  // namespace
 
 namespace cutlass::epilogue::fusion {
 
 // Callbacks of FcWithTransposedD<BaseOp> on the sm90 TMA warp-specialized epilogue (header comment): the tree of
-// CUTLASS's callbacks for BaseOp (Z aux store, GELU, amax, D = act(Z) · scale_d as e4m3) as the child of an FcStoreDT
+// CUTLASS's callbacks for BaseOp (Z aux store, GELU, amax, D = act(Z) · scale_d as e4m3) as the child of an Fp8StoreT
 // node that stores the child's output fragment. That fragment is already Array<e4m3> (the root Sm90Compute converts
 // to ElementOutput), so the node's conversion is e4m3 -> e4m3, the identity (NumericArrayConverter<T, T>), and it
 // returns the fragment unchanged: D (stored by the collective from the same registers) is as without the node.
@@ -219,19 +154,19 @@ template <int StagesC, int StagesD, int FragmentSize, bool ReuseSmemC, bool Dela
           class EpilogueTile, class SmemLayoutAtom, class CopyOpR2S>
 struct FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>, FcWithTransposedD<BaseOp>,
                        CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpR2S>
-    : Sm90EVT<FcStoreDT<StagesD, EpilogueTile, typename BaseOp::ElementOutput>,
+    : Sm90EVT<Fp8StoreT<StagesD, EpilogueTile, typename BaseOp::ElementOutput>,
               FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>, BaseOp,
                               CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpR2S>> {
     using ElementDT = typename BaseOp::ElementOutput;
     static_assert(cute::sizeof_bits_v<ElementDT> == 8, "the transposed copy is of 8-bit codes");
     using BaseCallbacks = FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>,
                                           BaseOp, CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpR2S>;
-    using Impl = Sm90EVT<FcStoreDT<StagesD, EpilogueTile, ElementDT>, BaseCallbacks>;
+    using Impl = Sm90EVT<Fp8StoreT<StagesD, EpilogueTile, ElementDT>, BaseCallbacks>;
     using Operation = FcWithTransposedD<BaseOp>;
 
     struct Arguments : BaseCallbacks::Arguments {
         ElementDT* dt_ptr = nullptr;  // NULL: no transposed copy
-        FcStrideDT dDT = {};
+        Fp8StrideT dDT = {};
         // The tree's arguments: the child's (CUTLASS's packing of BaseOp's flat arguments), then this node's
         operator typename Impl::Arguments() const {
             return {static_cast<typename BaseCallbacks::Arguments const&>(*this), {dt_ptr, dDT}};
@@ -261,7 +196,7 @@ struct FcGemm {
     using ElementD = cute::conditional_t<Cfg::kZOnly, cutlass::bfloat16_t, cutlass::float_e4m3_t>;
     using ElementAux = cutlass::bfloat16_t;   // Z
     using ElementBias = cutlass::bfloat16_t;
-    using ElementAmax = cute::conditional_t<Cfg::kWarpAmax, FcAmaxWarp, float>;
+    using ElementAmax = cute::conditional_t<Cfg::kWarpAmax, Fp8AmaxWarp, float>;
     static constexpr int kAlignOp = 16;                                  // elements: 16 bytes of e4m3 (TMA)
     static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
 
@@ -366,44 +301,11 @@ struct FcGemm {
 template <class Cfg, CutlassFcConfig Id>
 struct FcHost {
     using G = FcGemm<Cfg>;
-    static inline void* workspace = nullptr;
-    static inline size_t workspace_bytes = 0;
+    using Runner = CutlassRunner<typename G::Gemm, FcHost>;
+
+    static const char* can_implement(const CutlassFcCall& c) { return Runner::can_implement(G::arguments(c)); }
+    static const char* run(const CutlassFcCall& c, cudaStream_t stream) { return Runner::run(G::arguments(c), stream); }
     static inline char msg[256];
-
-    static const char* can_implement(const CutlassFcCall& c) {
-        const cutlass::Status st = G::Gemm::can_implement(G::arguments(c));
-        return st == cutlass::Status::kSuccess ? nullptr : cutlass::cutlassGetStatusString(st);
-    }
-
-    static const char* run(const CutlassFcCall& c, cudaStream_t stream) {
-        typename G::Gemm::Arguments args = G::arguments(c);
-        cudaError_t ce;
-        const size_t ws = G::Gemm::get_workspace_size(args);
-        if (ws > workspace_bytes) {
-            if (workspace) cudaFree(workspace);
-            workspace = nullptr;
-            workspace_bytes = 0;
-            if ((ce = cudaMalloc(&workspace, ws)) != cudaSuccess) {
-                snprintf(msg, sizeof(msg), "workspace of %zu bytes: %s", ws, cudaGetErrorString(ce));
-                return msg;
-            }
-            workspace_bytes = ws;
-        }
-        typename G::Gemm gemm;
-        cutlass::Status st = gemm.initialize(args, workspace, stream);
-        if (st != cutlass::Status::kSuccess) {
-            snprintf(msg, sizeof(msg), "CUTLASS initialize: %s (CUDA: %s)", cutlass::cutlassGetStatusString(st),
-                     cudaGetErrorString(cudaGetLastError()));
-            return msg;
-        }
-        st = gemm.run(stream);
-        ce = cudaGetLastError();
-        if (st != cutlass::Status::kSuccess || ce != cudaSuccess) {
-            snprintf(msg, sizeof(msg), "CUTLASS run: %s (CUDA: %s)", cutlass::cutlassGetStatusString(st), cudaGetErrorString(ce));
-            return msg;
-        }
-        return nullptr;
-    }
 
     static const char* describe() {
         static char line[480];
@@ -441,15 +343,9 @@ struct FcHost {
         }
     }
 
-    static void free_workspace() {
-        if (workspace) cudaFree(workspace);
-        workspace = nullptr;
-        workspace_bytes = 0;
-    }
-
     static constexpr CutlassFcOps ops() {
         return CutlassFcOps{Cfg::kZOnly ? CUTLASS_FC_GELU_NONE : Cfg::kGelu, Cfg::kTransposedD, can_implement, run, describe, act_eval,
-                            free_workspace};
+                            Runner::free_workspace};
     }
 };
 
