@@ -214,10 +214,13 @@ $(CUDNN_OBJ): llmc/kernels/attention/attention_cudnn.cpp llmc/kernels/attention/
 CUTLASS_NVCC_FLAGS := -O3 -std=c++17 --expt-relaxed-constexpr -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a
 # The fc forward exists in several configurations (cutlass_fp8_fc.h CUTLASS_FP8_FC_CONFIGS), one translation unit
 # each, cutlass_fp8_fc_<config>.cu on cutlass_fp8_fc_impl.cuh (make -j builds them in parallel), plus the dispatcher
-# cutlass_fp8_fc.cu (no CUTLASS header): a harness links all of them. The template includes cutlass_fp8_common.cuh,
-# the dispatcher cutlass_fp8_dispatch.h.
+# cutlass_fp8_fc.cu (no CUTLASS header): a harness links all of them. Likewise the fcproj dgrad with GELU'
+# (cutlass_fp8_dgelu.h CUTLASS_FP8_DGELU_CONFIGS: cutlass_fp8_dgelu_<config>.cu on cutlass_fp8_dgelu_impl.cuh, and the
+# dispatcher cutlass_fp8_dgelu.cu). Both templates share cutlass_fp8_common.cuh, both dispatchers cutlass_fp8_dispatch.h.
 CUTLASS_FC_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_fp8_fc_*.cu)
 CUTLASS_FC_OBJ := $(BUILD)/cutlass/cutlass_fp8_fc.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_FC_CONFIG_SRCS))
+CUTLASS_DGELU_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_fp8_dgelu_*.cu)
+CUTLASS_DGELU_OBJ := $(BUILD)/cutlass/cutlass_fp8_dgelu.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_DGELU_CONFIG_SRCS))
 CUTLASS_CHECK = @test -n "$(CUTLASS_INC)" || { echo "error: CUTLASS not found (no cutlass/version.h in CUTLASS_HOME/include, /usr/include, /usr/local/include or the venv's nvidia-cutlass wheel); run scripts/setup_env.sh (it installs nvidia-cutlass==4.2.0.0 into the venv), or set CUTLASS_HOME"; exit 1; }
 $(BUILD)/cutlass/cutlass_fp8_fc_%.o: llmc/kernels/gemm/cutlass_fp8_fc_%.cu llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh llmc/kernels/gemm/cutlass_fp8_fc_ops.h \
   llmc/kernels/gemm/cutlass_fp8_fc.h llmc/kernels/gemm/cutlass_fp8_common.cuh llmc/kernels/gemm/gelu_fastmath.cuh Makefile
@@ -225,7 +228,15 @@ $(BUILD)/cutlass/cutlass_fp8_fc_%.o: llmc/kernels/gemm/cutlass_fp8_fc_%.cu llmc/
 	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)
 	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@
+$(BUILD)/cutlass/cutlass_fp8_dgelu_%.o: llmc/kernels/gemm/cutlass_fp8_dgelu_%.cu llmc/kernels/gemm/cutlass_fp8_dgelu_impl.cuh \
+  llmc/kernels/gemm/cutlass_fp8_dgelu_ops.h llmc/kernels/gemm/cutlass_fp8_dgelu.h llmc/kernels/gemm/cutlass_fp8_common.cuh \
+  llmc/kernels/gemm/gelu_fastmath.cuh Makefile
+	$(CUTLASS_CHECK)
+	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
+	@mkdir -p $(@D)
+	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@
 $(BUILD)/cutlass/cutlass_fp8_fc.o: llmc/kernels/gemm/cutlass_fp8_fc_ops.h llmc/kernels/gemm/cutlass_fp8_dispatch.h
+$(BUILD)/cutlass/cutlass_fp8_dgelu.o: llmc/kernels/gemm/cutlass_fp8_dgelu_ops.h llmc/kernels/gemm/cutlass_fp8_dispatch.h
 $(BUILD)/cutlass/cutlass_%.o: llmc/kernels/gemm/cutlass_%.cu llmc/kernels/gemm/cutlass_%.h Makefile
 	$(CUTLASS_CHECK)
 	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
@@ -336,7 +347,7 @@ cuda: $(CUDA_TARGETS) cuda-dev
 CUDA_DEV_ALL := $(patsubst dev/cuda/%.cu,%,$(wildcard dev/cuda/*.cu))
 # harnesses of CUTLASS kernels: in the default list only where CUTLASS is found (make build/<variant>/dev/<name>
 # without it stops with the CUTLASS error)
-CUTLASS_HARNESSES := cutlass_fp8
+CUTLASS_HARNESSES := cutlass_fp8 cutlass_fp8_dgelu
 HARNESSES ?= $(if $(CUTLASS_INC),$(CUDA_DEV_ALL),$(filter-out $(CUTLASS_HARNESSES),$(CUDA_DEV_ALL)))
 ifneq ($(filter-out $(CUDA_DEV_ALL),$(HARNESSES)),)
   $(error HARNESSES: no dev/cuda/<name>.cu for $(filter-out $(CUDA_DEV_ALL),$(HARNESSES)) (have: $(CUDA_DEV_ALL)))
@@ -350,6 +361,8 @@ $(BUILD)/$(VARIANT)/dev/%: dev/cuda/%.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ)
 # the objects a harness links besides its own translation unit
 $(BUILD)/$(VARIANT)/dev/cutlass_fp8: $(CUTLASS_FC_OBJ) dev/cuda/fp8_gemm_host.cuh
 $(BUILD)/$(VARIANT)/dev/cutlass_fp8: HARNESS_OBJS := $(CUTLASS_FC_OBJ)
+$(BUILD)/$(VARIANT)/dev/cutlass_fp8_dgelu: $(CUTLASS_DGELU_OBJ) dev/cuda/fp8_gemm_host.cuh
+$(BUILD)/$(VARIANT)/dev/cutlass_fp8_dgelu: HARNESS_OBJS := $(CUTLASS_DGELU_OBJ)
 
 # Idle gaps between the kernels of a step: a CUPTI library loaded through CUDA_INJECTION64_PATH (usage
 # in dev/tools/kernel_gaps.cpp; rpath to the CUPTI it was built against) and the probe with a known
