@@ -1,6 +1,7 @@
 // cutlass_fp8_dgelu.cu - correctness and speed of llmc/kernels/gemm/cutlass_fp8_dgelu.h (issue 27): the fcproj layer's
 // dgrad as one CUTLASS FP8 GEMM (E5M2 dY x E4M3 Wᵀ) whose epilogue applies GELU' to the BF16-rounded product with the
-// stored pre-activation and writes the fc layer's dY as E5M2 codes, plain and transposed, with the amax.
+// stored pre-activation and writes the fc layer's dY as E5M2 codes, plain and transposed, with the amax and the fc
+// layer's bias-gradient column sums (per 128-row tile).
 //
 // Build and run (from the repository root; CUTLASS from scripts/setup_env.sh's venv or CUTLASS_HOME):
 //   make -j16 build/bf16/dev/cutlass_fp8_dgelu && build/bf16/dev/cutlass_fp8_dgelu
@@ -28,8 +29,17 @@
 //   dt = d transposed bit for bit, its 16 padding columns (ldt = N + 16) and the guard bytes after it untouched; dt runs
 //      where N % 16 == 0 (the dispatcher refuses it otherwise: TMA writes whole 16-byte chunks of a dt row).
 //   amax and d: max over d of |code| == code(amax · d_scale) (rounding is monotonic); no NaN code (unwritten) in d.
-//   writes: the guard bytes after d and g untouched; a second run bitwise equal (d, dt, g, amax); a run with g = NULL
-//      gives the same d, dt, amax and leaves g's buffer poisoned.
+//   column sums (the bias gradient of the fc layer): every partial against the float64 sum of the same v = the stored
+//      GELU' product of the kernel's own g (gemm_dgelu_stored, bit-identical to the epilogue's: checked below) over its
+//      128-row tile: |part - part64| <= 16 u Σ|v| with u = 2^-24 (each partial is a tree of at most 11 fp32 additions:
+//      2 rows per thread, 3 butterfly steps, 8 warps; the recursive-summation bound is depth x u x Σ|v|); the bias
+//      gradient finished from them in gemm_dbias_finish's order (fp32, emulated on the host) against the float64 column
+//      sum: |dbias - dbias64| <= (16 + ceil(rows / 8) + 8) u Σ|v|; every partial written (the buffer is poisoned with
+//      NaN bytes first) and the guard after it untouched. Printed: against today's producer's column sums (64-row tiles,
+//      another order) finished the same way.
+//   writes: the guard bytes after d and g untouched; a second run bitwise equal (d, dt, g, amax, column sums); a run with
+//      g = NULL gives the same d, dt, amax, column sums and leaves g's buffer poisoned; one without column sums the same
+//      d, dt, amax and leaves their buffer poisoned.
 //   printed, not asserted: cuBLASLt's FP8 dgrad on the same operands (how many BF16 values differ from g: accumulation
 //      order), and d against e5m2(v64 · d_scale) with v64 = g64 · gelu'(pre) in float64 (how many codes move, and by
 //      how many steps, through the two BF16 roundings).
@@ -37,17 +47,19 @@
 //      configuration's epilogue functor (cutlass_fp8_dgelu_eval, compiled in its translation unit) against today's
 //      gemm_dgelu_stored compiled here with the trainer's NVCC_FLAGS (--use_fast_math): the same fp32 bits on every pair.
 //   arguments: cutlass_fp8_dgelu_unsupported refuses C or OC not a multiple of 16, misaligned pointers, NULL d / pre,
-//      ldt < N or not a multiple of 16, N % 16 != 0 with dt (the dgrad would print `error: cutlass_fp8_dgelu: ...` and
-//      exit 1); N = 0 zeroes the amax and writes nothing.
+//      ldt < N or not a multiple of 16, N % 16 != 0 with dt, misaligned column sums (the dgrad would print
+//      `error: cutlass_fp8_dgelu: ...` and exit 1); N = 0 zeroes the amax and writes nothing.
 // Shapes (N tokens, C = fcproj input width, OC = model width): GPT-2 d12 B=64 (65536, 3072, 768) and d24 B=32 (32768,
 // 4096, 1024); N = 1008 (partial last 128-row tile and 2-CTA cluster, dt with padding); 1040 x 784 <- 320 uniform codes
 // (partial tiles in M, N and K); 4133 x 784 <- 320 (N % 16 != 0: no dt); 80 x 48 <- 1024 with wide pre (GELU' tails);
 // 16 x 16 <- 16; 1 x 16 <- 16 (no dt).
 // Timing (median of 20 after 3 warm-ups) at d12 and d24: today's cuBLASLt FP8 dgrad (BF16 out), that GEMM plus the
 // dGELU producer pass (plain + transposed E5M2 codes, amax: what the fused kernel replaces), that pass with the bias
-// gradient's column sums as well (what the FP8 build runs for the fc layer today; the fused kernel does not make
-// them), and each configuration without g (the trainer's path) and with g; speed-ups against GEMM alone and against
-// GEMM + producer.
+// gradient's column sums as well (what the FP8 build runs for the fc layer today), and each configuration without
+// and with g, without and with the column sums ("+ cols"); speed-ups against GEMM alone, against GEMM + producer and
+// against GEMM + producer with the column sums ("vs +cols": like for like for the "+ cols" rows). The trainer's rows
+// (--fp8-cutlass 1): "+ cols" under delayed scaling, "+ g + cols" under current scaling (g for the speculative
+// fallback).
 // The last line is `N passed, N failed`; exit status 1 on any failure.
 
 #include <math.h>
@@ -113,32 +125,35 @@ struct HostCase {
 
 // Device side of a case: operands, outputs (with guards), scales.
 struct DevCase {
-    int N, C, OC, ldt;
+    int N, C, OC, ldt, prows;  // prows: rows of the column-sum partials (cutlass_fp8_dgelu_col_partial_rows)
     DeviceBuffer<uint8_t> dy, wt, d, dt;
     DeviceBuffer<bf16> pre, g;
+    DeviceBuffer<float> cols;    // (prows, C) partials + a guard of GUARD / 4 floats
     DeviceBuffer<float> scales;  // [0] dy dequant, [4] wt dequant, [8] d quant, [12] amax (16-byte apart)
     DevCase(int N_, int C_, int OC_, int ldt_)
-        : N(N_), C(C_), OC(OC_), ldt(ldt_), dy((size_t)N_ * OC_ + 16), wt((size_t)C_ * OC_), d((size_t)N_ * C_ + GUARD),
-          dt((size_t)C_ * ldt_ + GUARD), pre((size_t)N_ * C_), g((size_t)N_ * C_ + GUARD / 2), scales(16) {}
+        : N(N_), C(C_), OC(OC_), ldt(ldt_), prows(cutlass_fp8_dgelu_col_partial_rows(N_)), dy((size_t)N_ * OC_ + 16), wt((size_t)C_ * OC_),
+          d((size_t)N_ * C_ + GUARD), dt((size_t)C_ * ldt_ + GUARD), pre((size_t)N_ * C_), g((size_t)N_ * C_ + GUARD / 2),
+          cols((size_t)prows * C_ + GUARD / 4), scales(16) {}
     float* dy_ds() { return scales.ptr + 0; }
     float* wt_ds() { return scales.ptr + 4; }
     float* d_scale() { return scales.ptr + 8; }
     float* amax() { return scales.ptr + 12; }
     void poison_outputs() {
-        poison_all(d, dt, g);
+        poison_all(d, dt, g, cols);
         cudaCheck(cudaMemset(amax(), 0xFF, sizeof(float)));
     }
     // dt where N allows it (a multiple of 16: cutlass_fp8_dgelu.h), else NULL
     uint8_t* dt_or_null() { return N % 16 == 0 ? dt.ptr : NULL; }
-    void run(bool with_g, cudaStream_t stream, CutlassDgeluConfig cfg) {
-        cutlass_fp8_dgelu_dgrad(d.ptr, dt_or_null(), ldt, amax(), with_g ? g.ptr : NULL, dy.ptr, dy_ds(), wt.ptr, wt_ds(), pre.ptr, d_scale(), N,
-                                C, OC, stream, cfg);
+    void run(bool with_g, bool with_cols, cudaStream_t stream, CutlassDgeluConfig cfg) {
+        cutlass_fp8_dgelu_dgrad(d.ptr, dt_or_null(), ldt, amax(), with_g ? g.ptr : NULL, with_cols ? cols.ptr : NULL, dy.ptr, dy_ds(), wt.ptr,
+                                wt_ds(), pre.ptr, d_scale(), N, C, OC, stream, cfg);
     }
 };
 
 struct Outputs {
     std::vector<uint8_t> d, dt;
     std::vector<bf16> g;
+    std::vector<float> cols;
     float amax;
 };
 
@@ -147,9 +162,56 @@ static Outputs download_outputs(DevCase& dc) {
     o.d = download_raw(dc.d);
     o.dt = download_raw(dc.dt);
     o.g = download_raw(dc.g);
+    o.cols = download_raw(dc.cols);
     cudaCheck(cudaMemcpy(&o.amax, dc.amax(), sizeof(float), cudaMemcpyDeviceToHost));
     return o;
 }
+
+// The column-sum buffer: *unwritten = partials (of prows x C) still holding the poison (0xFF bytes: NaN), *touched =
+// guard floats after them that changed.
+static void cols_written(const Outputs& o, size_t nparts, size_t* unwritten, size_t* touched) {
+    *unwritten = *touched = 0;
+    for (size_t i = 0; i < o.cols.size(); i++) {
+        const bool poisoned = bits_of(o.cols[i]) == 0xFFFFFFFFu;
+        if (i < nparts) *unwritten += poisoned;
+        else *touched += !poisoned;
+    }
+}
+
+// The float64 reference of the column sums: for every 128-row tile t and column c, part64[t, c] = Σ v(n, c) and
+// abs64[t, c] = Σ |v(n, c)| over the tile's rows n < N, with v = gemm_dgelu_stored(g, pre) (today's producer's
+// stored GELU' product, compiled with the trainer's flags: bit for bit the epilogue's, check_dgelu_exhaustive) of the
+// kernel's own g. One thread per (tile, column), rows in order.
+__global__ void colsum_ref_kernel(double* __restrict__ part64, double* __restrict__ abs64, const bf16* __restrict__ g,
+                                  const bf16* __restrict__ pre, int N, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    if (c >= C) return;
+    double s = 0.0, a = 0.0;
+    for (int n = t * CUTLASS_FP8_DGELU_COL_TILE_M; n < min(N, (t + 1) * CUTLASS_FP8_DGELU_COL_TILE_M); n++) {
+        const double v = (double)(float)gemm_dgelu_stored((float)g[(size_t)n * C + c], (float)pre[(size_t)n * C + c]);
+        s += v;
+        a += fabs(v);
+    }
+    part64[(size_t)t * C + c] = s;
+    abs64[(size_t)t * C + c] = a;
+}
+
+// gemm_dbias_finish's fp32 order on the host (gemm_kernels.cuh): per column, 8 partial sums (chunks y, y + 8, ... in
+// order), then added in order from zero. parts: (rows, C) row-major.
+static float finish_like_dbias(const float* parts, int rows, int C, int c) {
+    float sums[GEMM_DBIAS_BLOCK_Y];
+    for (int y = 0; y < GEMM_DBIAS_BLOCK_Y; y++) {
+        float s = 0.0f;
+        for (int r = y; r < rows; r += GEMM_DBIAS_BLOCK_Y) s += parts[(size_t)r * C + c];
+        sums[y] = s;
+    }
+    float total = 0.0f;
+    for (int y = 0; y < GEMM_DBIAS_BLOCK_Y; y++) total += sums[y];
+    return total;
+}
+
+static const double U32 = 1.0 / 16777216.0;  // fp32 unit roundoff 2^-24
+static const int COLSUM_DEPTH = 16;          // bound on the fp32 additions behind one partial (11: header comment)
 
 // Poisoned bytes after the first n elements of d and g, and anywhere in dt when it was not written (no_dt).
 static bool guards_intact(const Outputs& o, size_t n, bool g_written) {
@@ -213,10 +275,11 @@ static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* f
     cudaCheck(cudaMemcpy(dc.scales.ptr, sc, sizeof(sc), cudaMemcpyHostToDevice));
 
     dc.poison_outputs();
-    dc.run(true, stream, cfg);
+    dc.run(true, true, stream, cfg);
     cudaCheck(cudaStreamSynchronize(stream));
     const Outputs o = download_outputs(dc);
     const size_t n = (size_t)N * C;
+    const size_t nparts = (size_t)dc.prows * C;
 
     // --- g against float64 on the sampled rows; finite everywhere
     {
@@ -294,6 +357,62 @@ static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* f
         if (cs.d_mode == 1) printf("  (x8 scale: %s saturated codes)\n", max_code == 0x7B ? "has" : "NO");
     }
 
+    // --- the bias gradient's column sums against float64 (the kernel's own g: dc.g still holds it)
+    {
+        DeviceBuffer<double> p64(nparts), a64(nparts);
+        colsum_ref_kernel<<<dim3(ceil_div(C, 128), dc.prows), 128, 0, stream>>>(p64.ptr, a64.ptr, dc.g.ptr, dc.pre.ptr, N, C);
+        cudaCheck(cudaGetLastError());
+        // today's producer's column sums (64-row tiles) of the same v, for the printed comparison
+        const int qrows = fp8_col_partial_rows(N);
+        DeviceBuffer<float> qp((size_t)qrows * C);
+        DeviceBuffer<uint8_t> qc(n), qt(n);
+        fp8_quantize_pair_from(qc.ptr, qt.ptr, LowpSrcDgelu{dc.g.ptr, dc.pre.ptr}, N, C, FP8_E5M2, dc.d_scale(), NULL, qp.ptr, NULL, 0, stream);
+        cudaCheck(cudaStreamSynchronize(stream));
+        const std::vector<double> part64 = download_raw(p64), abs64 = download_raw(a64);
+        const std::vector<float> qparts = download_raw(qp);
+        size_t unwritten = 0, touched = 0, bad_part = 0, bad_sum = 0, differ_prod = 0;
+        double worst_part = 0, worst_sum = 0, worst_prod = 0;  // error / bound; |kernel - producer| / bound
+        cols_written(o, nparts, &unwritten, &touched);
+        for (size_t i = 0; i < nparts; i++) {
+            const double bound = COLSUM_DEPTH * U32 * abs64[i], err = fabs((double)o.cols[i] - part64[i]);
+            if (!(err <= bound)) {
+                if (bad_part < 3) printf("    partial [%zu, %zu] = %.9g, float64 %.12g, bound %.3g\n", i / C, i % C, o.cols[i], part64[i], bound);
+                bad_part++;
+            }
+            if (bound > 0) worst_part = std::max(worst_part, err / bound);
+        }
+        const int depth_sum = COLSUM_DEPTH + ceil_div(dc.prows, GEMM_DBIAS_BLOCK_Y) + GEMM_DBIAS_BLOCK_Y;
+        for (int c = 0; c < C; c++) {
+            double s64 = 0, a = 0;
+            for (int t = 0; t < dc.prows; t++) {
+                s64 += part64[(size_t)t * C + c];
+                a += abs64[(size_t)t * C + c];
+            }
+            const float got = finish_like_dbias(o.cols.data(), dc.prows, C, c);
+            const float prod = finish_like_dbias(qparts.data(), qrows, C, c);
+            const double bound = depth_sum * U32 * a, err = fabs((double)got - s64);
+            if (!(err <= bound)) {
+                if (bad_sum < 3) printf("    dbias[%d] = %.9g, float64 %.12g, bound %.3g\n", c, got, s64, bound);
+                bad_sum++;
+            }
+            if (bound > 0) {
+                worst_sum = std::max(worst_sum, err / bound);
+                worst_prod = std::max(worst_prod, fabs((double)got - (double)prod) / bound);
+            }
+            differ_prod += bits_of(got) != bits_of(prod);
+        }
+        printf("  column sums: %d partials per column; worst |err| / bound: partials %.3g, finished %.3g (bound %d u sum|v|); "
+               "against today's producer's (64-row tiles) finished the same way: %zu of %d columns differ, at most %.3g of the bound\n",
+               dc.prows, worst_part, worst_sum, depth_sum, differ_prod, C, worst_prod);
+        char name[112];
+        snprintf(name, sizeof(name), "column-sum partials vs float64, 16 u sum|v| (%zu outside)", bad_part);
+        tally.check(name, bad_part == 0);
+        snprintf(name, sizeof(name), "bias gradient (dbias order) vs float64, %d u sum|v| (%zu outside)", depth_sum, bad_sum);
+        tally.check(name, bad_sum == 0);
+        snprintf(name, sizeof(name), "column sums all written (%zu not), guard untouched (%zu)", unwritten, touched);
+        tally.check(name, unwritten == 0 && touched == 0);
+    }
+
     // --- dt: the transposed copy of d; padding columns and guard untouched
     if (with_dt) {
         size_t differ = 0, touched = 0;
@@ -324,20 +443,32 @@ static void run_case(const Case& cs, int index, uint64_t seed, Fp8GemmContext* f
                ref.z.size(), worst, worst == 1 ? "" : "s");
     }
 
-    // --- writes stay inside; a second run is bitwise equal; without g the same codes and g untouched
+    // --- writes stay inside; a second run is bitwise equal; without g the same codes and g untouched; without the
+    // column sums the same codes and their buffer untouched
     tally.check("guard bytes after d and g untouched", guards_intact(o, n, true));
     dc.poison_outputs();
-    dc.run(true, stream, cfg);
+    dc.run(true, true, stream, cfg);
     cudaCheck(cudaStreamSynchronize(stream));
     const Outputs o2 = download_outputs(dc);
-    tally.check("two runs bitwise equal (d, dt, g, amax)",
-                same_bits(o.d, o2.d) && same_bits(o.dt, o2.dt) && same_bits(o.g, o2.g) && bits_of(o.amax) == bits_of(o2.amax));
+    tally.check("two runs bitwise equal (d, dt, g, amax, column sums)", same_bits(o.d, o2.d) && same_bits(o.dt, o2.dt) &&
+                                                                         same_bits(o.g, o2.g) && same_bits(o.cols, o2.cols) &&
+                                                                         bits_of(o.amax) == bits_of(o2.amax));
     dc.poison_outputs();
-    dc.run(false, stream, cfg);
+    dc.run(false, true, stream, cfg);
     cudaCheck(cudaStreamSynchronize(stream));
     const Outputs o3 = download_outputs(dc);
-    tally.check("g = NULL: same d, dt, amax; g untouched",
-                same_bits(o.d, o3.d) && same_bits(o.dt, o3.dt) && bits_of(o.amax) == bits_of(o3.amax) && guards_intact(o3, n, false));
+    tally.check("g = NULL: same d, dt, amax, column sums; g untouched", same_bits(o.d, o3.d) && same_bits(o.dt, o3.dt) &&
+                                                                          same_bits(o.cols, o3.cols) && bits_of(o.amax) == bits_of(o3.amax) &&
+                                                                          guards_intact(o3, n, false));
+    dc.poison_outputs();
+    dc.run(true, false, stream, cfg);
+    cudaCheck(cudaStreamSynchronize(stream));
+    const Outputs o4 = download_outputs(dc);
+    size_t cols_touched = 0;
+    for (float v : o4.cols) cols_touched += bits_of(v) != 0xFFFFFFFFu;
+    tally.check("no column sums: same d, dt, g, amax; their buffer untouched", same_bits(o.d, o4.d) && same_bits(o.dt, o4.dt) &&
+                                                                                 same_bits(o.g, o4.g) && bits_of(o.amax) == bits_of(o4.amax) &&
+                                                                                 cols_touched == 0);
 
     // --- cuBLASLt's dgrad on the same operands (printed)
     {
@@ -426,45 +557,47 @@ static void check_dgelu_exhaustive(cudaStream_t stream, CutlassDgeluConfig cfg) 
 static void check_arguments(cudaStream_t stream, CutlassDgeluConfig cfg) {
     printf("\narguments (configuration %s):\n", cutlass_fp8_dgelu_config_name(cfg));
     DevCase dc(64, 64, 64, 64);
-    const void *d = dc.d.ptr, *t = dc.dt.ptr, *g = dc.g.ptr, *dy = dc.dy.ptr, *wt = dc.wt.ptr, *p = dc.pre.ptr;
-    struct Bad { const char* what; int N, C, OC; const void *d, *t; int ldt; const void *g, *dy, *wt, *p; };
+    const void *d = dc.d.ptr, *t = dc.dt.ptr, *g = dc.g.ptr, *cs = dc.cols.ptr, *dy = dc.dy.ptr, *wt = dc.wt.ptr, *p = dc.pre.ptr;
+    struct Bad { const char* what; int N, C, OC; const void *d, *t; int ldt; const void *g, *cs, *dy, *wt, *p; };
     const std::vector<Bad> bad = {
-        {"C = 24 (not a multiple of 16)", 64, 24, 64, d, t, 64, g, dy, wt, p},
-        {"OC = 8", 64, 64, 8, d, t, 64, g, dy, wt, p},
-        {"N = -1", -1, 64, 64, d, t, 64, g, dy, wt, p},
-        {"dy + 1 (misaligned)", 64, 64, 64, d, t, 64, g, (const uint8_t*)dy + 1, wt, p},
-        {"g + 1 element", 64, 64, 64, d, t, 64, (const bf16*)g + 1, dy, wt, p},
-        {"pre + 2 elements", 64, 64, 64, d, t, 64, g, dy, wt, (const bf16*)p + 2},
-        {"d = NULL", 64, 64, 64, NULL, t, 64, g, dy, wt, p},
-        {"pre = NULL", 64, 64, 64, d, t, 64, g, dy, wt, NULL},
-        {"dt + 8 (misaligned)", 64, 64, 64, d, (const uint8_t*)t + 8, 64, g, dy, wt, p},
-        {"ldt = 48 (< N)", 64, 64, 64, d, t, 48, g, dy, wt, p},
-        {"ldt = 72 (not a multiple of 16)", 64, 64, 64, d, t, 72, g, dy, wt, p},
-        {"N = 63 with dt (not a multiple of 16)", 63, 64, 64, d, t, 64, g, dy, wt, p},
+        {"C = 24 (not a multiple of 16)", 64, 24, 64, d, t, 64, g, cs, dy, wt, p},
+        {"OC = 8", 64, 64, 8, d, t, 64, g, cs, dy, wt, p},
+        {"N = -1", -1, 64, 64, d, t, 64, g, cs, dy, wt, p},
+        {"dy + 1 (misaligned)", 64, 64, 64, d, t, 64, g, cs, (const uint8_t*)dy + 1, wt, p},
+        {"g + 1 element", 64, 64, 64, d, t, 64, (const bf16*)g + 1, cs, dy, wt, p},
+        {"pre + 2 elements", 64, 64, 64, d, t, 64, g, cs, dy, wt, (const bf16*)p + 2},
+        {"col_partials + 1 float", 64, 64, 64, d, t, 64, g, (const float*)cs + 1, dy, wt, p},
+        {"d = NULL", 64, 64, 64, NULL, t, 64, g, cs, dy, wt, p},
+        {"pre = NULL", 64, 64, 64, d, t, 64, g, cs, dy, wt, NULL},
+        {"dt + 8 (misaligned)", 64, 64, 64, d, (const uint8_t*)t + 8, 64, g, cs, dy, wt, p},
+        {"ldt = 48 (< N)", 64, 64, 64, d, t, 48, g, cs, dy, wt, p},
+        {"ldt = 72 (not a multiple of 16)", 64, 64, 64, d, t, 72, g, cs, dy, wt, p},
+        {"N = 63 with dt (not a multiple of 16)", 63, 64, 64, d, t, 64, g, cs, dy, wt, p},
     };
     for (const Bad& b : bad) {
-        const char* why = cutlass_fp8_dgelu_unsupported(b.N, b.C, b.OC, b.d, b.t, b.ldt, b.g, b.dy, b.wt, b.p, cfg);
+        const char* why = cutlass_fp8_dgelu_unsupported(b.N, b.C, b.OC, b.d, b.t, b.ldt, b.g, b.cs, b.dy, b.wt, b.p, cfg);
         printf("  %-38s -> %s\n", b.what, why ? why : "(accepted)");
         char name[96];
         snprintf(name, sizeof(name), "refuses %s", b.what);
         tally.check(name, why != NULL);
     }
-    const char* ok = cutlass_fp8_dgelu_unsupported(64, 64, 64, d, t, 64, g, dy, wt, p, cfg);
+    const char* ok = cutlass_fp8_dgelu_unsupported(64, 64, 64, d, t, 64, g, cs, dy, wt, p, cfg);
     if (ok) printf("  64 x 64 <- 64 refused: %s\n", ok);
-    tally.check("accepts 64 x 64 <- 64 with dt and g", ok == NULL);
-    const char* ok63 = cutlass_fp8_dgelu_unsupported(63, 64, 64, d, NULL, 0, NULL, dy, wt, p, cfg);
+    tally.check("accepts 64 x 64 <- 64 with dt, g and column sums", ok == NULL);
+    const char* ok63 = cutlass_fp8_dgelu_unsupported(63, 64, 64, d, NULL, 0, NULL, NULL, dy, wt, p, cfg);
     if (ok63) printf("  63 x 64 <- 64 without dt refused: %s\n", ok63);
     tally.check("accepts 63 x 64 <- 64 without dt and g", ok63 == NULL);
     // N = 0: amax zeroed, nothing written
     dc.poison_outputs();
     cudaCheck(cudaMemset(dc.scales.ptr, 0, 12 * sizeof(float)));
-    cutlass_fp8_dgelu_dgrad(dc.d.ptr, dc.dt.ptr, 16, dc.amax(), dc.g.ptr, dc.dy.ptr, dc.dy_ds(), dc.wt.ptr, dc.wt_ds(), dc.pre.ptr, dc.d_scale(),
-                            0, 64, 64, stream, cfg);
+    cutlass_fp8_dgelu_dgrad(dc.d.ptr, dc.dt.ptr, 16, dc.amax(), dc.g.ptr, dc.cols.ptr, dc.dy.ptr, dc.dy_ds(), dc.wt.ptr, dc.wt_ds(), dc.pre.ptr,
+                            dc.d_scale(), 0, 64, 64, stream, cfg);
     cudaCheck(cudaStreamSynchronize(stream));
     const Outputs o = download_outputs(dc);
-    size_t dt_touched = 0;
+    size_t dt_touched = 0, cols_touched = 0;
     for (uint8_t v : o.dt) dt_touched += v != 0xFF;
-    tally.check("N = 0: amax = 0, nothing written", bits_of(o.amax) == 0 && guards_intact(o, 0, false) && dt_touched == 0);
+    for (float v : o.cols) cols_touched += bits_of(v) != 0xFFFFFFFFu;
+    tally.check("N = 0: amax = 0, nothing written", bits_of(o.amax) == 0 && guards_intact(o, 0, false) && dt_touched == 0 && cols_touched == 0);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -472,9 +605,10 @@ static void check_arguments(cudaStream_t stream, CutlassDgeluConfig cfg) {
 
 struct TimeRow {
     const char* shape;
-    int config;   // >= 0: a configuration; -1: cuBLASLt dgrad; -2: + dGELU producer; -3: + producer with column sums
-    bool with_g;  // configurations: g stored
-    float ms, ms_gemm, ms_both;
+    int config;      // >= 0: a configuration; -1: cuBLASLt dgrad; -2: + dGELU producer; -3: + producer with column sums
+    bool with_g;     // configurations: g stored
+    bool with_cols;  // configurations: the column sums
+    float ms, ms_gemm, ms_both, ms_cols;
     double flop;
 };
 
@@ -510,28 +644,31 @@ static void time_shape(int N, int C, int OC, const char* label, uint64_t seed, F
     const float t_lt = time_median_ms(lt, 3, 20, stream);
     const float t_both = time_median_ms([&] { lt(); prod(NULL); }, 3, 20, stream);
     const float t_cols = time_median_ms([&] { lt(); prod(colpart.ptr); }, 3, 20, stream);
-    rows->push_back({label, -1, false, t_lt, t_lt, t_both, flop});
-    rows->push_back({label, -2, false, t_both, t_lt, t_both, flop});
-    rows->push_back({label, -3, false, t_cols, t_lt, t_both, flop});
+    rows->push_back({label, -1, false, false, t_lt, t_lt, t_both, t_cols, flop});
+    rows->push_back({label, -2, false, false, t_both, t_lt, t_both, t_cols, flop});
+    rows->push_back({label, -3, false, true, t_cols, t_lt, t_both, t_cols, flop});
     for (int c : cfgs)
-        for (int with_g = 0; with_g < 2; with_g++) {
-            const float t = time_median_ms([&] { dc.run(with_g != 0, stream, (CutlassDgeluConfig)c); }, 3, 20, stream);
-            rows->push_back({label, c, with_g != 0, t, t_lt, t_both, flop});
+        for (int variant = 0; variant < 4; variant++) {
+            const bool with_g = variant & 1, with_cols = variant & 2;
+            const float t = time_median_ms([&] { dc.run(with_g, with_cols, stream, (CutlassDgeluConfig)c); }, 3, 20, stream);
+            rows->push_back({label, c, with_g, with_cols, t, t_lt, t_both, t_cols, flop});
         }
 }
 
 static void print_time_table(const std::vector<TimeRow>& rows) {
     printf("\ntiming table (median of 20 after 3 warm-ups; today's dgrad = cuBLASLt FP8 dgrad (BF16 out) + dGELU producer pass (plain and "
            "transposed E5M2 codes, amax); speed-ups: that time / the row's):\n");
-    printf("  %-6s %-44s %9s %9s %12s %14s\n", "shape", "configuration", "ms", "TFLOP/s", "vs GEMM", "vs GEMM+prod");
+    printf("  %-6s %-44s %9s %9s %12s %14s %10s\n", "shape", "configuration", "ms", "TFLOP/s", "vs GEMM", "vs GEMM+prod", "vs +cols");
     for (const TimeRow& r : rows) {
         char name[80];
         if (r.config == -1) snprintf(name, sizeof(name), "cuBLASLt dgrad (today)");
         else if (r.config == -2) snprintf(name, sizeof(name), "cuBLASLt dgrad + dGELU producer");
         else if (r.config == -3) snprintf(name, sizeof(name), "  ... producer with bias column sums");
-        else snprintf(name, sizeof(name), "%s%s", cutlass_fp8_dgelu_config_name((CutlassDgeluConfig)r.config), r.with_g ? " (+ g)" : "");
-        printf("  %-6s %-44s %9.3f %9.0f %11.2fx %13.2fx\n", r.shape, name, r.ms, r.flop / (r.ms * 1e-3) / 1e12, r.ms_gemm / r.ms,
-               r.ms_both / r.ms);
+        else
+            snprintf(name, sizeof(name), "%s%s%s", cutlass_fp8_dgelu_config_name((CutlassDgeluConfig)r.config), r.with_g ? " + g" : "",
+                     r.with_cols ? " + cols" : "");
+        printf("  %-6s %-44s %9.3f %9.0f %11.2fx %13.2fx %9.2fx\n", r.shape, name, r.ms, r.flop / (r.ms * 1e-3) / 1e12, r.ms_gemm / r.ms,
+               r.ms_both / r.ms, r.ms_cols / r.ms);
     }
 }
 
@@ -569,8 +706,8 @@ int main(int argc, char** argv) {
     for (int c : cfgs)
         printf("  %-20s %s\n", cutlass_fp8_dgelu_config_name((CutlassDgeluConfig)c), cutlass_fp8_dgelu_describe((CutlassDgeluConfig)c));
     printf("seed %llu (rerun with --seed %llu)\n", (unsigned long long)seed, (unsigned long long)seed);
-    printf("tolerances: g per element 2^-8 |g64| + 2^-10 S, norm %.0e; d, dt, amax bit-exact against today's producer on the kernel's g\n",
-           G_NORM_TOL);
+    printf("tolerances: g per element 2^-8 |g64| + 2^-10 S, norm %.0e; d, dt, amax bit-exact against today's producer on the kernel's g; "
+           "column-sum partials %d u sum|v| (u = 2^-24)\n", G_NORM_TOL, COLSUM_DEPTH);
     if (prop.major != 9 || prop.minor != 0) {
         printf("the CUTLASS kernels are sm_90a code: they need a compute capability 9.0 GPU; nothing can be checked here.\n");
         tally.failed++;

@@ -65,15 +65,16 @@ void cutlass_fp8_dgelu_eval(CutlassDgeluConfig cfg, const float* g, const float*
     }
 }
 
-const char* cutlass_fp8_dgelu_unsupported(int N, int C, int OC, const void* d, const void* dt, int ldt, const void* g, const void* dy,
-                                          const void* wt, const void* pre, CutlassDgeluConfig cfg) {
+const char* cutlass_fp8_dgelu_unsupported(int N, int C, int OC, const void* d, const void* dt, int ldt, const void* g, const void* col_partials,
+                                          const void* dy, const void* wt, const void* pre, CutlassDgeluConfig cfg) {
     if (!valid(cfg)) return why(N, C, OC, "no configuration %d (there are %d)", (int)cfg, (int)CUTLASS_DGELU_NUM_CONFIGS);
     if (N < 0 || C < 16 || OC < 16 || C % 16 != 0 || OC % 16 != 0)
         return why(N, C, OC, "unsupported shape: needs N >= 0 and C, OC positive multiples of 16");
     if (!d || !dy || !wt || !pre) return why(N, C, OC, "d, dy, wt and pre must not be NULL");
-    if (!cutlass_aligned16(d) || !cutlass_aligned16(dt) || !cutlass_aligned16(g) || !cutlass_aligned16(dy) || !cutlass_aligned16(wt) ||
-        !cutlass_aligned16(pre))
-        return why(N, C, OC, "every tensor must be 16-byte aligned (d %p, dt %p, g %p, dy %p, wt %p, pre %p)", d, dt, g, dy, wt, pre);
+    if (!cutlass_aligned16(d) || !cutlass_aligned16(dt) || !cutlass_aligned16(g) || !cutlass_aligned16(col_partials) || !cutlass_aligned16(dy) ||
+        !cutlass_aligned16(wt) || !cutlass_aligned16(pre))
+        return why(N, C, OC, "every tensor must be 16-byte aligned (d %p, dt %p, g %p, col_partials %p, dy %p, wt %p, pre %p)", d, dt, g,
+                   col_partials, dy, wt, pre);
     if (dt) {
         if (ldt < N || ldt < 16 || ldt % 16 != 0)
             return why(N, C, OC, "dt's leading dimension ldt = %d must be >= N and a positive multiple of 16", ldt);
@@ -88,17 +89,17 @@ const char* cutlass_fp8_dgelu_unsupported(int N, int C, int OC, const void* d, c
         return why(N, C, OC, "needs a compute capability 9.0 GPU (sm_90a code), device %d has %d.%d", info.dev, info.cc / 10, info.cc % 10);
     if (N == 0) return nullptr;
     // CUTLASS's own checks (TMA alignment of the strides, the fusion's); the scales play no part in them
-    const CutlassDgeluCall call{(uint8_t*)d, (uint8_t*)dt, dt ? ldt : 0, nullptr, (__nv_bfloat16*)g, (const uint8_t*)dy, nullptr,
-                                (const uint8_t*)wt, nullptr, (const __nv_bfloat16*)pre, nullptr, N, C, OC, info.dev, info.sms};
+    const CutlassDgeluCall call{(uint8_t*)d, (uint8_t*)dt, dt ? ldt : 0, nullptr, (__nv_bfloat16*)g, (float*)col_partials, (const uint8_t*)dy,
+                                nullptr, (const uint8_t*)wt, nullptr, (const __nv_bfloat16*)pre, nullptr, N, C, OC, info.dev, info.sms};
     if (const char* st = g_ops[cfg]->can_implement(call))
         return why(N, C, OC, "CUTLASS can_implement (configuration %s): %s", g_names[cfg], st);
     return nullptr;
 }
 
-void cutlass_fp8_dgelu_dgrad(uint8_t* d, uint8_t* dt, int ldt, float* amax_d, __nv_bfloat16* g, const uint8_t* dy, const float* dy_dscale,
-                             const uint8_t* wt, const float* wt_dscale, const __nv_bfloat16* pre, const float* d_scale, int N, int C,
-                             int OC, cudaStream_t stream, CutlassDgeluConfig cfg) {
-    if (const char* msg = cutlass_fp8_dgelu_unsupported(N, C, OC, d, dt, ldt, g, dy, wt, pre, cfg)) fail(msg);
+void cutlass_fp8_dgelu_dgrad(uint8_t* d, uint8_t* dt, int ldt, float* amax_d, __nv_bfloat16* g, float* col_partials, const uint8_t* dy,
+                             const float* dy_dscale, const uint8_t* wt, const float* wt_dscale, const __nv_bfloat16* pre, const float* d_scale,
+                             int N, int C, int OC, cudaStream_t stream, CutlassDgeluConfig cfg) {
+    if (const char* msg = cutlass_fp8_dgelu_unsupported(N, C, OC, d, dt, ldt, g, col_partials, dy, wt, pre, cfg)) fail(msg);
     if (!dy_dscale || !wt_dscale || !d_scale) fail(why(N, C, OC, "dy_dscale, wt_dscale and d_scale must not be NULL"));
     cudaError_t ce;
     if (amax_d && (ce = cudaMemsetAsync(amax_d, 0, sizeof(float), stream)) != cudaSuccess)
@@ -106,7 +107,8 @@ void cutlass_fp8_dgelu_dgrad(uint8_t* d, uint8_t* dt, int ldt, float* amax_d, __
     if (N == 0) return;
     CutlassDevice info;
     cutlass_current_device(&info);  // (cutlass_fp8_dgelu_unsupported asked successfully)
-    const CutlassDgeluCall call{d, dt, dt ? ldt : 0, amax_d, g, dy, dy_dscale, wt, wt_dscale, pre, d_scale, N, C, OC, info.dev, info.sms};
+    const CutlassDgeluCall call{d, dt, dt ? ldt : 0, amax_d, g, col_partials, dy, dy_dscale, wt, wt_dscale, pre, d_scale, N, C, OC,
+                                info.dev, info.sms};
     if (const char* msg = g_ops[cfg]->run(call, stream)) fail(why(N, C, OC, "configuration %s: %s", g_names[cfg], msg));
 }
 

@@ -21,11 +21,13 @@
 //   pre   = Sm90AuxLoad (row-major, bf16)           TMA loads of the subtile's pre into shared memory by the epilogue's
 //                                                  load warp (StagesC buffers), ldmatrix into the fragment
 //   v     = DgStored(g, pre)                        gelu_fastmath.cuh dgelu_stored_fastmath: the producer's bits
+//   v     -> Fp8ColSums (cutlass_fp8_common.cuh)    the bias gradient's column sums of v per 128-row tile (NULL: skipped)
 //   amax  = Sm90ScalarReduction<amax, atomic_maximum, Fp8AmaxWarp> of v (before the scale; NaN propagates)
 //   d     = e5m2(mul.rn.ftz(v, scale_d))           DgQuant, then Sm90Compute's cvt.rn.satfinite.e5m2x2.f32
 //   d     -> Fp8StoreT (cutlass_fp8_common.cuh)    the transposed copy dt from the same registers (NULL: skipped)
 // and the collective stores d (the root's fragment) through its own TMA store. Determinism: every output element is
-// written by the one CTA that owns its tile; the amax is an order-independent max.
+// written by the one CTA that owns its tile, the column sums too (each partial in a fixed order); the amax is an
+// order-independent max.
 #pragma once
 
 #include "llmc/kernels/gemm/cutlass_fp8_common.cuh"
@@ -115,17 +117,18 @@ using DgStoreG = cef::Sm90AuxStore<
     8>;
 
 // The tree (header comment). op_0 .. op_k of each node's arguments are its children in order, then the node itself.
-template <int StagesC, int StagesD, class EpilogueTile, class SmemLayoutAtomPre, class CopyOpS2RPre>
+template <int StagesC, int StagesD, class CtaTile, class EpilogueTile, class SmemLayoutAtomPre, class CopyOpS2RPre>
 using DgeluTree =
     cef::Sm90EVT<Fp8StoreT<StagesD, EpilogueTile, cutlass::float_e5m2_t>,                                    // dt
       cef::Sm90EVT<cef::Sm90Compute<DgQuant, cutlass::float_e5m2_t, float, kRN>,                            // d = e5m2(v · scale_d)
         cef::Sm90EVT<cef::Sm90ScalarReduction<cef::detail::amax, cutlass::atomic_maximum, Fp8AmaxWarp, float, kRN>,  // amax |v|
-          cef::Sm90EVT<cef::Sm90Compute<DgStored, float, float, kRN>,                                        // v
-            cef::Sm90EVT<DgStoreG<StagesD, EpilogueTile>,                                                    // g -> memory
-              cef::Sm90EVT<cef::Sm90Compute<cutlass::multiplies, cutlass::bfloat16_t, float, kRN>,          // g
-                cef::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, cute::_0>, 2>,             //   scale_a · scale_b
-                cef::Sm90AccFetch>>,                                                                          //   acc
-            cef::Sm90AuxLoad<StagesC, EpilogueTile, cutlass::bfloat16_t, DgStrideRow, SmemLayoutAtomPre, CopyOpS2RPre, 8>>>,  // pre
+          cef::Sm90EVT<Fp8ColSums<CtaTile, EpilogueTile>,                                                      // column sums of v
+            cef::Sm90EVT<cef::Sm90Compute<DgStored, float, float, kRN>,                                      // v
+              cef::Sm90EVT<DgStoreG<StagesD, EpilogueTile>,                                                  // g -> memory
+                cef::Sm90EVT<cef::Sm90Compute<cutlass::multiplies, cutlass::bfloat16_t, float, kRN>,        // g
+                  cef::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, cute::_0>, 2>,           //   scale_a · scale_b
+                  cef::Sm90AccFetch>>,                                                                        //   acc
+              cef::Sm90AuxLoad<StagesC, EpilogueTile, cutlass::bfloat16_t, DgStrideRow, SmemLayoutAtomPre, CopyOpS2RPre, 8>>>>,  // pre
         cef::Sm90ScalarBroadcast<float>>>;                                                                    // scale_d
 
 }  // namespace
@@ -137,8 +140,8 @@ template <int StagesC, int StagesD, int FragmentSize, bool ReuseSmemC, bool Dela
           class SmemLayoutAtom, class CopyOpS2R>
 struct FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, FragmentSize, ReuseSmemC, DelayTmaStore>, DgeluOp, CtaTileShapeMNK,
                        EpilogueTile, SmemLayoutAtom, CopyOpS2R>
-    : DgeluTree<StagesC, StagesD, EpilogueTile, SmemLayoutAtom, CopyOpS2R> {
-    using Impl = DgeluTree<StagesC, StagesD, EpilogueTile, SmemLayoutAtom, CopyOpS2R>;
+    : DgeluTree<StagesC, StagesD, CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpS2R> {
+    using Impl = DgeluTree<StagesC, StagesD, CtaTileShapeMNK, EpilogueTile, SmemLayoutAtom, CopyOpS2R>;
     using Operation = DgeluOp;
 
     struct Arguments {
@@ -148,6 +151,7 @@ struct FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, Fragme
         DgStrideRow dG = {};
         cutlass::bfloat16_t const* pre_ptr = nullptr;
         DgStrideRow dPre = {};
+        float* colsum_ptr = nullptr;            // NULL: no column sums (Fp8ColSums)
         Fp8AmaxWarp* amax_ptr = nullptr;        // NULL: no amax
         float const* scale_d_ptr = nullptr;     // d's QUANT scale
         cutlass::float_e5m2_t* dt_ptr = nullptr;  // NULL: no transposed codes
@@ -157,13 +161,15 @@ struct FusionCallbacks<epilogue::Sm90TmaWarpSpecialized<StagesC, StagesD, Fragme
         operator typename Impl::Arguments() const {
             typename Impl::Arguments a{};
             auto& q = a.op_0;     // d = e5m2(v · scale_d): {amax subtree, scale_d, compute}
-            auto& amax = q.op_0;  // {v subtree, reduction}
-            auto& v = amax.op_0;  // {g-store subtree, pre load, compute}
+            auto& amax = q.op_0;  // {column-sums subtree, reduction}
+            auto& cs = amax.op_0; // {v subtree, column sums}
+            auto& v = cs.op_0;    // {g-store subtree, pre load, compute}
             auto& gs = v.op_0;    // {g subtree, store}
             auto& g = gs.op_0;    // {scales, acc, compute}
             g.op_0 = {{1.0f, 1.0f}, {scale_a_ptr, scale_b_ptr}, {}};
             gs.op_1 = {g_ptr, dG};
             v.op_1 = {pre_ptr, cutlass::bfloat16_t(0.0f), dPre};
+            cs.op_1 = {colsum_ptr};
             amax.op_1 = {amax_ptr, 0.0f, {}};
             q.op_1 = {{1.0f}, {scale_d_ptr}, {}};
             a.op_1 = {dt_ptr, dDT};
@@ -219,6 +225,7 @@ struct DgGemm {
 
     using EpilogueTile = typename Cfg::EpilogueTile;
     static_assert(cute::size<0>(EpilogueTile{}) == 128, "cooperative epilogue subtiles are 128 rows");
+    static_assert(cute::size<0>(typename Cfg::Tile{}) == CUTLASS_FP8_DGELU_COL_TILE_M, "the column-sum partials are per 128-row tile");
     static constexpr int kSubtiles = cute::size(cute::shape_div(cute::take<0, 2>(typename Cfg::Tile{}), EpilogueTile{}));
     static_assert(kSubtiles >= 2, "two or more subtiles per tile (StagesD = 2)");
     // CUTLASS's automatic policy for this tile and a void C (sm90_get_tma_dispatch_policy), except StagesC
@@ -267,6 +274,7 @@ struct DgGemm {
         f.dG = row;
         f.pre_ptr = reinterpret_cast<cutlass::bfloat16_t const*>(c.pre);
         f.dPre = row;
+        f.colsum_ptr = c.col_partials;
         f.amax_ptr = reinterpret_cast<Fp8AmaxWarp*>(c.amax_d);
         f.scale_d_ptr = c.d_scale;
         // (M = tokens, N = C) element (n, c) at n + c * ldt: the row-major (C, ldt) copy
@@ -297,7 +305,7 @@ struct DgHost {
         using EpiTile = typename G::EpilogueTile;
         snprintf(line, sizeof(line),
                  "CUTLASS %d.%d.%d sm_90a, %s, tile %dx%dx%d, cluster %dx%dx%d, %s, %d stages, %d B shared memory, epilogue tile %dx%d, "
-                 "%d pre buffers; e5m2 x e4m3 -> g bf16 (optional) -> GELU' (today's producer's instructions) -> e5m2 d + dt + amax",
+                 "%d pre buffers; e5m2 x e4m3 -> g bf16 (optional) -> GELU' (today's producer's instructions) -> column sums, e5m2 d + dt + amax",
                  CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH, Cfg::kSchedule, (int)cute::size<0>(Tile{}), (int)cute::size<1>(Tile{}),
                  (int)cute::size<2>(Tile{}), (int)cute::size<0>(Cl{}), (int)cute::size<1>(Cl{}), (int)cute::size<2>(Cl{}),
                  Cfg::kFastAccum ? "fast accumulation" : "fp32 promotion every 4 k-blocks", (int)G::CollectiveMainloop::DispatchPolicy::Stages,

@@ -16,6 +16,7 @@ struct CutlassDgeluCall {
     int ldt;                     // dt's leading dimension (elements), when dt != NULL
     float* amax_d;               // NULL: no amax
     __nv_bfloat16* g;            // NULL: the BF16 GEMM output is not stored
+    float* col_partials;         // NULL: no bias-gradient column sums
     const uint8_t* dy;
     const float* dy_dscale;      // NULL only for can_implement
     const uint8_t* wt;
