@@ -22,7 +22,8 @@
 #                              PRECISION=FP32); CUDNN_HOME=... / CUDNN_FRONTEND_PATH=...
 #   CUTLASS_HOME=...           CUTLASS headers ($(CUTLASS_HOME)/include/cutlass/version.h) for the CUTLASS kernels of
 #                              llmc/kernels/gemm/cutlass_*.cu (default: /usr/include, /usr/local/include, else the venv's
-#                              nvidia-cutlass wheel, which scripts/setup_env.sh installs)
+#                              nvidia-cutlass wheel, which scripts/setup_env.sh installs); FP8=1 trainers link them where
+#                              found (--fp8-cutlass); NO_CUTLASS=1: not (make clean, or another BUILD=, when switching)
 #   GPU_ARCH=90                compute capability to build for (90 = Hopper sm_90)  [90]
 #   NO_MULTI_GPU=1 NO_USE_MPI=1  build without NCCL / without MPI
 #   NVCC=... / CUDA_HOME=...   another CUDA toolkit (e.g. CUDA 12.4: make cuda $(scripts/cuda12_toolchain.sh))
@@ -210,7 +211,7 @@ $(CUDNN_OBJ): llmc/kernels/attention/attention_cudnn.cpp llmc/kernels/attention/
 # 4 GB each) into $(BUILD)/cutlass/cutlass_<name>.o, for sm_90a whatever GPU_ARCH is (wgmma and TMA are Hopper's
 # "a" features), without --use_fast_math (the IEEE GELU needs IEEE expf and division; the GELU that matches today's
 # producer is explicit PTX, llmc/kernels/gemm/gelu_fastmath.cuh). A dev/cuda harness that
-# calls one links its object (HARNESS_OBJS below); nothing in the trainer does yet.
+# calls one links its object (HARNESS_OBJS below); so do the FP8=1 trainer and its test (TRAINER_CUTLASS below).
 CUTLASS_NVCC_FLAGS := -O3 -std=c++17 --expt-relaxed-constexpr -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a
 # The fc forward exists in several configurations (cutlass_fp8_fc.h CUTLASS_FP8_FC_CONFIGS), one translation unit
 # each, cutlass_fp8_fc_<config>.cu on cutlass_fp8_fc_impl.cuh (make -j builds them in parallel), plus the dispatcher
@@ -277,9 +278,9 @@ info:
 	@echo "  CUPTI        $(or $(CUPTI_H),header not found) | $(or $(CUPTI_SO),library not found)"
 	@echo "  cuDNN        $(or $(CUDNN_H),header not found) | $(or $(CUDNN_SO),library not found)$(if $(CUDNN_H), ($(CUDNN_VERSION), $(call origin_of,$(CUDNN_H))))"
 	@echo "  cuDNN front  $(or $(CUDNN_FE_H),cudnn_frontend.h not found)$(if $(CUDNN_FE_H), ($(CUDNN_FE_VERSION), $(call origin_of,$(CUDNN_FE_H))))"
-	@echo "  CUTLASS      $(or $(CUTLASS_INC),cutlass/version.h not found)$(if $(CUTLASS_H), ($(CUTLASS_VERSION), $(call origin_of,$(CUTLASS_H))))"
+	@echo "  CUTLASS      $(or $(CUTLASS_INC),cutlass/version.h not found)$(if $(CUTLASS_H), ($(CUTLASS_VERSION), $(call origin_of,$(CUTLASS_H))))$(if $(filter 1,$(FP8)),; FP8 trainer: $(if $(TRAINER_CUTLASS),links the fused-epilogue kernels (--fp8-cutlass),without them (--fp8-cutlass refused)$(if $(filter 1,$(NO_CUTLASS)),: NO_CUTLASS=1)))"
 	@echo "  attention    $(if $(filter 1,$(USE_CUDNN)),cuDNN fused SDPA,built-in flash kernels)$(if $(filter command line environment,$(origin USE_CUDNN)), (USE_CUDNN=$(USE_CUDNN)), (default for this mode$(if $(HAVE_CUDNN),, and no cuDNN found)))"
-	@echo "  CUDA variant $(VARIANT): $(strip $(CUDA_MODE_FLAGS)), sm_$(GPU_ARCH)"
+	@echo "  CUDA variant $(VARIANT): $(strip $(CUDA_MODE_FLAGS))$(if $(TRAINER_CUTLASS_FLAGS), (trainer and test also $(TRAINER_CUTLASS_FLAGS))), sm_$(GPU_ARCH)"
 	@echo "  python       $(PYTHON)"
 
 # CPU reference trainer and its test; built in $(BUILD)/cpu and copied to the root (llm.c habit).
@@ -331,11 +332,16 @@ test: env-torch $(HOST_TEST_BINS) $(TCAST_CLI) $(BUILD)/cpu/test_gpt2 $(BUILD)/c
 	  $(HOST_TEST_BINS) $(BUILD)/cpu/test_gpt2 -- $(wildcard dev/test/test_*.py)
 
 # CUDA trainer and its test, one folder per variant; `make train_gpt2cu` also copies to the root.
+# The FP8=1 trainer and test link the CUTLASS fc / fcproj-dgrad kernels where CUTLASS is found (unless NO_CUTLASS=1):
+# -DENABLE_CUTLASS, read only by llmc/modes/lowp/lowp_cutlass.cuh (--fp8-cutlass 1; refused in a build without them).
+TRAINER_CUTLASS := $(if $(and $(filter 1,$(FP8)),$(CUTLASS_INC)),$(if $(filter 1,$(NO_CUTLASS)),,1))
+TRAINER_CUTLASS_OBJ := $(if $(TRAINER_CUTLASS),$(CUTLASS_FC_OBJ) $(CUTLASS_DGELU_OBJ))
+TRAINER_CUTLASS_FLAGS := $(if $(TRAINER_CUTLASS),-DENABLE_CUTLASS)
 CUDA_TARGETS := $(BUILD)/$(VARIANT)/train_gpt2cu $(BUILD)/$(VARIANT)/test_gpt2cu
-$(BUILD)/$(VARIANT)/%cu: %.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ)
+$(BUILD)/$(VARIANT)/%cu: %.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ) $(TRAINER_CUTLASS_OBJ)
 	@test -n "$(HAVE_CUDA)" || { echo "error: nvcc and cuBLASLt are needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(NVCC_LDFLAGS) -o $@
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(TRAINER_CUTLASS_FLAGS) $(NVCC_INCLUDES) $< $(TRAINER_CUTLASS_OBJ) $(NVCC_LDFLAGS) -o $@
 
 .PHONY: train_gpt2cu test_gpt2cu cuda
 train_gpt2cu test_gpt2cu: %: $(BUILD)/$(VARIANT)/%

@@ -24,7 +24,7 @@ LLMC = REPO / "llmc"
 MAX_LINES = 900
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 # preprocessor tests of the mode macros, and of the storage-type macros (code tests kStorageBF16 & co. instead)
-MODE_IF = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\b(ENABLE_(Q115|FP8|TCFP12|TCAST|CUDNN)|SF16_TRUE_FORWARD|GEMM_LOWP\w*|"
+MODE_IF = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\b(ENABLE_(Q115|FP8|TCFP12|TCAST|CUDNN|CUTLASS)|SF16_TRUE_FORWARD|GEMM_LOWP\w*|"
                      r"\bTCAST\w*)\b")
 STORAGE_IF = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\bENABLE_(BF16|FP16|FP32)\b")
 # Files that may test the storage type with the preprocessor, and why: --diagnose's helpers take BF16

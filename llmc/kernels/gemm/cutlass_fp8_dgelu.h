@@ -2,7 +2,8 @@
 // GELU' and writes the fc layer's dY operand (issue 27, doc/TCFP12.md "Fourth round"): dX = dY · W times GELU'(pre),
 // quantized to E5M2 plain and transposed, with its amax and the fc layer's bias-gradient column sums, on CUTLASS (one
 // translation unit per configuration, cutlass_fp8_dgelu_<name>.cu, and a dispatcher, cutlass_fp8_dgelu.cu, compiled into
-// $(BUILD)/cutlass/ for sm_90a; this header has no CUTLASS types). Not used by the trainer yet: dev/cuda/cutlass_fp8_dgelu.cu is its only caller.
+// $(BUILD)/cutlass/ for sm_90a; this header has no CUTLASS types). Callers: the FP8 build's --fp8-cutlass 1
+// (llmc/modes/lowp/lowp_cutlass.cuh, configuration coop_fa256_e128x32) and dev/cuda/cutlass_fp8_dgelu.cu.
 //
 // Today (llmc/modes/lowp/gemm_lowp.cuh) the FP8 build runs this as the cuBLASLt FP8 GEMM dx = dy8 · W8 to BF16
 // (gemm_fp8.cuh fp8_linear_dgrad), then one producer pass (lowp_producers.cuh LowpSrcDgelu through

@@ -1,9 +1,9 @@
 // cutlass_fp8_fc.h - the fc layer's forward of the FP8 build as ONE Hopper FP8 GEMM whose epilogue writes the
 // next GEMM's operand (issue 27): out = inp · weightᵀ + bias with the GELU and its FP8 quantization fused into
 // the epilogue, on CUTLASS (one translation unit per configuration, cutlass_fp8_fc_<name>.cu, and a dispatcher,
-// cutlass_fp8_fc.cu, compiled into $(BUILD)/cutlass/ for sm_90a; this header has no CUTLASS types). Not used by
-// the trainer yet:
-// dev/cuda/cutlass_fp8.cu is its only caller (doc/TCFP12.md, "CUTLASS path: status").
+// cutlass_fp8_fc.cu, compiled into $(BUILD)/cutlass/ for sm_90a; this header has no CUTLASS types). Callers: the FP8
+// build's --fp8-cutlass 1 (llmc/modes/lowp/lowp_cutlass.cuh, configuration coop_n_fa256_pgelu_e128x64_dt) and
+// dev/cuda/cutlass_fp8.cu (doc/TCFP12.md, "CUTLASS path: status").
 //
 // What it computes, per output element (n, o), n < N (tokens), o < OC:
 //   acc(n, o) = Σ_c decode(inp[n, c]) · decode(weight[o, c])           fp32 accumulation (below)
