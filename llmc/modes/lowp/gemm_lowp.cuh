@@ -59,9 +59,11 @@ static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const f
         lowp_grow(&L->xt, &L->xt_cap, (size_t)N * C);
         xt = L->xt;
     }
-    const bool made = d.made && lowp_cutlass_take_made(d, run && xt != NULL, L, inp, (size_t)N * C, st);
-    const bool fused = !d.made && run && lowp_fusable(s, L, d, GEMM_DEFER_GELU, inp, (size_t)N * C, LOWP_ROLE_X, xt != NULL);
-    if (!fused && !d.made) lowp_materialize(d, st);
+    const LowpUse use = lowp_cutlass_use(s, d, run && xt != NULL, L, inp, (size_t)N * C, st);
+    const bool made = use == LOWP_USE_MADE;
+    const bool fused =
+        use == LOWP_USE_OFFERED && run && lowp_fusable(s, L, d, GEMM_DEFER_GELU, inp, (size_t)N * C, LOWP_ROLE_X, xt != NULL);
+    if (use == LOWP_USE_OFFERED && !fused) lowp_materialize(d, st);
     if (!run) return false;
     lowp_grow_codes(s, (size_t)N * (C > OC ? C : OC));
     lowp_quantize_weights(s, L, ctx->weight_version, st);
@@ -71,7 +73,7 @@ static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const f
     if (made) {
         xc = s->g8;  // made by the fc forward's epilogue: transposed in xt, scale in xsc
     } else if (fused) {
-        const LowpSrcGelu src{d.pre, ctx->keep_activations ? d.out : NULL};
+        const LowpSrcGelu src{(const floatX*)d.pre, ctx->keep_activations ? (floatX*)d.out : NULL};
         lowp_quantize_produced(s, L, LOWP_ROLE_X, src, N, C, FP8_E4M3FN, s->a8, xt, xsc, NULL, st);
     } else {
         lowp_quantize_act(s, L, LOWP_ROLE_X, inp, N, C, FP8_E4M3FN, s->a8, xt, xsc, 0, blocked, hint, st);
@@ -113,9 +115,11 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, float
     LowpLayer* L = weight == NULL || (weight == s->lm_head_weight && !s->opt.lm_head) ? NULL : lowp_layer(s, weight, OC, C);
     const bool run = L && lowp_eligible(ctx, s, L, weight, N, C, OC);
     const bool fp8_wgrad = dweight && !s->opt.hp_wgrad;
-    const bool made = d.made && lowp_cutlass_take_made(d, run, L, dout, (size_t)N * OC, st);
-    const bool fused = !d.made && run && lowp_fusable(s, L, d, GEMM_DEFER_DGELU, dout, (size_t)N * OC, LOWP_ROLE_DY, fp8_wgrad);
-    if (!fused && !d.made) lowp_materialize(d, st);
+    const LowpUse use = lowp_cutlass_use(s, d, run, L, dout, (size_t)N * OC, st);
+    const bool made = use == LOWP_USE_MADE;
+    const bool fused =
+        use == LOWP_USE_OFFERED && run && lowp_fusable(s, L, d, GEMM_DEFER_DGELU, dout, (size_t)N * OC, LOWP_ROLE_DY, fp8_wgrad);
+    if (use == LOWP_USE_OFFERED && !fused) lowp_materialize(d, st);
     if (!run) return false;
     lowp_grow_codes(s, (size_t)N * (C > OC ? C : OC));
     lowp_quantize_weights(s, L, ctx->weight_version, st);  // no-op after this step's forward
@@ -140,8 +144,8 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, float
             *dbias_done = true;
         }
     } else if (fused) {
-        lowp_quantize_produced(s, L, LOWP_ROLE_DY, LowpSrcDgelu{d.out, d.pre}, N, OC, FP8_E5M2, dinp ? s->g8 : NULL, s->gt8, gsc,
-                               colpart, st);
+        const LowpSrcDgelu src{(const floatX*)d.out, (const floatX*)d.pre};
+        lowp_quantize_produced(s, L, LOWP_ROLE_DY, src, N, OC, FP8_E5M2, dinp ? s->g8 : NULL, s->gt8, gsc, colpart, st);
     } else {
         lowp_quantize_act(s, L, LOWP_ROLE_DY, dout, N, OC, FP8_E5M2, dinp ? s->g8 : NULL, fp8_wgrad ? s->gt8 : NULL, gsc, 1, blocked,
                           hint, st, colpart);
@@ -220,8 +224,9 @@ static void lowp_report(GemmContext* ctx, FILE* f) {
     const LowpState* s = lowp_state(ctx);
     fp8_gemm_tune_report(&s->fp8, f);
     if (s->opt.cutlass)
-        fprintf(f, "%s: fused CUTLASS epilogues: %lld fc forwards (GELU codes), %lld fcproj dgrads (GELU' codes, bias column sums)\n",
-                s->backend.name, s->cutlass_fc, s->cutlass_dgrad);
+        fprintf(f, "%s: fused CUTLASS epilogues: %lld fc forwards (GELU codes), %lld fcproj dgrads (GELU' codes, bias column sums); "
+                "%lld taken by their consumers, %lld computed in BF16 instead; %lld under delayed scaling\n",
+                s->backend.name, s->cutlass_fc, s->cutlass_dgrad, s->cutlass_taken, s->cutlass_unmade, s->cutlass_advanced);
     const long long uses = s->spec.uses;
     if (uses <= 0) return;
     const unsigned long long misses = lowp_spec_misses_read(&s->spec, ctx->stream);

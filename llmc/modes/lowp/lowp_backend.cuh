@@ -17,6 +17,7 @@
 #include "llmc/kernels/gemm/gemm_fp8.cuh"
 #include "llmc/kernels/fp8/fp8_quant.cuh"
 #include "llmc/kernels/fp8/lowp_producers.cuh"
+#include "llmc/modes/lowp/lowp_handover.h"
 
 #define LOWP_MAX_LAYERS 256
 
@@ -91,23 +92,6 @@ struct LowpLayer {
     struct LowpLayer* dgelu_next;
 };
 
-// An elementwise producer the backend took over (GemmLowpBackend::defer) for the next GEMM call. made: the producing
-// GEMM's epilogue already wrote the next call's codes for layer `consumer` (lowp_cutlass.cuh): GELU: plain codes in g8,
-// transposed in consumer->xt, scale in consumer's X triple; GELU': plain in a8, transposed in gt8, scale in consumer's
-// dY triple, the bias gradient's column sums in colpart (colpart_rows rows). advanced: the producer took the consumer's
-// delayed-scaling step (its history moved on); otherwise current scaling, and for GELU' out holds the BF16 dgrad (the
-// speculative fallback's source), so the front's kernel can still compute out if the next call does not take the codes.
-struct LowpDeferred {
-    GemmDefer kind;
-    floatX* out;
-    const floatX* pre;
-    size_t n;
-    bool made;
-    struct LowpLayer* consumer;
-    int colpart_rows;
-    bool advanced;
-};
-
 // A producer's amax for the next GEMM call (gemm_amax_slot): the tensor, its size and the device slot.
 struct LowpAmaxHint {
     const void* tensor;
@@ -132,7 +116,7 @@ struct LowpState {
     int slot_dirty[LOWP_AMAX_SLOTS];  // host: slot handed out and not consumed (must be zeroed before reuse)
     int next_slot;
     LowpAmaxHint hint;           // the producer amax registered for the next GEMM call
-    LowpDeferred deferred;       // the producer taken over for the next GEMM call (kind NONE: none)
+    LowpDeferred deferred;       // the producer taken over for the next GEMM call (lowp_handover.h; kind NONE: none)
     LowpSpec spec;               // speculative scaling's device state and counts (llmc/kernels/fp8/lowp_producers.cuh)
     uint8_t *a8, *g8, *gt8;      // codes of X (plain), dY (plain, transposed) (grow-only)
     size_t codes_cap;
@@ -145,7 +129,9 @@ struct LowpState {
     float* colpart;              // column sums of dY per 64-row tile (the bias gradient; grow-only)
     size_t colpart_cap;
     unsigned long long declined_shape;
-    long long cutlass_fc, cutlass_dgrad;  // fused CUTLASS epilogue calls (lowp_cutlass.cuh), for the report
+    long long cutlass_fc, cutlass_dgrad;  // fused CUTLASS epilogue calls (lowp_cutlass.cuh), for the report and the tests:
+    long long cutlass_advanced;           // of those, made under delayed scaling in training passes
+    long long cutlass_taken, cutlass_unmade;  // made codes used by their consumer / computed in BF16 by another call
     int warned_rows;             // the note about B*T not a multiple of 16 was printed
 };
 
@@ -397,36 +383,30 @@ static inline void lowp_quantize_act(LowpState* s, LowpLayer* L, int role, const
 // GemmLowpBackend::defer: take over GELU (the fcproj input) or GELU' (the fc dY) when the next call can
 // quantize it in one pass with its producer: per-tensor scales (not TCFP-12 blocks) and FP8 wgrad (the
 // transposed codes are the kernel's main output; with BF16 wgrad the BF16 tensor is read anyway).
-// A deferral the producing call already made (lowp_cutlass.cuh) is this very offer: taken.
+// A deferral the producing call already made (lowp_cutlass.cuh) is this very offer: taken (lowp_handover_offer).
 static bool lowp_defer(GemmContext* ctx, GemmDefer kind, floatX* out, const floatX* pre, int rows, int cols) {
     LowpState* s = lowp_state(ctx);
-    if (s->deferred.made) {
-        const LowpDeferred& d = s->deferred;
-        if (d.kind != kind || d.out != out || d.pre != pre || d.n != (size_t)rows * cols)
-            die("gemm_lowp: --fp8-cutlass 1: the front offers another %s than the one the GEMM before made (%p, %zu values)",
-                kind == GEMM_DEFER_GELU ? "GELU" : "GELU'", (void*)d.out, d.n);
-        return true;
-    }
-    if (!s->opt.producers || s->opt.hp_wgrad || (lowp_is_tcfp() && s->opt.block)) return false;
-    if (s->deferred.kind != GEMM_DEFER_NONE) return false;  // (never: every GEMM call takes it)
-    s->deferred = LowpDeferred{kind, out, pre, (size_t)rows * cols};
-    return true;
+    const bool can_take = s->opt.producers && !s->opt.hp_wgrad && !(lowp_is_tcfp() && s->opt.block);
+    const LowpDeferred held = s->deferred;  // (for the message)
+    const LowpOffer r = lowp_handover_offer(&s->deferred, kind, out, pre, (size_t)rows * cols, can_take);
+    if (r == LOWP_OFFER_OTHER)
+        die("gemm_lowp: --fp8-cutlass 1: the front offers another %s than the one the GEMM before made (%p, %zu values)",
+            kind == GEMM_DEFER_GELU ? "GELU" : "GELU'", held.out, held.n);
+    return r != LOWP_OFFER_DECLINED;
 }
 
-// The deferred producer, taken by every forward / backward call (valid for the next call only).
-static inline LowpDeferred lowp_take_deferred(LowpState* s) {
-    const LowpDeferred d = s->deferred;
-    s->deferred.kind = GEMM_DEFER_NONE;
-    return d;
-}
+// The deferred producer, taken by every forward / backward call (valid for the next call only; the slot is left empty).
+static inline LowpDeferred lowp_take_deferred(LowpState* s) { return lowp_handover_take(&s->deferred); }
 
 // Run a deferred producer the call cannot fuse, as the front would have (no amax slot: the quantization
-// then takes its own amax).
+// then takes its own amax). GELU: out = gelu(pre); GELU': out *= gelu'(pre), out holding the BF16 dgrad.
 static inline void lowp_materialize(const LowpDeferred& d, cudaStream_t stream) {
+    floatX* out = (floatX*)d.out;
+    floatX* pre = (floatX*)d.pre;  // (gemm_gelu_apply's signature; not written)
     if (d.kind == GEMM_DEFER_GELU) {
-        gemm_gelu_apply<false>(d.out, const_cast<floatX*>(d.pre), d.n, stream, NULL);
+        gemm_gelu_apply<false>(out, pre, d.n, stream, NULL);
     } else if (d.kind == GEMM_DEFER_DGELU) {
-        gemm_dgelu_apply(d.out, d.pre, d.n, stream, NULL);
+        gemm_dgelu_apply(out, pre, d.n, stream, NULL);
     }
 }
 
@@ -436,7 +416,7 @@ static inline void lowp_materialize(const LowpDeferred& d, cudaStream_t stream) 
 static inline bool lowp_fusable(const LowpState* s, const LowpLayer* L, const LowpDeferred& d, GemmDefer kind, const floatX* x,
                                 size_t n, int role, bool transposed) {
     return d.kind == kind && d.out == x && d.n == n && transposed &&
-           !(s->opt.delayed > 0 && s->ctx->training && L->uses[role] == 0);
+           !lowp_handover_bootstrap(s->opt.delayed > 0 && s->ctx->training, L->uses[role]);
 }
 
 // lowp_quantize_act for an operand computed by the source src (lowp_producers.cuh) in the same pass: per-tensor

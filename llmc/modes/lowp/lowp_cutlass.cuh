@@ -19,9 +19,9 @@
 //     from the stored BF16 value with the right scale, into the same buffers: from Z for the GELU (kept anyway), from the
 //     dgrad g for the GELU' (so under current scaling the dgrad kernel stores g too, into dinp). Exact: the producer
 //     makes the epilogue's codes of the same value (the harnesses' bit-for-bit checks).
-// The codes travel to the consumer as a made deferral (LowpDeferred::made): the front offers the GELU / GELU' (defer)
-// right after the producing call as always, the backend takes it, and the next call uses the codes instead of running
-// the producer. A delayed-scaling bootstrap use of the consumer (its first, which takes an amax pass) and consumers that
+// The codes travel to the consumer as a made deferral (LowpDeferred::made, lowp_handover.h): the front offers the GELU /
+// GELU' (defer) right after the producing call as always, the backend takes it, and the next call uses the codes instead
+// of running the producer. A delayed-scaling bootstrap use of the consumer (its first, which takes an amax pass) and consumers that
 // run in BF16 keep today's path. Where the path cannot apply at all, --fp8-cutlass 1 is refused at start-up
 // (lowp_cutlass_refusal; a GPU that is not compute capability 9.0: gemm_lowp_attach); calls whose B*T is not a multiple
 // of 16 never reach it (the backend runs those GEMMs in BF16, lowp_eligible). This file is the one place that reads
@@ -78,12 +78,13 @@ static inline void gemm_lowp_link_mlp(GemmContext* ctx, const floatX* const* wei
 
 // Whether the producing layer L makes its consumer's operand now (kind GELU: in its forward, consumer L->gelu_next;
 // DGELU: in its dgrad, consumer L->dgelu_next): the path is on, the front offers the producer, the consumer runs FP8
-// GEMMs (same N: the MLP pair) and is past its delayed-scaling bootstrap. The producing layer itself is eligible.
+// GEMMs (same N: the MLP pair) and this use of its role is past its delayed-scaling bootstrap (lowp_handover_makes).
+// The producing layer itself is eligible.
 static inline bool lowp_cutlass_takes(const LowpState* s, const LowpLayer* L, GemmDefer kind, const void* offered) {
     const LowpLayer* c = kind == GEMM_DEFER_GELU ? L->gelu_next : L->dgelu_next;
-    if (!s->opt.cutlass || !offered || !c || !lowp_shape_ok(s, c->C, c->OC)) return false;
     const int role = kind == GEMM_DEFER_GELU ? LOWP_ROLE_X : LOWP_ROLE_DY;
-    return !(s->opt.delayed > 0 && s->ctx->training && c->uses[role] == 0);
+    const bool delayed_training = s->opt.delayed > 0 && s->ctx->training;
+    return c && lowp_handover_makes(s->opt.cutlass, offered != NULL, lowp_shape_ok(s, c->C, c->OC), delayed_training, c->uses[role]);
 }
 
 // The consumer's scale for the codes the epilogue is about to make (triple sc of the consumer c, role): under delayed
@@ -119,8 +120,9 @@ static inline void lowp_cutlass_fc(LowpState* s, LowpLayer* L, floatX* y, floatX
         lowp_speculative_finish(&s->spec, LowpSrcGelu{y, NULL}, N, OC, FP8_E4M3FN, s->g8, c->xt, LOWP_AMAX(sc), LOWP_SCALE(sc), LOWP_INV(sc),
                                 st);
     if (s->ctx->keep_activations) gemm_gelu_apply<false>(gelu_out, y, n, st, NULL);  // the same values the codes are made of
-    s->deferred = LowpDeferred{GEMM_DEFER_GELU, gelu_out, y, n, true, c, 0, advanced};
+    lowp_handover_make(&s->deferred, GEMM_DEFER_GELU, gelu_out, y, n, c, 0, advanced);
     s->cutlass_fc++;
+    s->cutlass_advanced += advanced;
 }
 
 // The fcproj dgrad with the fused epilogue (lowp_cutlass_takes said yes): from this layer's dY codes (g8, scale triple
@@ -146,22 +148,29 @@ static inline void lowp_cutlass_dgrad(LowpState* s, LowpLayer* L, floatX* dinp, 
     if (!advanced)
         lowp_speculative_finish(&s->spec, LowpSrcDgelu{dinp, pre}, N, C, FP8_E5M2, s->a8, s->gt8, LOWP_AMAX(sc), LOWP_SCALE(sc), LOWP_INV(sc),
                                 st);
-    s->deferred = LowpDeferred{GEMM_DEFER_DGELU, dinp, pre, n, true, c, prows, advanced};
+    lowp_handover_make(&s->deferred, GEMM_DEFER_DGELU, dinp, pre, n, c, prows, advanced);
     s->cutlass_dgrad++;
+    s->cutlass_advanced += advanced;
 }
 
-// Whether this call (layer L, operand x of n values) takes the codes of the made deferral d. If it does not (another
-// layer or tensor than the one linked: a call sequence the model does not make), the front's kernel computes the BF16
-// operand as it would have (lowp_materialize: from Z, or from the stored dgrad), unless the producer already took the
-// consumer's delayed-scaling step: then the run stops here (its scale history would otherwise move twice).
-static inline bool lowp_cutlass_take_made(const LowpDeferred& d, bool run, const LowpLayer* L, const floatX* x, size_t n, cudaStream_t st) {
-    if (run && L == d.consumer && x == d.out && n == d.n) return true;
-    if (d.advanced)
+// What the call of layer L on operand x (n values; takes_codes: it runs FP8 GEMMs) does with the hand-over d it took
+// (lowp_handover_use), counted for the report and the tests: made codes for this call are used (MADE); codes made for another
+// call (a call sequence the model does not make) are computed in BF16 by the front's kernel (lowp_materialize: from Z,
+// or from the stored dgrad) under current scaling (UNMADE), and stop the run under delayed scaling, where the producer
+// already moved the consumer's scale history (STOP). NONE / OFFERED: nothing made; the caller goes on as without the path.
+static inline LowpUse lowp_cutlass_use(LowpState* s, const LowpDeferred& d, bool takes_codes, const LowpLayer* L, const floatX* x,
+                                       size_t n, cudaStream_t st) {
+    const LowpUse u = lowp_handover_use(&d, takes_codes, L, x, n);
+    if (u == LOWP_USE_MADE) s->cutlass_taken++;
+    if (u == LOWP_USE_STOP)
         die("gemm_lowp: --fp8-cutlass 1: the %s codes made for the next call were not taken by it (the call after an fc forward "
             "must be its fcproj forward, after an fcproj backward its fc backward); run with --fp8-cutlass 0",
             d.kind == GEMM_DEFER_GELU ? "GELU" : "GELU'");
-    lowp_materialize(d, st);
-    return false;
+    if (u == LOWP_USE_UNMADE) {
+        s->cutlass_unmade++;
+        lowp_materialize(d, st);
+    }
+    return u;
 }
 
 // Frees the CUTLASS kernels' workspaces (the backend's destroy).
