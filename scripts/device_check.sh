@@ -5,6 +5,7 @@
 #                                            sf16_curves mgpu mgpu_bench mgpu_lowp (NGPU GPUs, default 2) lowp
 #                                            lowp_curves lowp_knobs data tcast tcast_bench tcast_curves tstats
 #                                            sweep mgpu_net speed gaps producers kernel_table same cudnn cutlass
+#                                            cutlass_rerun
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -561,38 +562,51 @@ if has_stage mgpu_net; then
     done
 fi
 
-if has_stage cutlass; then
+if has_stage cutlass || has_stage cutlass_rerun; then
     # issue 27, doc/TCFP12.md "Fifth round": the FP8 build's fused CUTLASS epilogues (--fp8-cutlass 1). Builds the FP8
-    # trainer and test (they link the CUTLASS kernels: CUTLASS_HOME or the venv's headers) and the fcproj dgrad's harness,
-    # writes the reference states meanwhile; then the harness on the trainer's configuration (column sums, codes, timing
-    # table), test_gpt2cu (every check once more with --fp8-cutlass 1), bit-exact resume with it under current and delayed
-    # scaling, and the d12 B=64 / d24 B=32 steps with --fp8-cutlass 0 and 1. Data: the Tiny Shakespeare shards.
+    # trainer and test (they link the CUTLASS kernels: CUTLASS_HOME or the venv's headers) and (stage cutlass only) the
+    # fcproj dgrad's harness, writes the reference states meanwhile; then the harness on the trainer's configuration
+    # (column sums, codes, timing table; stage cutlass only), test_gpt2cu (every check once more with --fp8-cutlass 1, and
+    # --fp8-cutlass 1 under delayed scaling against 0), bit-exact resume with it under current and delayed scaling, and
+    # the d12 B=64 / d24 B=32 steps with --fp8-cutlass 0 and 1, under current and delayed scaling (--fp8-delayed 16).
+    # cutlass_rerun: the same without the harness (under 6 minutes). Data: the Tiny Shakespeare shards.
     t0=$(date +%s)
     ( python3 dev/reference/gpt2_reference.py --device cuda --out-dir build/ref --lowp-states > "$OUT/cutlass_ref.log" 2>&1; echo $? > "$OUT/cutlass_ref.rc" ) &
     refpid=$!
     make -j"${BUILD_JOBS:-16}" --no-print-directory build/fp8_flash/train_gpt2cu build/fp8_flash/test_gpt2cu FP8=1 USE_CUDNN=0 \
-        > "$OUT/cutlass_build.log" 2>&1 &&
-    make -j"${BUILD_JOBS:-16}" --no-print-directory build/bf16_flash/dev/cutlass_fp8_dgelu USE_CUDNN=0 >> "$OUT/cutlass_build.log" 2>&1
+        > "$OUT/cutlass_build.log" 2>&1
     brc=$?
+    if has_stage cutlass && [ $brc = 0 ]; then
+        make -j"${BUILD_JOBS:-16}" --no-print-directory build/bf16_flash/dev/cutlass_fp8_dgelu USE_CUDNN=0 >> "$OUT/cutlass_build.log" 2>&1
+        brc=$?
+    fi
     wait "$refpid"
     row "cutlass build + reference" "build rc=$brc, reference rc=$(cat "$OUT/cutlass_ref.rc") ($(( $(date +%s) - t0 )) s); $(make --no-print-directory info FP8=1 | grep -o 'FP8 trainer: .*')"
     [ $brc = 0 ] || grep -m5 -i error "$OUT/cutlass_build.log"
-    timeout 200 build/bf16_flash/dev/cutlass_fp8_dgelu --config coop_fa256_e128x32 > "$OUT/cutlass_dgelu.log" 2>&1
-    rc=$?
-    row "dgelu harness (coop_fa256_e128x32)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/cutlass_dgelu.log" | tail -n1) rc=$rc"
-    grep -m2 "column sums:" "$OUT/cutlass_dgelu.log" | cut -c1-200
-    grep -E "^  d(12|24) " "$OUT/cutlass_dgelu.log"
+    if has_stage cutlass; then
+        timeout 200 build/bf16_flash/dev/cutlass_fp8_dgelu --config coop_fa256_e128x32 > "$OUT/cutlass_dgelu.log" 2>&1
+        rc=$?
+        row "dgelu harness (coop_fa256_e128x32)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/cutlass_dgelu.log" | tail -n1) rc=$rc"
+        grep -m2 "column sums:" "$OUT/cutlass_dgelu.log" | cut -c1-200
+        grep -E "^  d(12|24) " "$OUT/cutlass_dgelu.log"
+    fi
     timeout 300 build/fp8_flash/test_gpt2cu > "$OUT/cutlass_test.log" 2>&1
     rc=$?
     row "test_gpt2cu fp8_flash (+ --fp8-cutlass 1)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/cutlass_test.log" | tail -n1) rc=$rc"
-    grep -E "fused CUTLASS epilogues ran|FAIL|--fp8-cutlass 1:" "$OUT/cutlass_test.log" | head -8
+    grep -E "fused CUTLASS epilogues ran|FAIL|--fp8-cutlass 1|fused epilogues:|use counts|losses \(|^error" "$OUT/cutlass_test.log" | head -12
     resume_check fp8_flash "--fp8-cutlass 1"
     resume_check fp8_flash "--fp8-cutlass 1 --fp8-delayed 4 --fp8-warmup 3"
+    # the report's counts: fused fc forwards, fcproj dgrads, taken by their consumers, computed in BF16, under delayed scaling
+    fused() { sed -nE 's/.*fused CUTLASS epilogues: ([0-9]+) fc.*, ([0-9]+) fcproj.*; ([0-9]+) taken.*, ([0-9]+) computed.*; ([0-9]+) under.*/fused fc \1 dgrad \2 taken \3 bf16 \4 delayed \5 | /p' "$1"; }
     for cfg in "d12 64" "d24 32"; do
         set -- $cfg
-        for c in 0 1; do
-            timeout 200 build/fp8_flash/train_gpt2cu -e "$1" -b "$2" -t 1024 -x 24 -v 0 -s 0 --fp8-cutlass $c > "$OUT/cutlass_$1_$c.log" 2>&1
-            row "fp8_flash $1 B=$2 --fp8-cutlass $c" "$(med "$OUT/cutlass_$1_$c.log") | $(grep -o 'fused CUTLASS epilogues: .*' "$OUT/cutlass_$1_$c.log" | cut -c1-60)$(grep -o '[0-9]* re-quantized ([0-9.]*%)' "$OUT/cutlass_$1_$c.log")"
+        for sc in "" "--fp8-delayed 16"; do
+            for c in 0 1; do
+                log="$OUT/cutlass_$1_$c${sc:+_delayed}.log"
+                # shellcheck disable=SC2086
+                timeout 200 build/fp8_flash/train_gpt2cu -e "$1" -b "$2" -t 1024 -x 24 -v 0 -s 0 --fp8-cutlass $c $sc > "$log" 2>&1
+                row "fp8_flash $1 B=$2 --fp8-cutlass $c${sc:+ $sc}" "$(med "$log") | $(fused "$log")$(grep -o '[0-9]* re-quantized ([0-9.]*%)' "$log")$(grep -m1 '^error' "$log" | cut -c1-100)"
+            done
         done
     done
 fi
