@@ -568,13 +568,18 @@ if has_stage cutlass || has_stage cutlass_rerun; then
     # fcproj dgrad's harness, writes the reference states meanwhile; then the harness on the trainer's configuration
     # (column sums, codes, timing table; stage cutlass only), test_gpt2cu (every check once more with --fp8-cutlass 1, and
     # --fp8-cutlass 1 under delayed scaling against 0), bit-exact resume with it under current and delayed scaling, and
-    # the d12 B=64 / d24 B=32 steps with --fp8-cutlass 0 and 1, under current and delayed scaling (--fp8-delayed 16).
-    # cutlass_rerun: the same without the harness (under 6 minutes). Data: the Tiny Shakespeare shards.
+    # the d12 B=64 / d24 B=32 steps of the BF16 build (the ratio's baseline) and of FP8 with --fp8-cutlass 0 and 1, under
+    # current and delayed scaling (--fp8-delayed 16).
+    # cutlass_rerun: the same without the harness (under 6 minutes). CUTLASS_STEPS: steps of each step row (default 24;
+    # a 21-step median resolves a difference of two rows to about +-2 ms, 95%: doc/TCFP12.md). Data: Tiny Shakespeare.
     t0=$(date +%s)
     ( python3 dev/reference/gpt2_reference.py --device cuda --out-dir build/ref --lowp-states > "$OUT/cutlass_ref.log" 2>&1; echo $? > "$OUT/cutlass_ref.rc" ) &
     refpid=$!
     make -j"${BUILD_JOBS:-16}" --no-print-directory build/fp8_flash/train_gpt2cu build/fp8_flash/test_gpt2cu FP8=1 USE_CUDNN=0 \
-        > "$OUT/cutlass_build.log" 2>&1
+        > "$OUT/cutlass_build.log" 2>&1 &
+    fp8pid=$!
+    make -j4 --no-print-directory build/bf16_flash/train_gpt2cu USE_CUDNN=0 > "$OUT/cutlass_build_bf16.log" 2>&1  # the ratio's baseline
+    wait "$fp8pid"
     brc=$?
     if has_stage cutlass && [ $brc = 0 ]; then
         make -j"${BUILD_JOBS:-16}" --no-print-directory build/bf16_flash/dev/cutlass_fp8_dgelu USE_CUDNN=0 >> "$OUT/cutlass_build.log" 2>&1
@@ -600,11 +605,13 @@ if has_stage cutlass || has_stage cutlass_rerun; then
     fused() { sed -nE 's/.*fused CUTLASS epilogues: ([0-9]+) fc.*, ([0-9]+) fcproj.*; ([0-9]+) taken.*, ([0-9]+) computed.*; ([0-9]+) under.*/fused fc \1 dgrad \2 taken \3 bf16 \4 delayed \5 | /p' "$1"; }
     for cfg in "d12 64" "d24 32"; do
         set -- $cfg
+        timeout 200 build/bf16_flash/train_gpt2cu -e "$1" -b "$2" -t 1024 -x "${CUTLASS_STEPS:-24}" -v 0 -s 0 > "$OUT/cutlass_$1_bf16.log" 2>&1
+        row "bf16_flash $1 B=$2" "$(med "$OUT/cutlass_$1_bf16.log")"
         for sc in "" "--fp8-delayed 16"; do
             for c in 0 1; do
                 log="$OUT/cutlass_$1_$c${sc:+_delayed}.log"
                 # shellcheck disable=SC2086
-                timeout 200 build/fp8_flash/train_gpt2cu -e "$1" -b "$2" -t 1024 -x 24 -v 0 -s 0 --fp8-cutlass $c $sc > "$log" 2>&1
+                timeout 200 build/fp8_flash/train_gpt2cu -e "$1" -b "$2" -t 1024 -x "${CUTLASS_STEPS:-24}" -v 0 -s 0 --fp8-cutlass $c $sc > "$log" 2>&1
                 row "fp8_flash $1 B=$2 --fp8-cutlass $c${sc:+ $sc}" "$(med "$log") | $(fused "$log")$(grep -o '[0-9]* re-quantized ([0-9.]*%)' "$log")$(grep -m1 '^error' "$log" | cut -c1-100)"
             done
         done
