@@ -39,7 +39,8 @@ VARIANTS=(
 #     sm_90a object per kernel in build/cutlass/, shared by the variants), in bf16 only: explicit FP8 / BF16 buffers,
 #     like the FP8 layer (cutlass_fp8_dgelu compares with today's producer, which reads floatX: BF16 builds only).
 #   tcast_producers in bf16: the cast kernels and producers it checks compile the same in any BF16 build (it
-#     includes no mode), so the TCAST build adds only its own compile time; gemm_algos (the cuBLASLt algorithm
+#     includes no mode's hooks: only the TensorCast runtime, llmc/modes/tcast/tcast_runtime.cuh, for its GEMM-front
+#     check), so the TCAST build adds only its own compile time; gemm_algos (the cuBLASLt algorithm
 #     survey) in bf16: it times BF16 GEMMs only.
 # A dev/cuda harness missing here is compiled in bf16 (and named in the log); a name here without its
 # .cu file is skipped.

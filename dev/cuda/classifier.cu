@@ -269,7 +269,8 @@ static Result run_case(const Case& c, uint64_t seed, bool timing, Tally& tally) 
     {
         fill_logits(logits, rows, V, Vp, seed);
         losses.poison();
-        fused_classifier_kernel<false><<<rows, CLASSIFIER_THREADS, 0>>>(logits.ptr, losses.ptr, (float)dloss, d_targets.ptr, V, Vp, true);
+        fused_classifier_kernel<false><<<rows, CLASSIFIER_THREADS, 0>>>(logits.ptr, losses.ptr, (float)dloss, d_targets.ptr, V, Vp, true,
+                                                                        ClassifierNoRowCast{});
         cudaCheckLaunch();
         cudaCheck(cudaDeviceSynchronize());
         const std::vector<float> l3 = download(losses);
@@ -284,7 +285,8 @@ static Result run_case(const Case& c, uint64_t seed, bool timing, Tally& tally) 
         res.ms_fwd_bwd = time_median_ms([&] { fused_classifier(logits.ptr, losses.ptr, (float)dloss, d_targets.ptr, c.B, c.T, V, Vp, true, 0); });
         res.ms_fwd = time_median_ms([&] { fused_classifier(logits.ptr, losses.ptr, (float)dloss, d_targets.ptr, c.B, c.T, V, Vp, false, 0); });
         const float ms_unstaged = time_median_ms([&] {
-            fused_classifier_kernel<false><<<rows, CLASSIFIER_THREADS, 0>>>(logits.ptr, losses.ptr, (float)dloss, d_targets.ptr, V, Vp, true);
+            fused_classifier_kernel<false><<<rows, CLASSIFIER_THREADS, 0>>>(logits.ptr, losses.ptr, (float)dloss, d_targets.ptr, V, Vp, true,
+                                                                        ClassifierNoRowCast{});
             cudaCheckLaunch();
         });
         printf("    timing: loss+dlogits %.4f ms (%.0f GB/s, %.2f GB moved) | loss only %.4f ms (%.0f GB/s)\n", res.ms_fwd_bwd,

@@ -194,17 +194,23 @@ static inline double floatX_tolerance() {
 
 // ---- command line and device ----------------------------------------------------------------------
 
-// Parse `--check-only` (returns false: no timing) and an optional switch `extra` (e.g. "--sweep",
-// which sets *extra_set). Anything else prints the usage and exits with status 2.
-static inline bool harness_parse_args(int argc, char** argv, const char* extra = nullptr, bool* extra_set = nullptr) {
+// Parse `--check-only` (returns false: no timing) and up to two optional switches `extra`, `extra2` (e.g.
+// "--sweep", which sets *extra_set). Anything else prints the usage and exits with status 2.
+static inline bool harness_parse_args(int argc, char** argv, const char* extra = nullptr, bool* extra_set = nullptr,
+                                      const char* extra2 = nullptr, bool* extra2_set = nullptr) {
     bool timing = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--check-only")) {
             timing = false;
         } else if (extra && !strcmp(argv[i], extra)) {
             *extra_set = true;
+        } else if (extra2 && !strcmp(argv[i], extra2)) {
+            *extra2_set = true;
         } else {
-            fprintf(stderr, "usage: %s [--check-only]%s%s%s\n", argv[0], extra ? " [" : "", extra ? extra : "", extra ? "]" : "");
+            fprintf(stderr, "usage: %s [--check-only]", argv[0]);
+            for (const char* e : {extra, extra2})
+                if (e) fprintf(stderr, " [%s]", e);
+            fprintf(stderr, "\n");
             exit(2);
         }
     }

@@ -22,9 +22,21 @@
 // code; for e4m3fn / e5m2 @even also the FP8 hardware path); outputs are poisoned before each launch
 // and an out-of-place input must come back unchanged. Shapes a type does not suit must be refused by
 // tcast_cast_shape_ok exactly when tcast_cast_host refuses them.
+// The hardware FP8 element step (tcast_fp8x2_round, llmc/kernels/tcast/tcast_fp8_hw.cuh), which the RNE path
+// takes for e4m3fn / e5m2 elements: the primitive on every finite float32 pattern (E4M3 and E5M2) against the
+// device build of tcast_quantize_exp, on ~8M fresh random and planted values (the formats' grids, midpoints =
+// ties, float32 neighbours, subnormals, the saturation edge, signed zeros; seed from the clock, printed) against
+// the host build, and its host twin (fp8.h) on the same values; the RNE path's pair steps on the host (host twin and
+// float32 step) against tcast_quantize for every finite BF16 pattern at every group scale; then the cast kernels on planted tensors with the
+// hardware step and with the float32 step (tcast_fp8_hw_enable): e4m3fn, e5m2, fixed-scale, per-tensor and
+// channel types on every BF16 pattern (in order, shuffled, finite-only), tile-scaled e4m3fn / e5m2 (tiles 2, 8,
+// 32, 256; @max and @midmax; dim 1 and 0) on tiles whose amax fixes the scale s and whose other elements are
+// y * 2^s for every BF16 y of the format's range (ties, subnormals, values under half the smallest subnormal,
+// max .. 2^(emax+1)), at 15 scales from below E8M0's clamp to the largest finite one.
 //
 // Timing (skipped with --check-only): GB/s counting 2 bytes read + 2 written per element, out of
-// place, for mxfp8e4, mxfp8e5, mxfp6e2, mxfp4e2, mxint8, bfp16 (tile 8), a per-tensor type and others,
+// place, for mxfp8e4, mxfp8e5, mxfp6e2, mxfp4e2, mxint8, bfp16 (tile 8), a per-tensor type and others (and
+// mxfp8e4, mxfp8e5, e4m3fn again with the float32 element step: path rne-f32 against rne-hw),
 // along dim 1 and dim 0, on 65536 x 768 and 65536 x 3072, next to a device-to-device cudaMemcpyAsync
 // of the same bytes measured in the same run. The bars (informational, not failures): tile-32 MX
 // types >= 80% of the copy along dim 1, >= 70% along dim 0.
@@ -36,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <string>
 #include <vector>
 #include "dev/cuda/harness.cuh"
@@ -136,9 +149,19 @@ struct CaseSpec {
     bool inplace, specials;
     int xoff;          // element offset of x in its buffer (misaligned input)
     uint64_t seed;
+    const std::vector<uint16_t>* input = nullptr;  // planted BF16 input (rows * cols), else make_input's
 };
 
 enum CaseStatus { CASE_OK, CASE_SKIPPED, CASE_FAILED };
+
+// The RNE path's element step for dt in a launch now (tcast_kernel_args: the FP8 switch and the element format).
+static const char* rne_step_name(const TcastDataType& dt) {
+    switch (tcast_kernel_args(dt, 0).rne_fp8) {
+    case TCAST_FP8_E4M3: return "rne, hw e4m3";
+    case TCAST_FP8_E5M2: return "rne, hw e5m2";
+    default: return "rne, float32";
+    }
+}
 
 static int g_details = 0;  // failure details printed so far (bounded)
 
@@ -160,7 +183,11 @@ static CaseStatus run_case(Buffers& B, const CaseSpec& c) {
         return CASE_FAILED;
     }
     const size_t n = (size_t)c.rows * c.cols;
-    const std::vector<uint16_t> xh = make_input(c.rows, c.cols, c.seed, c.specials);
+    const std::vector<uint16_t> xh = c.input ? *c.input : make_input(c.rows, c.cols, c.seed, c.specials);
+    if (xh.size() != n) {
+        detail("%s: planted input of %zu elements for %d x %d", c.text.c_str(), xh.size(), c.rows, c.cols);
+        return CASE_FAILED;
+    }
     std::vector<float> xf(n), ref(n);
     for (size_t i = 0; i < n; i++) xf[i] = bf16_bits_to_float(xh[i]);
     TcastStats hs;
@@ -194,7 +221,8 @@ static CaseStatus run_case(Buffers& B, const CaseSpec& c) {
             const bool same = yh[i] == refh[i] || (bf16_isnan(yh[i]) && bf16_isnan(refh[i]));
             if (!same && bad++ == 0) first = i;
         }
-        const char* pname = tcast_cast_path_name(tcast_cast_path(dt, with_stats));
+        const TcastPath path = tcast_cast_path(dt, with_stats);
+        const char* pname = path == TCAST_PATH_RNE ? rne_step_name(dt) : tcast_cast_path_name(path);
         if (bad) {
             const uint16_t xi = xh[first];
             detail("%s %dx%d dim %d %s%s (%s%s): %zu of %zu outputs differ; first at (%zu, %zu): x %04x (%.9g) host %.9g -> %04x, "
@@ -272,6 +300,314 @@ static void print_type_line(const char* text, const TypeResult& t) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// The hardware FP8 element step (tcast_fp8x2_round, llmc/kernels/tcast/tcast_fp8_hw.cuh)
+
+// The TensorCast number spec of a hardware FP8 format (e4m3fn, e5m2).
+static TcastNumberSpec fp8_spec(int F) {
+    TcastNumberSpec f;
+    char err[256];
+    if (tcast_parse_number(F == TCAST_FP8_E4M3 ? "e4m3fn" : "e5m2", &f, err, sizeof(err)) != 0 || tcast_fp8_of(f) != F) {
+        printf("error: fp8_spec: %s\n", err);
+        exit(1);
+    }
+    return f;
+}
+
+static const char* fp8_name(int F) { return F == TCAST_FP8_E4M3 ? "e4m3" : "e5m2"; }
+
+struct Fp8Mismatch {
+    uint32_t y, got, want;
+};
+
+// Records a mismatch: the count, and the first 8 (y, device result, reference) in `first`.
+__device__ void fp8_record(unsigned long long* bad, Fp8Mismatch* first, uint32_t y, uint32_t got, uint32_t want) {
+    const unsigned long long i = atomicAdd(bad, 1ull);
+    if (i < 8) first[i] = {y, got, want};
+}
+
+// Every finite float32 pattern u, as y.x of a pair whose y.y is another finite pattern (a multiplicative
+// scramble of u), through tcast_fp8x2_round<F>, against the device build of tcast_quantize_exp (f = F's spec,
+// s = 0, round to nearest even: section 1.3), bit for bit. NaN and Inf are not the primitive's inputs.
+template <int F>
+__global__ void fp8_exhaustive_kernel(TcastNumberSpec f, unsigned long long* bad, Fp8Mismatch* first) {
+    const uint64_t n = 1ull << 32, stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const uint32_t u = (uint32_t)i;
+        if ((u & 0x7F800000u) == 0x7F800000u) continue;
+        uint32_t v = u * 0x9E3779B1u;
+        if ((v & 0x7F800000u) == 0x7F800000u) v &= 0xBFFFFFFFu;  // a finite partner
+        const float2 r = tcast_fp8x2_round<F>(make_float2(__uint_as_float(u), __uint_as_float(v)));
+        const uint32_t wu = tcast_f32_bits(tcast_quantize_exp(&f, __uint_as_float(u), 0, TCAST_ROUND_EVEN, 0u, nullptr));
+        const uint32_t wv = tcast_f32_bits(tcast_quantize_exp(&f, __uint_as_float(v), 0, TCAST_ROUND_EVEN, 0u, nullptr));
+        if (__float_as_uint(r.x) != wu) fp8_record(bad, first, u, __float_as_uint(r.x), wu);
+        if (__float_as_uint(r.y) != wv) fp8_record(bad, first, v, __float_as_uint(r.y), wv);
+    }
+}
+
+// out[i] = tcast_fp8x2_round<F>(in[i]) for n pairs.
+template <int F>
+__global__ void fp8_round_kernel(const float2* in, float2* out, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = tcast_fp8x2_round<F>(in[i]);
+}
+
+// Fresh random and planted finite float32 values for format f (an even count: consecutive values form the pairs):
+// every value of f's grid (subnormals included) and of the binade above emax (past max), the midpoints of
+// consecutive grid values (ties, including half the smallest subnormal and the midpoint above max), the float32
+// neighbours of all those, both signs; +-0, float32 subnormals, FLT_MAX; random finite patterns and random values
+// whose exponents span f's range with a margin (emin - mbits - 4 .. emax + 3), shuffled.
+static std::vector<float> fp8_values(const TcastNumberSpec& f, uint64_t seed, size_t nrandom) {
+    HostRng r(seed);
+    std::vector<float> grid;  // magnitudes of the grid, ascending, with two points past max
+    const int M = f.mbits;
+    for (int m = 0; m < (1 << M); m++) grid.push_back(ldexpf((float)m, f.emin - M));  // 0 and the subnormals
+    for (int e = f.emin; e <= f.emax + 1; e++)
+        for (int m = 0; m < (1 << M); m++) grid.push_back(ldexpf((float)((1 << M) + m), e - M));
+    std::vector<float> planted;
+    for (size_t i = 0; i < grid.size(); i++) {
+        float pts[2] = {grid[i], i + 1 < grid.size() ? (grid[i] + grid[i + 1]) / 2.0f : grid[i]};  // the value, the midpoint above
+        for (float p : pts)
+            for (int d = -2; d <= 2; d++) {
+                uint32_t b = tcast_f32_bits(p);
+                if (p == 0.0f && d < 0) continue;
+                b = (uint32_t)((int64_t)b + d);  // float32 neighbours (d = 0: the point itself)
+                planted.push_back(tcast_f32_from_bits(b));
+                planted.push_back(-tcast_f32_from_bits(b));
+            }
+    }
+    const uint32_t specials[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x00400000u, 0x7F7FFFFFu, 0xFF7FFFFFu,
+                                 0x00800000u, 0x80800000u, 0x3F800000u};
+    for (uint32_t b : specials) planted.push_back(tcast_f32_from_bits(b));
+    std::vector<float> v = planted;
+    for (size_t i = 0; i < nrandom; i++) {
+        uint32_t b;
+        if (i & 1) {
+            b = r.u32();
+            if ((b & 0x7F800000u) == 0x7F800000u) b &= 0xBFFFFFFFu;
+        } else {
+            const int e = f.emin - M - 4 + (int)(r.u32() % (uint32_t)(f.emax + 3 - (f.emin - M - 4) + 1));
+            b = ((uint32_t)(e + 127) << 23) | (r.u32() & 0x7FFFFFu) | (r.u32() & 0x80000000u);
+        }
+        v.push_back(tcast_f32_from_bits(b));
+    }
+    for (size_t i = v.size() - 1; i > 0; i--) std::swap(v[i], v[r.u32() % (i + 1)]);  // mix planted and random in pairs
+    if (v.size() & 1) v.push_back(0.0f);
+    return v;
+}
+
+// The primitive on the device: every finite float32 pattern against the device's tcast_quantize_exp, and fresh
+// random and planted values against the host's tcast_quantize_exp; the host twin (fp8.h) against it too.
+template <int F>
+static void check_fp8_primitive(Tally& tally, uint64_t seed) {
+    const TcastNumberSpec f = fp8_spec(F);
+    char name[96];
+    {
+        DeviceBuffer<unsigned long long> bad(1);
+        DeviceBuffer<Fp8Mismatch> first(8);
+        bad.zero();
+        fp8_exhaustive_kernel<F><<<tcast_sm_count_() * 16, 256>>>(f, bad.ptr, first.ptr);
+        cudaCheck(cudaGetLastError());
+        cudaCheck(cudaDeviceSynchronize());
+        unsigned long long nbad = 0;
+        Fp8Mismatch fm[8];
+        cudaCheck(cudaMemcpy(&nbad, bad.ptr, sizeof(nbad), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(fm, first.ptr, sizeof(fm), cudaMemcpyDeviceToHost));
+        snprintf(name, sizeof(name), "%s: all finite float32 (device ref)", fp8_name(F));
+        tally.check(name, nbad == 0);
+        for (unsigned long long i = 0; i < nbad && i < 8; i++)
+            detail("%s y %08x (%.9g): hardware %08x (%.9g), tcast_quantize_exp %08x (%.9g)", fp8_name(F), fm[i].y, tcast_f32_from_bits(fm[i].y),
+                   fm[i].got, tcast_f32_from_bits(fm[i].got), fm[i].want, tcast_f32_from_bits(fm[i].want));
+        if (nbad) printf("      %llu mismatches\n", nbad);
+    }
+    const std::vector<float> v = fp8_values(f, seed, (size_t)4 << 20);
+    const size_t npairs = v.size() / 2;
+    DeviceBuffer<float2> din(npairs), dout(npairs);
+    cudaCheck(cudaMemcpy(din.ptr, v.data(), npairs * sizeof(float2), cudaMemcpyHostToDevice));
+    dout.poison();
+    fp8_round_kernel<F><<<tcast_sm_count_() * 8, 256>>>(din.ptr, dout.ptr, npairs);
+    cudaCheck(cudaGetLastError());
+    std::vector<float> got(2 * npairs);
+    cudaCheck(cudaMemcpy(got.data(), dout.ptr, npairs * sizeof(float2), cudaMemcpyDeviceToHost));
+    size_t bad_dev = 0, bad_twin = 0;
+    for (size_t i = 0; i < v.size(); i++) {
+        const uint32_t want = tcast_f32_bits(tcast_quantize_exp(&f, v[i], 0, TCAST_ROUND_EVEN, 0u, NULL));
+        const float2 t = tcast_fp8x2_round<F>(make_float2(v[i], 0.0f));  // the host twin
+        if (tcast_f32_bits(got[i]) != want && bad_dev++ < 4)
+            detail("%s y %08x (%.9g): device %08x (%.9g), host tcast_quantize_exp %08x (%.9g)", fp8_name(F), tcast_f32_bits(v[i]), v[i],
+                   tcast_f32_bits(got[i]), got[i], want, tcast_f32_from_bits(want));
+        if (tcast_f32_bits(t.x) != want && bad_twin++ < 4)
+            detail("%s y %08x (%.9g): host twin %08x, tcast_quantize_exp %08x", fp8_name(F), tcast_f32_bits(v[i]), v[i], tcast_f32_bits(t.x), want);
+    }
+    snprintf(name, sizeof(name), "%s: %zu random+planted (host ref)", fp8_name(F), v.size());
+    tally.check(name, bad_dev == 0);
+    snprintf(name, sizeof(name), "%s: host twin, same values", fp8_name(F));
+    tally.check(name, bad_twin == 0);
+}
+
+// Host: the RNE path's pair step with the hardware step's host twin (tcast_rne_pair_step<F>, F = e4m3 / e5m2) and
+// with the float32 step (F = none) against tcast_quantize, for every finite BF16 pattern (paired with a scrambled
+// partner) in every ok group scale s of the exponent-scaled types (mxfp8e4 / mxfp8e5, @max and @midmax: the same
+// elements) and the unscaled / fixed-scale e4m3fn, e5m2, e4m3fn_p2; the device's flush to zero emulated (tcast_mul_ftz_).
+static void check_fp8_host_pairs(Tally& tally) {
+    for (const char* t : {"mxfp8e4", "mxfp8e5", "e4m3fn", "e5m2", "e4m3fn_p2"}) {
+        TcastDataType dt;
+        char err[256], name[96];
+        if (tcast_parse_datatype(t, &dt, err, sizeof(err)) != 0) {
+            tally.check(err, false);
+            continue;
+        }
+        const TcastKernelArgs k = tcast_kernel_args(dt, 0);
+        const int F = tcast_fp8_of(dt.number);
+        size_t n = 0, bad = 0;
+        for (int s = -130; s <= 130; s++) {
+            TcastGroupScale g = tcast_unscaled_group();
+            if (dt.has_scale) {
+                g.mode = TCAST_GROUP_EXP;
+                g.s = s;
+            } else if (s != 0) {
+                continue;
+            }
+            const TcastRneParam p = tcast_rne_param(k, g);
+            if (!p.ok) continue;
+            for (uint32_t h = 0; h < 65536; h++) {
+                const uint32_t x0 = h << 16, x1 = ((h * 40503u) & 0xFFFFu) << 16;
+                if ((x0 & 0x7F800000u) == 0x7F800000u || (x1 & 0x7F800000u) == 0x7F800000u) continue;
+                const uint32_t w0 = tcast_f32_bits(tcast_quantize(&dt, &g, tcast_f32_from_bits(x0), 0u, NULL));
+                const uint32_t w1 = tcast_f32_bits(tcast_quantize(&dt, &g, tcast_f32_from_bits(x1), 0u, NULL));
+                uint32_t a0 = x0, a1 = x1, c0 = x0, c1 = x1;
+                if (F == TCAST_FP8_E4M3) tcast_rne_pair_step<TCAST_FP8_E4M3>(k, p, a0, a1);
+                else tcast_rne_pair_step<TCAST_FP8_E5M2>(k, p, a0, a1);
+                tcast_rne_pair_step<TCAST_FP8_NONE>(k, p, c0, c1);
+                n += 2;
+                if ((a0 != w0 || a1 != w1 || c0 != w0 || c1 != w1) && bad++ < 4)
+                    detail("%s s %d: x %08x %08x: host twin step %08x %08x, float32 step %08x %08x, tcast_quantize %08x %08x", t, s, x0, x1,
+                           a0, a1, c0, c1, w0, w1);
+            }
+        }
+        snprintf(name, sizeof(name), "%s: host pair steps, %zu elements", t, n);
+        tally.check(name, bad == 0 && n > 0);
+    }
+}
+
+// All 65536 BF16 patterns as a 256 x 256 tensor: in order (rows of consecutive patterns: whole packets of
+// finite values, of NaN / Inf, and mixed ones), or shuffled; finite: NaN / Inf patterns turned into finite ones
+// (top exponent bit cleared), so that per-tensor and channel groups are not all NaN.
+static std::vector<uint16_t> all_bf16_patterns(bool shuffled, bool finite, uint64_t seed) {
+    std::vector<uint16_t> x(65536);
+    for (size_t i = 0; i < x.size(); i++) {
+        x[i] = (uint16_t)i;
+        if (finite && (x[i] & 0x7F80) == 0x7F80) x[i] &= 0xBFFF;
+    }
+    HostRng r(seed);
+    if (shuffled)
+        for (size_t i = x.size() - 1; i > 0; i--) std::swap(x[i], x[r.u32() % (i + 1)]);
+    return x;
+}
+
+// Tiles with planted values for element format f, tiles of T along a row of 256 columns (T | 256): each tile is
+// an amax setter +-2^(emax + s) * (1 + k / 128) followed by T - 1 planted values y * 2^s (rounded to BF16, which
+// is exact unless y * 2^s < 2^-126), so that the tile's exponent scale (@max) is s. y: every BF16 magnitude in
+// [2^(emin - mbits - 2), 2^(emax + 1)) (f's grid, its midpoints = ties and their BF16 neighbours, the subnormal
+// range, values at most half the smallest subnormal, the saturation edge max .. 2^(emax + 1)) and zero, with
+// random signs, shuffled, for each s in a list that crosses the scale clamp (s < -127), the RNE path's lower
+// edge (the smallest quantum times 2^s below 2^-125: tcast_quantize instead), s near 0 and the largest s whose
+// setter is a finite BF16 value. Rows: a multiple of 32 (padding tiles hold random values), so that the
+// transpose (256 x rows) has the same tiles along dim 0.
+static std::vector<uint16_t> planted_tiles(const TcastNumberSpec& f, int T, uint64_t seed, int* rows_out) {
+    HostRng r(seed);
+    std::vector<uint16_t> mags;
+    for (int e = f.emin - f.mbits - 2; e <= f.emax; e++)
+        for (int m = 0; m < 128; m++) mags.push_back((uint16_t)(((e + 127) << 7) | m));
+    mags.push_back(0);
+    const int s_fast = 2 - (f.emin + 127 - f.mbits);  // the smallest s the RNE path takes (tcast_rne_param)
+    const int s_top = 127 - f.emax;                    // the largest s with a finite BF16 setter
+    const int slist[] = {-130, -127, -126, s_fast - 1, s_fast, s_fast + 1, -60, -f.emax, -1, 0, 1, 7, 60, s_top - 1, s_top};
+    std::vector<uint16_t> x;
+    for (int s : slist) {
+        std::vector<uint16_t> vals = mags;
+        for (size_t i = vals.size() - 1; i > 0; i--) std::swap(vals[i], vals[r.u32() % (i + 1)]);
+        for (size_t i = 0; i < vals.size(); i += (size_t)(T - 1)) {
+            const float setter = ldexpf(1.0f + (float)(r.u32() % 128) / 128.0f, f.emax + s);
+            x.push_back(float_to_bf16_rne(setter) | ((r.u32() & 1) ? 0x8000 : 0));
+            for (int j = 0; j < T - 1; j++) {
+                const size_t k = i + (size_t)j;
+                const float y = k < vals.size() ? bf16_bits_to_float(vals[k]) : 0.0f;
+                x.push_back(float_to_bf16_rne(ldexpf(y, s)) | ((r.u32() & 1) ? 0x8000 : 0));
+            }
+        }
+    }
+    const size_t row = 256, rows = ((x.size() + row - 1) / row + 31) / 32 * 32;
+    while (x.size() < rows * row) x.push_back(float_to_bf16_rne(r.normal()));
+    *rows_out = (int)rows;
+    return x;
+}
+
+static std::vector<uint16_t> transpose_bf16(const std::vector<uint16_t>& x, int rows, int cols) {
+    std::vector<uint16_t> t(x.size());
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) t[(size_t)j * rows + i] = x[(size_t)i * cols + j];
+    return t;
+}
+
+// The FP8 element formats through the cast kernels on planted tensors, with the hardware step (the default) and
+// with the float32 step (tcast_fp8_hw_enable(0)), each against tcast_cast_host: unscaled, fixed-scale, per-tensor
+// and channel types on every BF16 pattern (in order, shuffled, shuffled and finite), tile-scaled types on planted_tiles along
+// dim 1 and dim 0, @even and @even@midmax; every case also with statistics (the exponent path).
+static void check_fp8_planted(Tally& tally, Buffers& B, uint64_t& seed) {
+    printf("  %-34s %5s %5s  %s\n", "type (element step)", "cases", "skip", "result");
+    auto run = [&](const std::string& text, int rows, int cols, int dim, const std::vector<uint16_t>& in, TypeResult& tr) {
+        for (int inplace = 0; inplace < 2; inplace++) {
+            CaseSpec c{text, rows, cols, dim, inplace == 1, false, 0, seed++};
+            c.input = &in;
+            const CaseStatus st = run_case(B, c);
+            (st == CASE_OK ? tr.ok : st == CASE_FAILED ? tr.failed : tr.skipped)++;
+        }
+    };
+    const std::vector<uint16_t> layouts[3] = {all_bf16_patterns(false, false, 0), all_bf16_patterns(true, false, seed),
+                                              all_bf16_patterns(true, true, seed + 1)};
+    seed += 2;
+    const std::vector<uint16_t> layouts_t[3] = {transpose_bf16(layouts[0], 256, 256), transpose_bf16(layouts[1], 256, 256),
+                                                transpose_bf16(layouts[2], 256, 256)};
+    const char* elementwise[] = {"e4m3fn", "e5m2", "e4m3fn_p2", "e5m2_p-10", "e4m3fn_p-120", "e4m3_e", "e5m2_e", "e4m3fn_e8m0_t0"};
+    for (int hw = 1; hw >= 0; hw--) {
+        tcast_fp8_hw_enable(hw);
+        for (const char* t : elementwise) {
+            TypeResult tr;
+            for (int dim = 1; dim >= 0; dim--)
+                for (int l = 0; l < 3; l++) run(t, 256, 256, dim, dim == 1 ? layouts[l] : layouts_t[l], tr);
+            TcastDataType dt;
+            char err[256];
+            tcast_parse_datatype(t, &dt, err, sizeof(err));
+            printf("  %-34s %5d %5d  %s\n", (std::string(t) + " (" + rne_step_name(dt) + ")").c_str(), tr.ok + tr.failed, tr.skipped,
+                   tr.failed ? "FAIL" : "ok");
+            tally.passed += tr.ok;
+            tally.failed += tr.failed;
+        }
+        for (int F = TCAST_FP8_E4M3; F <= TCAST_FP8_E5M2; F++) {
+            const TcastNumberSpec f = fp8_spec(F);
+            for (int T : {2, 8, 32, 256}) {
+                int rows = 0;
+                const std::vector<uint16_t> x = planted_tiles(f, T, seed++, &rows), xt = transpose_bf16(x, rows, 256);
+                const std::string base = std::string(F == TCAST_FP8_E4M3 ? "e4m3fn" : "e5m2") + "_e8m0_t" + std::to_string(T);
+                TypeResult tr;
+                for (const char* mod : {"@even", "@even@midmax"}) {
+                    run(base + mod, rows, 256, 1, x, tr);
+                    run(base + mod, 256, rows, 0, xt, tr);
+                }
+                TcastDataType dt;
+                char err[256];
+                tcast_parse_datatype(base.c_str(), &dt, err, sizeof(err));
+                printf("  %-34s %5d %5d  %s\n", (base + " (" + rne_step_name(dt) + ")").c_str(), tr.ok + tr.failed, tr.skipped,
+                       tr.failed ? "FAIL" : "ok");
+                tally.passed += tr.ok;
+                tally.failed += tr.failed;
+            }
+        }
+    }
+    tcast_fp8_hw_enable(1);
+}
+
+// ------------------------------------------------------------------------------------------------
 // Timing
 
 __global__ void fill_random_kernel(floatX* p, size_t n, unsigned long long seed) {
@@ -318,9 +654,23 @@ static void time_shape(std::vector<TimeRow>& out, int rows, int cols) {
             const float ms = time_median_ms([&] { tcast_cast(y.ptr, x.ptr, rows, cols, dim, dt, 99, NULL, &ctx, 0); });
             cudaCheck(cudaGetLastError());
             const float gbs = (float)(4.0 * n / (ms * 1e-3) / 1e9);
-            out.push_back({t, tcast_cast_path_name(tcast_cast_path(dt, false)), shape, dim, ms, gbs, copy_gbs,
-                           mx32 ? (dim == 1 ? ">= 80%" : ">= 70%") : ""});
+            const TcastPath path = tcast_cast_path(dt, false);
+            out.push_back({t, path == TCAST_PATH_RNE ? (tcast_kernel_args(dt, 0).rne_fp8 ? "rne-hw" : "rne-f32") : tcast_cast_path_name(path),
+                           shape, dim, ms, gbs, copy_gbs, mx32 ? (dim == 1 ? ">= 80%" : ">= 70%") : ""});
         }
+    }
+    // the FP8 element formats with the float32 step instead of the hardware one (tcast_fp8_hw_enable(0)): same bits
+    for (const char* t : {"mxfp8e4", "mxfp8e5", "e4m3fn"}) {
+        TcastDataType dt;
+        char err[256];
+        tcast_parse_datatype(t, &dt, err, sizeof(err));
+        tcast_fp8_hw_enable(0);
+        for (int dim = 1; dim >= 0; dim--) {
+            const float ms = time_median_ms([&] { tcast_cast(y.ptr, x.ptr, rows, cols, dim, dt, 99, NULL, &ctx, 0); });
+            cudaCheck(cudaGetLastError());
+            out.push_back({std::string(t) + " (float32 step)", "rne-f32", shape, dim, ms, (float)(4.0 * n / (ms * 1e-3) / 1e9), copy_gbs, ""});
+        }
+        tcast_fp8_hw_enable(1);
     }
     // statistics and in place, for the common case
     {
@@ -392,6 +742,17 @@ int main(int argc, char** argv) {
         tally.passed += tr.ok;
         tally.failed += tr.failed;
     }
+
+    const uint64_t fp8_seed = (uint64_t)time(NULL);
+    printf("\n== FP8 hardware element step (tcast_fp8x2_round) against tcast_quantize_exp: every finite float32 on the device; "
+           "fresh random and planted values on the host (seed %llu) ==\n", (unsigned long long)fp8_seed);
+    check_fp8_primitive<TCAST_FP8_E4M3>(tally, fp8_seed);
+    check_fp8_primitive<TCAST_FP8_E5M2>(tally, fp8_seed + 1);
+    check_fp8_host_pairs(tally);
+
+    printf("\n== FP8 element formats on planted tensors (every BF16 pattern; tiles with ties, subnormals, saturation edges "
+           "at 15 scales), dim 1 and 0, hardware step then float32 step ==\n");
+    check_fp8_planted(tally, B, seed);
 
     printf("\n== scalar fallback (36 x 20: cols %% 8 != 0) and a misaligned input (64 x 256, x + 1 element) ==\n");
     printf("  %-22s %-40s %-18s %5s %5s  %s\n", "type", "canonical code", "path (stats/plain)", "cases", "skip", "result");

@@ -22,6 +22,21 @@
 // the loss), so the rounding of the max cancels out of p and of the loss. The loss is computed as
 // (log2 S - arg_target) * ln 2, not as -log of a rounded probability, so small losses keep their
 // relative accuracy. Everything is fp32; each logit is read through boundary_value<LOGITS>.
+//
+// Row transform (template parameter RowCast of the staged kernel): a run-time change of the row's
+// stored values that the classifier applies to the staged row in shared memory, after the copy and
+// before pass 1, so that a cast of the logits that would otherwise be a pass over the N x Vp tensor in
+// HBM (read + write) costs no memory traffic (TensorCast: llmc/kernels/tcast/tcast_classifier.cuh).
+// The default, ClassifierNoRowCast, compiles to the kernel without it. Contract of a RowCast:
+//   static constexpr bool kOn                 true (the identity is the only kOn = false type)
+//   int stage_packets                         16-byte packets [0, stage_packets) of the row it reads and
+//                                             writes: at least the packets holding columns < V, at most
+//                                             Vp / 8 (the staged copy then covers them)
+//   __device__ void apply(floatX* srow, size_t row, int Vp) const
+//                                             called by every thread of the block (it may use warp
+//                                             shuffles; the kernel syncs before and after), srow the
+//                                             staged row, row its index (flat element index row * Vp + c)
+// It must be trivially copyable (a __grid_constant__ kernel parameter).
 #pragma once
 
 #include <math.h>
@@ -105,11 +120,19 @@ __device__ __forceinline__ void classifier_load(float (&x)[x128::size], const fl
     for (int k = 0; k < x128::size; k++) x[k] = classifier_logit((float)packet[k]);
 }
 
+// The identity row transform (see the top of the file): the plain classifier.
+struct ClassifierNoRowCast {
+    static constexpr bool kOn = false;
+};
+
 // One block per row. STAGED: the row is copied to dynamic shared memory (Vp * sizeof(floatX) bytes)
-// first and both passes read it there. Requires Vp % x128::size == 0 and 16-byte aligned rows.
-template <bool STAGED>
+// first and both passes read it there; RowCast (STAGED only) then transforms the staged row.
+// Requires Vp % x128::size == 0 and 16-byte aligned rows.
+template <bool STAGED, class RowCast = ClassifierNoRowCast>
 __global__ void __launch_bounds__(CLASSIFIER_THREADS, 2)
-fused_classifier_kernel(floatX* logits, float* losses, float dloss, const int* targets, int V, int Vp, bool write_dlogits) {
+fused_classifier_kernel(floatX* logits, float* losses, float dloss, const int* targets, int V, int Vp, bool write_dlogits,
+                        const __grid_constant__ RowCast rc) {
+    static_assert(STAGED || !RowCast::kOn, "a row transform acts on the staged row");
     constexpr int X = x128::size;
     extern __shared__ int4 classifier_smem[];
     __shared__ float warp_m[32], warp_s[32];
@@ -125,9 +148,15 @@ fused_classifier_kernel(floatX* logits, float* losses, float dloss, const int* t
     const floatX* src = grow;
     if (STAGED) {
         floatX* srow = reinterpret_cast<floatX*>(classifier_smem);
-        for (int i = threadIdx.x; i < nvalid; i += blockDim.x) classifier_copy16_async(srow + (size_t)i * X, grow + (size_t)i * X);
+        int nstage = nvalid;  // the packets holding columns < V, and those a row transform reads (padding included)
+        if constexpr (RowCast::kOn) nstage = rc.stage_packets;
+        for (int i = threadIdx.x; i < nstage; i += blockDim.x) classifier_copy16_async(srow + (size_t)i * X, grow + (size_t)i * X);
         classifier_copy_async_wait_all();
         __syncthreads();
+        if constexpr (RowCast::kOn) {
+            rc.apply(srow, (size_t)row, Vp);
+            __syncthreads();
+        }
         src = srow;
     }
 
@@ -186,6 +215,35 @@ fused_classifier_kernel(floatX* logits, float* losses, float dloss, const int* t
     }
 }
 
+// Requirements of both launchers (exit with a message naming `who`): 1 <= V <= Vp, Vp % 8 == 0, 16-byte aligned logits.
+static inline void fused_classifier_check_(const char* who, const floatX* logits, int V, int Vp) {
+    if (V < 1 || V > Vp || Vp % 8 != 0 || ((uintptr_t)logits & 15) != 0) {
+        fprintf(stderr, "error: %s: need 1 <= V <= Vp, Vp %% 8 == 0 and 16-byte aligned logits "
+                        "(V = %d, Vp = %d, logits = %p)\n", who, V, Vp, (void*)logits);
+        exit(EXIT_FAILURE);
+    }
+}
+
+// Whether a row of Vp floatX fits the shared memory of one block on the current device: then fused_classifier
+// stages each row when it writes the gradient (the kernel a row transform runs in).
+static inline bool fused_classifier_staged(int Vp) {
+    int dev = 0, smem_optin = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const size_t static_smem = 2 * 32 * sizeof(float);
+    return (size_t)Vp * sizeof(floatX) + static_smem <= (size_t)smem_optin;
+}
+
+// The staged kernel with row transform rc, one block per row of `rows` (fused_classifier_staged(Vp) holds).
+template <class RowCast>
+static inline void fused_classifier_staged_launch_(const RowCast& rc, floatX* logits, float* losses, float dloss, const int* targets,
+                                                   int rows, int V, int Vp, cudaStream_t stream) {
+    const size_t smem = (size_t)Vp * sizeof(floatX);
+    cudaCheck(cudaFuncSetAttribute(fused_classifier_kernel<true, RowCast>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    fused_classifier_kernel<true, RowCast><<<rows, CLASSIFIER_THREADS, smem, stream>>>(logits, losses, dloss, targets, V, Vp, true, rc);
+    cudaCheckLaunch();
+}
+
 // fused_classifier - softmax cross-entropy over the vocabulary, per row, with its gradient in place.
 //   logits   (B*T, Vp) floatX, row-major; only columns [0, V) are read as logits, the padding columns
 //            [V, Vp) are ignored (any value, NaN included). If write_dlogits, OVERWRITTEN in place with
@@ -204,22 +262,33 @@ fused_classifier_kernel(floatX* logits, float* losses, float dloss, const int* t
 static inline void fused_classifier(floatX* logits, float* losses, float dloss, const int* targets, int B, int T, int V,
                                     int Vp, bool write_dlogits, cudaStream_t stream) {
     const int rows = B * T;
-    if (V < 1 || V > Vp || Vp % 8 != 0 || ((uintptr_t)logits & 15) != 0) {
-        fprintf(stderr, "error: fused_classifier: need 1 <= V <= Vp, Vp %% 8 == 0 and 16-byte aligned logits "
-                        "(V = %d, Vp = %d, logits = %p)\n", V, Vp, (void*)logits);
+    fused_classifier_check_("fused_classifier", logits, V, Vp);
+    if (rows <= 0) return;
+    if (write_dlogits && fused_classifier_staged(Vp)) {
+        fused_classifier_staged_launch_(ClassifierNoRowCast{}, logits, losses, dloss, targets, rows, V, Vp, stream);
+    } else {
+        fused_classifier_kernel<false><<<rows, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, dloss, targets, V, Vp, write_dlogits,
+                                                                                 ClassifierNoRowCast{});
+        cudaCheckLaunch();
+    }
+}
+
+// fused_classifier (write_dlogits = true) with the row transform rc (see the top of the file) applied to each
+// staged row before the softmax reads it: the losses and dlogits fused_classifier gives on logits whose rows were
+// transformed in HBM first, without that pass. Same arguments, results and requirements as fused_classifier, and
+// the staged kernel (fused_classifier_staged(Vp), else exit with "error: fused_classifier_row_cast: ..."), and
+// ceil(V / 8) <= rc.stage_packets <= Vp / 8.
+template <class RowCast>
+static inline void fused_classifier_row_cast(const RowCast& rc, floatX* logits, float* losses, float dloss, const int* targets, int B,
+                                             int T, int V, int Vp, cudaStream_t stream) {
+    static_assert(RowCast::kOn, "fused_classifier_row_cast takes a row transform (the identity is fused_classifier)");
+    const int rows = B * T;
+    fused_classifier_check_("fused_classifier_row_cast", logits, V, Vp);
+    if (!fused_classifier_staged(Vp) || rc.stage_packets < (V + 7) / 8 || rc.stage_packets > Vp / 8) {
+        fprintf(stderr, "error: fused_classifier_row_cast: needs a row of Vp = %d in shared memory and %d <= stage_packets (%d) <= %d\n",
+                Vp, (V + 7) / 8, rc.stage_packets, Vp / 8);
         exit(EXIT_FAILURE);
     }
     if (rows <= 0) return;
-    const size_t smem = (size_t)Vp * sizeof(floatX);
-    int dev = 0, smem_optin = 0;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaCheck(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    const size_t static_smem = 2 * 32 * sizeof(float);
-    if (write_dlogits && smem + static_smem <= (size_t)smem_optin) {
-        cudaCheck(cudaFuncSetAttribute(fused_classifier_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        fused_classifier_kernel<true><<<rows, CLASSIFIER_THREADS, smem, stream>>>(logits, losses, dloss, targets, V, Vp, true);
-    } else {
-        fused_classifier_kernel<false><<<rows, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, dloss, targets, V, Vp, write_dlogits);
-    }
-    cudaCheckLaunch();
+    fused_classifier_staged_launch_(rc, logits, losses, dloss, targets, rows, V, Vp, stream);
 }

@@ -43,13 +43,17 @@ __device__ __forceinline__ float gelu_derivative(float x) {
     return sig + x * (e * sig) * sig * du;
 }
 
+// The value gelu_forward stores for input x (the GELU_OUT boundary, then rounded to floatX): its one definition,
+// shared with the TensorCast GELU source that casts it on the way (llmc/kernels/tcast/tcast_producers.cuh).
+__device__ __forceinline__ floatX gelu_stored(float x) { return (floatX)boundary_value<GELU_OUT>(gelu_value(x)); }
+
 __global__ void __launch_bounds__(GELU_THREADS) gelu_forward_kernel(floatX* out, const floatX* inp, size_t nvec) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec) return;
     const x128 x = load128cs(inp + i * x128::size);
     x128 y;
     #pragma unroll
-    for (int k = 0; k < x128::size; k++) y[k] = (floatX)boundary_value<GELU_OUT>(gelu_value((float)x[k]));
+    for (int k = 0; k < x128::size; k++) y[k] = gelu_stored((float)x[k]);
     store128(out + i * x128::size, y);
 }
 

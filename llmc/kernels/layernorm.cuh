@@ -30,10 +30,12 @@
 // *amax_out = 0 before the producer runs. The choice is a template parameter (AMAX) picked by the
 // launcher, so with amax_out = NULL the kernels are the same code as without the feature.
 //
-// Optional output sink (a producer's second output, e.g. the TensorCast cast of `out` that the next GEMM
-// reads: llmc/kernels/tcast/tcast_producers.cuh): layernorm_forward_sink runs the same row kernel with a
-// Sink that sees every stored packet of `out` (see LnNoSink for the contract). The plain launchers pass
-// LnNoSink, whose calls compile to nothing, so their kernels are the code they were without sinks.
+// Optional sink (what a mode does with the rows as they pass, e.g. the TensorCast cast of `out` that the
+// next GEMM reads, or the boundary-site casts of the tensors around the LayerNorm:
+// llmc/kernels/tcast/tcast_producers.cuh): layernorm_forward_sink runs the same row kernel with a Sink that
+// sees, and may change, every packet of inp2, of the residual and of `out` before the kernel goes on with it
+// (see LnNoSink for the contract). The plain launchers pass LnNoSink, whose calls compile to nothing, so their
+// kernels are the code they were without sinks.
 //
 // Determinism: forward is per row. Backward: dinp per row; dweight/dbias go through per-block fp32
 // partial sums written to `scratch` (rows of each block in a fixed order) and a second kernel that adds
@@ -51,6 +53,9 @@
 
 #define LAYERNORM_EPS 1e-5f
 #define LN_THREADS 256  // threads per block of the row kernels
+// The forward's warp path (a warp per row) holds at most this many packets per lane; wider rows take the
+// block path. layernorm_forward_sink needs the warp path.
+static constexpr int LN_WARP_PPL_MAX = 16;
 
 // Sum over the threads that own one row: a warp (TPR = 32) or the whole block (TPR = LN_THREADS).
 template <int TPR>
@@ -62,24 +67,37 @@ __device__ __forceinline__ float ln_row_sum(float v) {
 // ---------------------------------------------------------------------------------------------------
 // Forward
 
-// The sink of the plain kernels, and the contract of every Sink of layernorm_forward_sink:
-//   kOn            false: packet is never called (no code);
-//   packet(o, valid, e0)  o: the 8 values of `out` at flat row-major indices e0 .. e0 + 7 as stored
-//                  (after the rounding to floatX and boundary_value); valid false: the thread holds no
-//                  packet there (o undefined). Called for k = 0 .. PPT-1 by all TPR threads of a row
-//                  together (warp-uniform), lane l of a warp holding the row's packet 32 * j + l for
-//                  some j, so a sink may combine the packets of consecutive lanes with warp shuffles.
-//                  Rows >= N: their warps never call (they return before the row's loads).
+// The sink of the plain kernels, and the contract of every Sink of layernorm_forward_sink. Each hook is
+// called for every k < PPT at which some thread of the row holds a packet (k * TPR < C / 8), by all TPR
+// threads of the row together (warp-uniform), lane l of a warp holding the row's packet 32 * j + l for some
+// j, so a sink may combine the packets of consecutive lanes with warp shuffles. v: the 8 values at flat
+// row-major indices e0 .. e0 + 7 of an (N, C) tensor; valid false: the thread holds no packet there (v
+// undefined, and whatever the hook leaves in it unused). A hook may change v: the kernel goes on with v as
+// the hook leaves it. Rows >= N: their warps never call (they return before the row's loads).
+//   kInputs   false: in2 and res are never called (no code). Called by the FUSED kernels only:
+//     in2(v, valid, e0)     v: the packet of inp2 as loaded, before the residual add reads it;
+//     res(v, valid, e0)     v: the residual packet, round(boundary<RESIDUAL_OUT>(inp1 + inp2)), before it is
+//                           stored and normalized (the row statistics and out come from v as left);
+//   kOn       false: packet is never called (no code).
+//     packet(v, valid, e0)  v: the packet of `out` (after the rounding to floatX and boundary_value) before
+//                           it is stored: v as left is what is stored.
+//   kMaxPPL   the widest row layernorm_forward_sink instantiates the sink's kernels for, in packets per lane
+//             (8: C <= 2048 in BF16; LN_WARP_PPL_MAX: the whole warp path), so that a sink with much code
+//             per packet need not compile the widest kernels (layernorm_forward_sink_fits).
 struct LnNoSink {
+    static constexpr bool kInputs = false;
     static constexpr bool kOn = false;
-    __device__ __forceinline__ void packet(const x128&, bool, size_t) const {}
+    static constexpr int kMaxPPL = LN_WARP_PPL_MAX;
+    __device__ __forceinline__ void in2(x128&, bool, size_t) const {}
+    __device__ __forceinline__ void res(x128&, bool, size_t) const {}
+    __device__ __forceinline__ void packet(x128&, bool, size_t) const {}
 };
 
 // The work of one thread of layernorm_forward_kernel: row `row` is owned by TPR threads; thread t holds
 // packets p = t + TPR*k (k < PPT, p < C/x128::size). Threads past the last row return at once.
 // FUSED: x = round(boundary<RESIDUAL_OUT>(inp1 + inp2)) is stored to `residual` and normalized.
 // Returns the max of abs_bits over the out values this thread stored if AMAX, else 0.
-// Every stored packet of out also goes to sink (Sink::kOn; LnNoSink: nothing).
+// The packets of inp2, the residual and out pass the sink's hooks (LnNoSink contract; LnNoSink: no code).
 template <int TPR, int PPT, bool FUSED, bool AMAX, class Sink>
 __device__ __forceinline__ unsigned int
 layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
@@ -93,12 +111,34 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
     const int P = C / X;
     const size_t base = (size_t)row * C;
 
+    static_assert(!(AMAX && Sink::kOn), "layernorm_forward_thread: amax of out with a sink that may change out");
     x128 xv[PPT];
     float sum = 0.0f;
     #pragma unroll
     for (int k = 0; k < PPT; k++) {
         const int p = t + k * TPR;
-        if (p < P) {
+        if constexpr (FUSED && Sink::kInputs) {
+            // the plain loop below with the sink's hooks on inp2 and the residual (outside the ifs: every thread)
+            const bool valid = p < P;
+            const size_t e0 = base + (size_t)p * X;
+            x128 a, b;
+            if (valid) {
+                a = load128cs(inp1 + e0);
+                b = load128cs(inp2 + e0);
+            }
+            const bool any = k * TPR < P;  // uniform: some thread of the row holds a packet at k
+            if (any) sink.in2(b, valid, e0);
+            if (valid) {
+                #pragma unroll
+                for (int i = 0; i < X; i++) xv[k][i] = (floatX)boundary_value<RESIDUAL_OUT>((float)a[i] + (float)b[i]);
+            }
+            if (any) sink.res(xv[k], valid, e0);
+            if (valid) {
+                store128(residual + e0, xv[k]);
+                #pragma unroll
+                for (int i = 0; i < X; i++) sum += (float)xv[k][i];
+            }
+        } else if (p < P) {
             if constexpr (FUSED) {
                 const x128 a = load128cs(inp1 + base + p * X);
                 const x128 b = load128cs(inp2 + base + p * X);
@@ -139,9 +179,12 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
                 o[i] = (floatX)boundary_value<LAYERNORM_OUT>(((float)xv[k][i] - m) * s * (float)w[i] + (float)b[i]);
                 if constexpr (AMAX) amax = max(amax, abs_bits((float)o[i]));  // the value as stored
             }
-            store128(out + base + p * X, o);
+            if constexpr (!Sink::kOn) store128(out + base + p * X, o);
         }
-        if constexpr (Sink::kOn) sink.packet(o, p < P, base + (size_t)p * X);  // outside the if: every thread of the row
+        if constexpr (Sink::kOn) {
+            if (k * TPR < P) sink.packet(o, p < P, base + (size_t)p * X);  // outside the if: every thread of the row
+            if (p < P) store128(out + base + p * X, o);
+        }
     }
     if (t == 0) {
         if (mean) mean[row] = m;
@@ -188,10 +231,15 @@ static inline void layernorm_check_args(const char* who, int N, int C, const voi
         }
 }
 
-// The forward's warp path (a warp per row) holds at most this many packets per lane; wider rows take the
-// block path. layernorm_forward_sink needs the warp path.
-static constexpr int LN_WARP_PPL_MAX = 16;
+// Whether rows of C channels take the forward's warp path (at most LN_WARP_PPL_MAX packets per lane).
 static inline bool layernorm_forward_warp_path(int C) { return ceil_div(C / x128::size, 32) <= LN_WARP_PPL_MAX; }
+
+// Whether layernorm_forward_sink runs rows of C channels with Sink: the warp path, at most Sink::kMaxPPL packets per lane.
+template <class Sink>
+static inline bool layernorm_forward_sink_fits(int C) {
+    static_assert(Sink::kMaxPPL == 8 || Sink::kMaxPPL == LN_WARP_PPL_MAX, "Sink::kMaxPPL: 8 or LN_WARP_PPL_MAX");
+    return layernorm_forward_warp_path(C) && ceil_div(C / x128::size, 32) <= Sink::kMaxPPL;
+}
 
 template <bool FUSED, bool AMAX>
 static inline void layernorm_forward_dispatch(const char* who, floatX* residual, floatX* out, float* mean, float* rstd,
@@ -283,11 +331,14 @@ static inline void fused_residual_layernorm_forward(floatX* residual, floatX* ou
 }
 
 // layernorm_forward (FUSED false; residual and inp2 unused, may be NULL) or fused_residual_layernorm_forward
-// (FUSED true) whose stored `out` packets also go to `sink` (contract: LnNoSink), e.g. a producer that
-// writes a second output from them: the same outputs, bits, requirements and errors as those launchers,
-// without amax. Warp path only (layernorm_forward_warp_path(C): C <= 4096 for BF16); larger C: error
-// (exit). Packets per lane rounded up to 2, 4, 8 or 16 (the extra ones hold no packet: the same bits,
-// some registers more), so that a (FUSED, Sink) is 4 kernels, not 11 (compile time of the sinks' builds).
+// (FUSED true) whose packets of inp2 (FUSED), the residual (FUSED) and out also pass `sink` (contract:
+// LnNoSink), e.g. a producer that writes a second output from them or changes them on the way: with a sink
+// that changes nothing, the same outputs, bits, requirements and errors as those launchers, without amax;
+// else those of the launchers run on the tensors as the sink changes them. Warp path only, and at most
+// Sink::kMaxPPL packets per lane (layernorm_forward_sink_fits(C): C <= 4096 or 2048 in BF16); wider rows:
+// error (exit). Packets per lane rounded up to 2, 4, 8 or 16 (the extra ones hold no packet: the same bits,
+// some registers more), so that a (FUSED, Sink) is 4 kernels (3 with kMaxPPL 8), not 11 (compile time of the
+// sinks' builds).
 template <bool FUSED, class Sink>
 static inline void layernorm_forward_sink(floatX* residual, floatX* out, float* mean, float* rstd, const floatX* inp1,
                                           const floatX* inp2, const floatX* weight, const floatX* bias, int N, int C,
@@ -296,8 +347,9 @@ static inline void layernorm_forward_sink(floatX* residual, floatX* out, float* 
     const void* ptrs[] = {out, inp1, weight, bias, FUSED ? residual : out, FUSED ? inp2 : inp1};
     const char* names[] = {"out", "inp1", "weight", "bias", "residual", "inp2"};
     layernorm_check_args(who, N, C, ptrs, names, 6);
-    if (!layernorm_forward_warp_path(C)) {
-        fprintf(stderr, "error: %s: C = %d needs the block path, which has no sink\n", who, C);
+    if (!layernorm_forward_sink_fits<Sink>(C)) {
+        fprintf(stderr, "error: %s: C = %d is wider than this sink's kernels (%d packets per lane%s)\n", who, C, Sink::kMaxPPL,
+                layernorm_forward_warp_path(C) ? "" : "; the block path has no sink");
         exit(EXIT_FAILURE);
     }
     if (N == 0) return;
@@ -308,7 +360,7 @@ static inline void layernorm_forward_sink(floatX* residual, floatX* out, float* 
     if (ppl <= 2) LN_SINK(2);
     else if (ppl <= 4) LN_SINK(4);
     else if (ppl <= 8) LN_SINK(8);
-    else LN_SINK(LN_WARP_PPL_MAX);
+    else if constexpr (Sink::kMaxPPL > 8) LN_SINK(LN_WARP_PPL_MAX);
 #undef LN_SINK
     cudaCheckLaunch();
 }

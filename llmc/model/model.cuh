@@ -121,6 +121,9 @@ struct GPT2 {
     float* losses_host;      // pinned (B,T)
     float* scratch;          // fp32 scratch: LayerNorm/bias partials, gradient-norm partials
     size_t scratch_floats;
+    uint8_t* att_scales;     // (L, attention_tcast_scales_bytes(B,T,NH)) the group scales each layer's attention forward
+                             // keeps for its backward, beside att_lse (TensorCast attention casts); NULL: none kept
+    size_t att_scales_layer; // bytes per layer (of the allocated B x T)
     EncoderBackwardWorkspace encoder_ws;
     GemmContext gemm;
     cudaStream_t stream;
@@ -281,6 +284,25 @@ static inline void gpt2_allocate_activations(GPT2* m, int B, int T, int recomput
     encoder_backward_workspace_create(&m->encoder_ws, B * T, c->channels, c->padded_vocab_size);
 }
 
+// The buffer of the group scales the attention forward keeps for its backward (attention_tcast_scales_bytes: the
+// TensorCast attention casts of tile-scaled round-even datatypes, llmc/kernels/attention/attention_tcast.cuh), one
+// slice per layer as att_lse: the attention forward is never recomputed (-r recomputes GELU and LayerNorm only), so
+// each layer's backward reads what its forward wrote. Call after gpt2_allocate_activations and after the attention
+// casts are configured (the mode's attach does both in order); again after a reconfiguration. Nothing (NULL) when
+// the configuration keeps no scales, which is every run but TensorCast's with such a datatype at an attention site.
+static inline void gpt2_allocate_attention_scales(GPT2* m) {
+    if (m->att_scales) cudaCheck(cudaFree(m->att_scales));
+    m->att_scales = NULL;
+    m->att_scales_layer = attention_tcast_scales_bytes(m->B, m->T, m->config.num_heads);
+    if (m->att_scales_layer) cudaCheck(cudaMalloc(&m->att_scales, m->att_scales_layer * m->config.num_layers));
+}
+
+// Layer l's slice of att_scales (NULL: none kept). A call's B x T (B*T <= the allocated, T <= its T) needs no more
+// than the slice: attention_tcast_scales_bytes grows with B*T and with T.
+static inline uint8_t* gpt2_attention_scales(GPT2* m, int l) {
+    return m->att_scales ? m->att_scales + (size_t)l * m->att_scales_layer : NULL;
+}
+
 // Upload a batch (host token ids, validated < V) into the pinned and device buffers.
 static inline void gpt2_upload_batch(GPT2* m, const int* inputs, const int* targets, int B, int T) {
     size_t BT = (size_t)B * T;
@@ -321,6 +343,16 @@ static inline void gpt2_stored(GPT2* m, BoundarySite site, int tensor_id, int la
 enum { CAST_ID_LN1, CAST_ID_LN2, CAST_ID_RESIDUAL2, CAST_ID_RESIDUAL3, CAST_ID_GELU, CAST_ID_ENCODER, CAST_ID_LOGITS, CAST_ID_ATTN };
 static inline unsigned long long gpt2_cast_id(int layer, int which) { return (unsigned long long)(layer + 1) * 8 + which; }
 
+// out = GELU(pre) of layer l's MLP with gelu.cuh's kernel (the -ge 0 forward; the -r 1 recomputation in the backward,
+// with the forward's seed id) and the GELU_OUT site cast of out: where casts are attached, their boundary_gelu (one
+// kernel where the type allows, doc/TCAST.md 5.5); else gelu_forward alone (no site cast applies). pre and out
+// (rows, cols) row-major; pre is only read (its MATMUL_OUT cast, if any, was the forward GEMM's).
+static inline void gpt2_gelu(GPT2* m, floatX* out, floatX* pre, size_t rows, size_t cols, int layer) {
+    if (boundary_gelu(m->casts, out, pre, rows, cols, BOUNDARY_NO_ID, gpt2_cast_id(layer, CAST_ID_GELU), BOUNDARY_GELU_KERNEL, m->stream))
+        return;
+    gelu_forward(out, pre, rows * cols, m->stream);
+}
+
 // out = LayerNorm(inp1), or residual = inp1 + inp2 and out = LayerNorm(residual) when inp2 != NULL (one fused
 // kernel), out being the input of the next matmul_forward, whose weight is `consumer`: that GEMM's backend may
 // run the LayerNorm itself together with what it needs of out (the TensorCast backend: the x operand's cast,
@@ -334,14 +366,34 @@ static inline void gpt2_layernorm(GPT2* m, floatX* residual, floatX* out, float*
     else layernorm_forward(out, mean, rstd, inp1, w, b, N, C, m->stream, amax);
 }
 
+// Whether the residual + LayerNorm after the projection GEMM about to run (attproj or fcproj, output (N, C))
+// runs with the boundary casts of its three tensors in one kernel (the attached casts' residual_layernorm:
+// TensorCast, doc/TCAST.md 5.5); if so, tells the GEMM front that this GEMM's MATMUL_OUT cast is left to that
+// kernel (out_cast_by_reader, for the next matmul_forward call only). Not while tensor statistics record the
+// projection output between the two (gpt2_stored must see it cast). False in every build without such casts.
+static inline bool gpt2_projection_cast_by_layernorm(GPT2* m, int N, int C) {
+    const bool fused = !tensor_stats_acts_active(m->tstats) && boundary_residual_layernorm_fused(m->casts, N, C);
+    m->gemm.out_cast_by_reader = fused;
+    return fused;
+}
+
 // residual_out = residual + x and ln_out = LayerNorm(residual_out) (one fused kernel; consumer: the weight of
-// the GEMM that reads ln_out, see gpt2_layernorm), then the storage boundaries of both. A TensorCast cast of the residual stream changes the LayerNorm's input, so the
-// LayerNorm is then computed again from the cast residual (its statistics too); in the other builds
-// the two casts are no-ops and this is the fused kernel alone.
+// the GEMM that reads ln_out, see gpt2_layernorm), then the storage boundaries of both. A TensorCast cast of the
+// residual stream changes the LayerNorm's input, so the LayerNorm is then computed again from the cast residual
+// (its statistics too); in the other builds the two casts are no-ops and this is the fused kernel alone.
+// sites_fused (gpt2_projection_cast_by_layernorm said yes before the GEMM of x, whose weight is x_weight): one
+// kernel does all of it together with x's MATMUL_OUT cast, which that GEMM left out (the same bits; x is then
+// scratch: a.output).
 static inline void gpt2_residual_layernorm(GPT2* m, floatX* res_out, floatX* ln_out, float* mean, float* rstd, const floatX* res_in,
-                                           const floatX* x, const floatX* w, const floatX* b, int N, int C, int layer, int ln_id,
-                                           int res_id, const floatX* consumer) {
+                                           floatX* x, const floatX* w, const floatX* b, int N, int C, int layer, int ln_id,
+                                           int res_id, const floatX* consumer, bool sites_fused, const floatX* x_weight) {
     cudaStream_t s = m->stream;
+    if (sites_fused) {
+        const BoundaryResidualLn job = {res_out, ln_out, mean, rstd, res_in, x, w, b, N, C, boundary_weight_id(m->casts, x_weight),
+                                        gpt2_cast_id(layer, res_id), gpt2_cast_id(layer, ln_id)};
+        boundary_residual_layernorm(m->casts, job, s);
+        return;
+    }
     gpt2_layernorm(m, res_out, ln_out, mean, rstd, res_in, x, w, b, N, C, consumer);
     if (boundary_tensor_active(m->casts, RESIDUAL_OUT)) {
         boundary_tensor_cast(m->casts, RESIDUAL_OUT, gpt2_cast_id(layer, res_id), res_out, N, C, s);
@@ -350,10 +402,20 @@ static inline void gpt2_residual_layernorm(GPT2* m, floatX* res_out, floatX* ln_
     boundary_tensor_cast(m->casts, LAYERNORM_OUT, gpt2_cast_id(layer, ln_id), ln_out, N, C, s);
 }
 
+// Whether the training step's classifier applies the run-time casts of the logits (the LM head's MATMUL_OUT, then
+// LOGITS) to the rows it stages, so that the forward leaves out their two passes over the (N, Vp) logits (the attached
+// casts' classifier: TensorCast, doc/TCAST.md 5.5). Not while tensor statistics record the logits (gpt2_stored must see
+// them cast). False in every build without such casts.
+static inline bool gpt2_logits_cast_by_classifier(GPT2* m, int N, int Vp) {
+    return !tensor_stats_acts_active(m->tstats) && boundary_classifier_fused(m->casts, N, Vp);
+}
+
 // Forward pass to the logits (in acts.output, (B,T,Vp)) on the batch uploaded last. classifier_reads:
 // the fused classifier is the logits' only reader, so the LM head may leave the MATMUL_OUT boundary
 // to it (matmul_forward_logits; identical values); false stores the logits through the boundary.
-static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = false) {
+// Returns true when the logits are left uncast for the classifier to cast (classifier_reads and
+// gpt2_logits_cast_by_classifier): the caller then runs it through boundary_classifier (gpt2_classifier).
+static inline bool gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = false) {
     if (B * T > m->B * m->T || T > m->T) die("forward: B=%d T=%d exceeds the allocated B=%d T=%d", B, T, m->B, m->T);
     const GPT2Config* c = &m->config;
     const int L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
@@ -393,27 +455,32 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         gpt2_stored(m, MATMUL_OUT, TS_QKV, l, qkv, N, 3 * C);
         prof_mark(m->prof, PROF_ATTENTION_FWD, s);
         attention_forward(atty, lse, qkv, B, T, C, NH, s, gemm_amax_slot(g, atty, BTC),
-                          boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)));  // (amax: the attproj input)
+                          boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)),  // (amax: the attproj input)
+                          gpt2_attention_scales(m, l));
         gpt2_stored(m, NUM_BOUNDARY_SITES, TS_ATTY, l, atty, N, C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
+        const bool ln2_casts = gpt2_projection_cast_by_layernorm(m, N, C);
         matmul_forward(g, a.output, atty, p.attprojw + (size_t)l * C * C, p.attprojb + l * C, N, C, C, NULL);
         gpt2_stored(m, MATMUL_OUT, TS_ATTPROJ, l, a.output, N, C);
         prof_mark(m->prof, PROF_LAYERNORM_FWD, s);
         gpt2_residual_layernorm(m, residual2, ln2, a.ln2_mean + l * N, a.ln2_rstd + l * N, residual, a.output, p.ln2w + l * C,
-                                p.ln2b + l * C, N, C, l, CAST_ID_LN2, CAST_ID_RESIDUAL2, p.fcw + (size_t)l * 4 * C * C);
+                                p.ln2b + l * C, N, C, l, CAST_ID_LN2, CAST_ID_RESIDUAL2, p.fcw + (size_t)l * 4 * C * C, ln2_casts,
+                                p.attprojw + (size_t)l * C * C);
         gpt2_stored(m, RESIDUAL_OUT, TS_RESIDUAL2, l, residual2, N, C);
         gpt2_stored(m, LAYERNORM_OUT, TS_LN2, l, ln2, N, C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         if (m->gelu_fusion) {
-            matmul_forward(g, fch_gelu, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, fch);
+            // (the front also applies the GELU output's GELU_OUT cast: with fch's MATMUL_OUT cast, one kernel)
+            matmul_forward(g, fch_gelu, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, fch,
+                           gpt2_cast_id(l, CAST_ID_GELU));
         } else {
             matmul_forward(g, fch, ln2, p.fcw + (size_t)l * 4 * C * C, p.fcb + l * 4 * C, N, C, 4 * C, NULL);
             prof_mark(m->prof, PROF_GELU, s);
-            gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
+            gpt2_gelu(m, fch_gelu, fch, N, 4 * C, l);
         }
-        boundary_tensor_cast(m->casts, GELU_OUT, gpt2_cast_id(l, CAST_ID_GELU), fch_gelu, N, 4 * C, s);
         gpt2_stored(m, MATMUL_OUT, TS_FCH, l, fch, N, 4 * C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
+        const bool ln_next_casts = gpt2_projection_cast_by_layernorm(m, N, C);
         matmul_forward(g, a.output, fch_gelu, p.fcprojw + (size_t)l * 4 * C * C, p.fcprojb + l * C, N, 4 * C, C, NULL);
         // (after fcproj: an FP8 backend may compute the GELU output inside it, storing it with keep_activations)
         gpt2_stored(m, GELU_OUT, TS_FCH_GELU, l, fch_gelu, N, 4 * C);
@@ -424,10 +491,10 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
             floatX* next_ln1 = a.ln1 + (m->recompute >= 2 ? 0 : (l + 1) * BTC);
             gpt2_residual_layernorm(m, residual3, next_ln1, a.ln1_mean + (l + 1) * N, a.ln1_rstd + (l + 1) * N, residual2, a.output,
                                     p.ln1w + (l + 1) * C, p.ln1b + (l + 1) * C, N, C, l + 1, CAST_ID_LN1, CAST_ID_RESIDUAL3,
-                                    p.qkvw + (size_t)(l + 1) * 3 * C * C);
+                                    p.qkvw + (size_t)(l + 1) * 3 * C * C, ln_next_casts, p.fcprojw + (size_t)l * 4 * C * C);
         } else {
             gpt2_residual_layernorm(m, residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.output, p.lnfw, p.lnfb, N, C, l + 1,
-                                    CAST_ID_LN2, CAST_ID_RESIDUAL3, p.wte);
+                                    CAST_ID_LN2, CAST_ID_RESIDUAL3, p.wte, ln_next_casts, p.fcprojw + (size_t)l * 4 * C * C);
         }
         gpt2_stored(m, RESIDUAL_OUT, TS_RESIDUAL3, l, residual3, N, C);
     }
@@ -436,10 +503,29 @@ static inline void gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
     if (classifier_reads) matmul_forward_logits(g, a.output, a.lnf, p.wte, N, C, Vp);
     else matmul_forward(g, a.output, a.lnf, p.wte, NULL, N, C, Vp, NULL);
     // TensorCast: matmul_forward_logits leaves the MATMUL_OUT boundary to the classifier, which applies
-    // only the compile-time boundaries; the run-time casts of the logits are passes here
-    if (classifier_reads) boundary_tensor_cast(g->casts, MATMUL_OUT, boundary_weight_id(g->casts, p.wte), a.output, N, Vp, s);
-    boundary_tensor_cast(m->casts, LOGITS, gpt2_cast_id(-1, CAST_ID_LOGITS), a.output, N, Vp, s);
+    // only the compile-time boundaries; the run-time casts of the logits are passes here, or the classifier's
+    const bool casts_left = classifier_reads && gpt2_logits_cast_by_classifier(m, N, Vp);
+    if (!casts_left) {
+        if (classifier_reads) boundary_tensor_cast(g->casts, MATMUL_OUT, boundary_weight_id(g->casts, p.wte), a.output, N, Vp, s);
+        boundary_tensor_cast(m->casts, LOGITS, gpt2_cast_id(-1, CAST_ID_LOGITS), a.output, N, Vp, s);
+    }
     gpt2_stored(m, LOGITS, TS_LOGITS, -1, a.output, N, Vp);
+    return casts_left;
+}
+
+// The training step's classifier on acts.output: losses, and dlogits over the logits (fused_classifier); with the
+// logits' run-time casts inside it when the forward left them (casts_left, gpt2_forward's result), with the ids
+// their passes would have used.
+static inline void gpt2_classifier(GPT2* m, int B, int T, float dloss, bool casts_left) {
+    const GPT2Config* c = &m->config;
+    ActivationTensors& a = m->acts;
+    if (casts_left) {
+        const BoundaryClassifier job = {a.output, a.losses, dloss, m->targets, B, T, c->vocab_size, c->padded_vocab_size,
+                                        boundary_weight_id(m->casts, m->params.wte), gpt2_cast_id(-1, CAST_ID_LOGITS)};
+        boundary_classifier(m->casts, job, m->stream);
+        return;
+    }
+    fused_classifier(a.output, a.losses, dloss, m->targets, B, T, c->vocab_size, c->padded_vocab_size, true, m->stream);
 }
 
 // Mean of the per-position losses in acts.losses (synchronizes the stream).
@@ -495,13 +581,13 @@ static inline void gpt2_zero_grad(GPT2* m) {
 // loss_weight * (mean loss) (times the loss scale in the FP16 build). Returns the mean loss.
 static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int* targets, int B, int T, float loss_weight) {
     const GPT2Config* c = &m->config;
-    const int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
+    const int L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
     const int N = B * T;
     const size_t BTC = (size_t)N * C;
     prof_mark(m->prof, PROF_OTHER, m->stream);
     gpt2_upload_batch(m, inputs, targets, B, T);
     m->gemm.training = 1;  // (evaluation and sampling forwards leave the FP8 scaling state alone)
-    gpt2_forward(m, B, T, true);
+    const bool logits_casts_left = gpt2_forward(m, B, T, true);
 
     const ParameterTensors& p = m->params;
     ParameterTensors& gr = m->grads;
@@ -513,7 +599,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
     else dloss = loss_weight / N;
     // classifier: losses, and dlogits written over the logits
     prof_mark(m->prof, PROF_CLASSIFIER, s);
-    fused_classifier(a.output, a.losses, dloss, m->targets, B, T, V, Vp, true, s);
+    gpt2_classifier(m, B, T, dloss, logits_casts_left);
     prof_mark(m->prof, PROF_MATMUL_BWD, s);
     matmul_backward(g, a.dbtc, gr.wte, NULL, a.output, a.lnf, p.wte, m->scratch, N, C, Vp, NULL);
     prof_mark(m->prof, PROF_OTHER, s);
@@ -533,8 +619,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
         // (not needed when the FP8 backend kept its quantized copy of the fcproj input from the forward)
         if (m->recompute >= 1 && gemm_backward_reads_input(g, p.fcprojw + (size_t)l * 4 * C * C, N)) {
             prof_mark(m->prof, PROF_GELU, s);
-            gelu_forward(fch_gelu, fch, (size_t)N * 4 * C, s);
-            boundary_tensor_cast(m->casts, GELU_OUT, gpt2_cast_id(l, CAST_ID_GELU), fch_gelu, N, 4 * C, s);
+            gpt2_gelu(m, fch_gelu, fch, N, 4 * C, l);
         }
 
         // MLP block: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
@@ -556,7 +641,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
         floatX* dqkv = a.dbt4c;  // (B,T,3C) fits in the (B,T,4C) scratch
         prof_mark(m->prof, PROF_ATTENTION_BWD, s);
         attention_backward(dqkv, m->scratch, a.dbtc, qkv, atty, lse, B, T, C, NH, s, gemm_amax_slot(g, dqkv, 3 * BTC),
-                           boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)));
+                           boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)), gpt2_attention_scales(m, l));
         floatX* ln1 = gpt2_layernorm_input(m, l, 1, B, T);
         prof_mark(m->prof, PROF_MATMUL_BWD, s);
         matmul_backward(g, a.dbtc, gr.qkvw + (size_t)l * 3 * C * C, gr.qkvb + l * 3 * C, dqkv, ln1,
@@ -726,6 +811,7 @@ static inline void gpt2_free(GPT2* m) {
     cudaFree(m->v_memory);
     free(m->segments);
     cudaFree(m->acts_memory);
+    cudaFree(m->att_scales);
     cudaFree(m->inputs);
     cudaFree(m->targets);
     cudaFree(m->scratch);

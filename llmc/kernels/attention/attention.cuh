@@ -64,9 +64,12 @@
 // probability cast forces the two-pass forward (PL = true) at run time. How (attention_tcast_cast.cuh):
 // after the Q.K^T (K.Q^T) MMA the kernel's TC step casts its fragments in registers where the datatype
 // is of the round-even family (MX float / int with E8M0-style exponent scales in tiles of 32 or 64 keys,
-// unscaled floats): per group the amax (quad shuffles; across the dK/dV kernel's warps through shared
-// memory), a branch-free group step and a warp / CTA vote, then seven instructions per element, and
-// p = exp2(s^ log2(e) - lse log2(e)) in registers. Other datatypes, and tiles where some group falls
+// unscaled floats): per group its constants and a warp / CTA vote, then seven instructions per element, and
+// p = exp2(s^ log2(e) - lse log2(e)) in registers. The tile-scaled types find a group's constants once, in the
+// forward (the group amax by quad shuffles, a branch-free group step: the scores' in pass 1, the probabilities' in
+// pass 2), and keep them, a byte per (b, h, query, 32-key half), in the caller's buffer `tcast_scales` beside
+// lse; pass 2 (the scores), dQ and dK/dV read them (dK/dV without the cross-warp amax and the CTA barrier vote
+// that finding them there took). Other datatypes, and tiles where some group falls
 // outside the family's exact range, go through a shared-memory tile (one per warp in the forward and
 // dQ kernels, 16*WM queries x 64 keys; one per CTA in the dK/dV kernel, 64 queries x 128 keys) where
 // each thread casts the 32 or 64 consecutive keys of one query it owns in one plain loop - M:N pruning,
@@ -76,11 +79,12 @@
 // All three kernels evaluate the same expressions on the same fp32 dot products, so the backward
 // recomputes the forward's s^ and P^ bit for bit; gradients pass straight through both casts
 // (dS = P^ (dP - D)). The cast kernels exist for head size 64 only (attn_tc_require_tc). Where the cost
-// goes (doc/TCAST.md 6): the register path adds about 11 instructions per element and cast (amax 1,
-// group step and shuffles 2-3, rounding 7) and the exp of the probabilities; the staged path a
-// shared-memory write and read-back per element and about 60 instructions per element and cast; no
-// extra global memory traffic either way; the scores are cast twice in the two-pass forward (once
-// per pass) and once in each backward kernel, the probabilities once per kernel.
+// goes (doc/TCAST.md 6): the register path adds about 8 instructions per element and cast (rounding 7, plus the
+// amax and a share of the group step and shuffles where the scales are found: ~3 more) and the exp of the
+// probabilities; the staged path a shared-memory write and read-back per element and about 60 instructions per
+// element and cast; global memory: one byte per 32 scores or probabilities, written once and read by the later
+// visits (the kept scales: the scores' three times, the probabilities' twice); the scores are cast twice in the two-pass forward (once per pass) and once in each backward
+// kernel, the probabilities once per kernel.
 //
 // Files (each a comment, its kernels or helpers, then its launchers):
 //   attention.cuh             this API: attention_forward / attention_backward, shape checks, dispatch
@@ -123,7 +127,22 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 #define ATTN_DQ_CFG_128 128, 1, 4, 32, 1
 #define ATTN_DKV_CFG_64 64, 1, 8, 64, true, 1
 #define ATTN_DKV_CFG_128 128, 1, 4, 32, false, 1
-// TC (TensorCast) instantiations: the HS = 64 configurations above (key tiles of 64: no casting group crosses one).
+// TC (TensorCast) instantiations, HS = 64 only: one configuration per kernel, set by measurement. Today's are
+// the plain kernels' (ATTN_*_CFG_64 above); dev/cuda/attention --tc-sweep (TCAST build) times its candidates
+// (TcSweepFwd / TcSweepDq / TcSweepDkv) against them on the d12 shape, checks that each gives the default's
+// outputs bit for bit, and prints the ATTN_TC_*_CFG lines of the fastest: set these three to them. Free
+// parameters: the forward and dQ kernels' WM (16-row tiles per warp: the cast tile AttnTcTileQ<WM>), NW and
+// MINB; their key tile stays 64 (no casting group crosses one, and a query's tiles are then the same in every
+// configuration, which is what makes them bit-identical); the dK/dV kernel's cast tile AttnTcTileK fixes
+// WM = 1, NW = 8 and 64-query tiles, so only KV_REGS and MINB move. One instantiation each, whatever the
+// candidates: the trainer's TCAST build compiles no more TC kernels than before (attn_tc_require_tc).
+// Set from the sweep on an H200 (2026-11-27; (64,12,1024,64), mxfp8e4 both sites, every candidate bit-identical on
+// 25 (sites, shape) pairs): forward 1.697 -> 1.347 ms (168 registers, no spill, 3 CTAs / SM instead of 255 with
+// spills, 2), dQ 1.181 -> 1.020, dK/dV 1.998 -> 1.787 (MINB 2: 200 bytes of spills, still faster); fwd + bwd
+// 4.88 -> 4.15 ms, 2.30x -> 1.96x the plain kernels (doc/TCAST.md 6, round 3).
+#define ATTN_TC_FWD_CFG 64, 1, 4, 64, 3         // HS, WM, NW, BC, MINB
+#define ATTN_TC_DQ_CFG 64, 1, 4, 64, 3          // HS, WM, NW, BC, MINB
+#define ATTN_TC_DKV_CFG 64, 1, 8, 64, false, 2  // HS, WM, NW, BR, KV_REGS, MINB
 
 // The attention casts run only in the tensor-core kernels: stop with `error:` otherwise.
 // The cast instantiations exist for HS = 64 only (every GPT-2 size: d12 .. d48), and the forward only
@@ -145,16 +164,17 @@ static inline void attn_tc_require_tc(int HS, bool aligned) {
 // parameter discards the dependent branch, which is then never instantiated.
 template <bool PL, bool CASTS = kModeAttentionCasts, typename T>
 static inline bool attn_forward_tc_dispatch(T* out, float* lse, const T* qkv, int B, int Tn, int NH, int HS,
-                                            cudaStream_t stream, unsigned int* amax, uint64_t tcast_seed = 0) {
+                                            cudaStream_t stream, unsigned int* amax, uint64_t tcast_seed = 0,
+                                            uint8_t* tcast_scales = nullptr) {
     if constexpr (sizeof(T) == 2) {
         if constexpr (CASTS) {
             if (attention_tcast_active()) {  // TC instantiation, HS = 64, always the two-pass forward (see attn_tc_require_tc)
                 attn_tc_require_tc(HS, attn_aligned16(out) && attn_aligned16(qkv));
-                attention_forward_tc_cast<ATTN_FWD_CFG_64, true>(out, lse, qkv, B, Tn, NH, stream, amax, tcast_seed);
+                attention_forward_tc_cast<ATTN_TC_FWD_CFG, true>(out, lse, qkv, B, Tn, NH, stream, amax, tcast_seed, tcast_scales);
                 return true;
             }
         }
-        (void)tcast_seed;
+        (void)tcast_seed, (void)tcast_scales;
         if (!attn_aligned16(out) || !attn_aligned16(qkv)) return false;
         if (HS == 64) { attention_forward_tc<ATTN_FWD_CFG_64, PL>(out, lse, qkv, B, Tn, NH, stream, amax); return true; }
         if (HS == 128) { attention_forward_tc<ATTN_FWD_CFG_128, PL>(out, lse, qkv, B, Tn, NH, stream, amax); return true; }
@@ -165,17 +185,19 @@ static inline bool attn_forward_tc_dispatch(T* out, float* lse, const T* qkv, in
 template <bool CASTS = kModeAttentionCasts, typename T>
 static inline bool attn_backward_tc_dispatch(T* dqkv, float* Dbuf, const T* dout, const T* qkv, const T* out,
                                              const float* lse, int B, int Tn, int NH, int HS, cudaStream_t stream,
-                                             unsigned int* amax, uint64_t tcast_seed = 0) {
+                                             unsigned int* amax, uint64_t tcast_seed = 0, uint8_t* tcast_scales = nullptr) {
     if constexpr (sizeof(T) == 2) {
         if constexpr (CASTS) {
             if (attention_tcast_active()) {
                 attn_tc_require_tc(HS, attn_aligned16(dqkv) && attn_aligned16(dout) && attn_aligned16(qkv) && attn_aligned16(out));
-                attention_backward_dq_tc_cast<ATTN_DQ_CFG_64>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax, tcast_seed);
-                attention_backward_dkv_tc_cast<ATTN_DKV_CFG_64>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, tcast_seed);
+                attention_backward_dq_tc_cast<ATTN_TC_DQ_CFG>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax, tcast_seed,
+                                                              tcast_scales);
+                attention_backward_dkv_tc_cast<ATTN_TC_DKV_CFG>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, tcast_seed,
+                                                                tcast_scales);
                 return true;
             }
         }
-        (void)tcast_seed;
+        (void)tcast_seed, (void)tcast_scales;
         if (!attn_aligned16(dqkv) || !attn_aligned16(dout) || !attn_aligned16(qkv) || !attn_aligned16(out)) return false;
         if (HS == 64) {
             attention_backward_dq_tc<ATTN_DQ_CFG_64>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax);
@@ -256,13 +278,15 @@ static inline void attention_free() {
 // true in the plain builds, where both modes compute the same attention, to test the second pass
 // without a quantizer.
 // TensorCast build with an attention cast configured: the TC instantiations (PL = true whenever the
-// probabilities are cast, whatever PL says); tcast_seed: the stochastic-rounding seed of this call.
+// probabilities are cast, whatever PL says); tcast_seed: the stochastic-rounding seed of this call, tcast_scales:
+// the group scales it keeps for the backward (attention_forward).
 template <bool PL>
 static inline void attention_forward_mode(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
-                                          cudaStream_t stream, unsigned int* amax = nullptr, uint64_t tcast_seed = 0) {
+                                          cudaStream_t stream, unsigned int* amax = nullptr, uint64_t tcast_seed = 0,
+                                          uint8_t* tcast_scales = nullptr) {
     attn_check_shape(B, T, C, NH);
     const int HS = C / NH;
-    if (attn_forward_tc_dispatch<PL>(out, lse, qkv, B, T, NH, HS, stream, amax, tcast_seed)) return;
+    if (attn_forward_tc_dispatch<PL>(out, lse, qkv, B, T, NH, HS, stream, amax, tcast_seed, tcast_scales)) return;
     attention_forward_generic<PL>(out, lse, qkv, B, T, NH, HS, stream, amax);
 }
 
@@ -282,12 +306,15 @@ static inline void attention_forward_mode(floatX* out, float* lse, const floatX*
 // projection's input, gemm_amax_slot, so that its quantization needs no amax pass).
 // TensorCast build (attention_tcast_configure): the attn_scores / attn_probs casts of doc/TCAST.md 5.1;
 // tcast_seed seeds their stochastic rounding and must be the same for a layer's forward and backward
-// (ignored by every other build and by non-stochastic datatypes).
+// (ignored by every other build and by non-stochastic datatypes); tcast_scales (device, written): the group
+// scales of the casts the backward reads instead of finding them again, attention_tcast_scales_bytes(B, T, NH)
+// bytes, kept with lse until the layer's backward (NULL where that is 0: no tile-scaled RNE-family site; else
+// the call stops with `error:`).
 // USE_CUDNN=1 (kAttentionCudnn): the whole call runs on cuDNN's fused SDPA (attention_cudnn.h), same
 // contract (lse is cuDNN's softmax statistics, the same natural-log log-sum-exp); amax by one extra pass;
 // except where an attention site is cast (attention_uses_cudnn): then the built-in kernels with the casts.
 void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, cudaStream_t stream,
-                       unsigned int* amax = nullptr, uint64_t tcast_seed = 0) {
+                       unsigned int* amax = nullptr, uint64_t tcast_seed = 0, uint8_t* tcast_scales = nullptr) {
     if constexpr (kAttentionCudnn) {  // (if constexpr: the builds without cuDNN do not link attention_cudnn_*)
         if (attention_uses_cudnn()) {
             attn_check_shape(B, T, C, NH);
@@ -296,17 +323,18 @@ void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T,
             return;
         }
     }
-    attention_forward_mode<kAttnProbsFromLse>(out, lse, qkv, B, T, C, NH, stream, amax, tcast_seed);
+    attention_forward_mode<kAttnProbsFromLse>(out, lse, qkv, B, T, C, NH, stream, amax, tcast_seed, tcast_scales);
 }
 
 // The built-in kernels' backward (attention_backward without the cuDNN backend; dev/cuda/attention.cu also
 // times it in cuDNN builds). Same arguments and contract as attention_backward below.
 static inline void attention_backward_builtin(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv,
                                               const floatX* out, const float* lse, int B, int T, int C, int NH,
-                                              cudaStream_t stream, unsigned int* amax, uint64_t tcast_seed) {
+                                              cudaStream_t stream, unsigned int* amax, uint64_t tcast_seed,
+                                              uint8_t* tcast_scales = nullptr) {
     attn_check_shape(B, T, C, NH);
     const int HS = C / NH;
-    if (attn_backward_tc_dispatch(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax, tcast_seed)) return;
+    if (attn_backward_tc_dispatch(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax, tcast_seed, tcast_scales)) return;
     attention_backward_generic(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax);
 }
 
@@ -323,13 +351,14 @@ static inline void attention_backward_builtin(floatX* dqkv, float* scratch, cons
 // tiles (D, dQ), then one over key tiles (dK, dV). fp32 accumulation. Asynchronous on `stream`.
 // amax: NULL, or a device uint32 that receives max(*amax, bit pattern of max |dqkv|) as in
 // attention_forward (the amax slot of the qkv layer's dout).
-// TensorCast build: recomputes the forward's cast s^ and P^ bit for bit (same tcast_seed as the forward)
-// and passes the gradients straight through both casts.
+// TensorCast build: recomputes the forward's cast s^ and P^ bit for bit (same tcast_seed as the forward, and
+// tcast_scales as the forward left it: the group scales are read, not found again) and passes the gradients
+// straight through both casts.
 // USE_CUDNN=1: cuDNN's fused SDPA backward with its deterministic algorithm, scratch not used; where an
 // attention site is cast, the built-in kernels, as the forward (attention_uses_cudnn).
 void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv, const floatX* out,
                         const float* lse, int B, int T, int C, int NH, cudaStream_t stream, unsigned int* amax = nullptr,
-                        uint64_t tcast_seed = 0) {
+                        uint64_t tcast_seed = 0, uint8_t* tcast_scales = nullptr) {
     if constexpr (kAttentionCudnn) {
         if (attention_uses_cudnn()) {
             attn_check_shape(B, T, C, NH);
@@ -338,5 +367,5 @@ void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const 
             return;
         }
     }
-    attention_backward_builtin(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream, amax, tcast_seed);
+    attention_backward_builtin(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream, amax, tcast_seed, tcast_scales);
 }

@@ -20,11 +20,15 @@ template <int HS, int WM, int NW, int BC, int MINB = 1>
 struct AttnBwdDqTC {
     static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     static constexpr size_t smem_bytes = (size_t)(2 * BR + 4 * BC) * LDS * sizeof(floatX) + BR * sizeof(float);
+    // TC instantiation: each warp's cast tile (AttnTcTileQ<WM>) after sDrow
+    static constexpr size_t tc_smem_bytes = smem_bytes + (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
 };
 
-// TC: the attention-site casts (P^ and s^ recomputed as in the forward; AMAX ignored, run-time amax;
-// each warp's cast tile, AttnTcTileQ, follows sDrow in the dynamic shared memory).
-template <int HS, int WM, int NW, int BC, int MINB, bool AMAX = false, bool TC = false>
+// TC: the attention-site casts (P^ and s^ recomputed as in the forward, with the group scales the forward kept,
+// tc.scales; AMAX ignored, run-time amax; each warp's cast tile, AttnTcTileQ, follows sDrow in the dynamic shared
+// memory). STAGED (dev/cuda/attention.cu only): every tile through the staged path, which finds every group scale
+// itself: the recomputing backward the kept scales are checked against.
+template <int HS, int WM, int NW, int BC, int MINB, bool AMAX = false, bool TC = false, bool STAGED = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const floatX* __restrict__ dout,
                       const floatX* __restrict__ qkv, const floatX* __restrict__ out,
@@ -120,6 +124,8 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
                 attn_load_a<WM, KS, LDS>(qf, attn_smem_addr(sQ + wrow * LDS), lane);
                 attn_load_a<WM, KS, LDS>(dof, attn_smem_addr(sdO + wrow * LDS), lane);
             }
+            uint32_t kb[WM] = {};  // TC: the group scales the forward kept, both sites (loaded ahead of the MMAs)
+            if constexpr (TC && !STAGED) attn_tc_kept_load_q<true>(kb, tc, rbase, T, wr0, k0, lane);
             const uint32_t sKa = attn_smem_addr(sK + buf * BC * LDS);
             float s[WM][NS][4], dp[WM][NS][4];
             attn_frag_zero(s);
@@ -128,7 +134,7 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
             attn_mma_abt<WM, NS, KS, LDS>(dp, dof, attn_smem_addr(sV + buf * BC * LDS), lane); // dP = dO V^T
 
             if constexpr (TC) {  // s <- P^, then dS = P^ (dP - D)
-                attn_tc_step_q<false>(s, stage, scale, wr0, k0, T, true, lse2, lse2v, tc, rbase, lane, -1);
+                attn_tc_step_q<false, ATTN_TC_BWD, STAGED>(s, stage, scale, wr0, k0, T, lse2, lse2v, tc, rbase, lane, -1, kb);
                 attn_tc_ds(s, dp, Dr);
             } else if (k0 + BC - 1 > wr0) {
                 attn_dq_ds<true>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
@@ -159,6 +165,8 @@ struct AttnBwdDkvTC {
     static constexpr int NT = NW * 32, BK = 16 * WM * NW, LDS = HS + 8;
     static constexpr size_t smem_bytes =
         (size_t)(2 * BK + 4 * BR) * LDS * sizeof(floatX) + 4 * BR * sizeof(float);
+    // TC instantiation: the CTA's cast tile (AttnTcTileK) after sD, then 2 x the kept group scales of a query tile
+    static constexpr size_t tc_smem_bytes = smem_bytes + (size_t)AttnTcTileK::words * sizeof(float) + 2 * ATTN_TC_KEPT_K;
 };
 
 // The dK/dV kernel's step once P^T (key-major, s) of a query tile is known: dV += P^T dO,
@@ -182,8 +190,10 @@ __device__ __forceinline__ void attn_dkv_accumulate(float (&dv)[WM][NO][4], floa
 
 // TC: the attention-site casts along the keys, i.e. down the rows of S^T, through one cast tile per CTA
 // (AttnTcTileK, after sD in the dynamic shared memory): every warp runs every query tile (warps with no
-// visible key contribute zeros to the groups). AMAX ignored (run-time amax).
-template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool AMAX = false, bool TC = false>
+// visible key contribute zeros to the groups). The group scales the forward kept (tc.scales) stream in with each
+// query tile's lse and D (attn_tc_kept_load_k, double-buffered after the cast tile). AMAX ignored (run-time amax).
+// STAGED (dev/cuda/attention.cu only): every tile through the staged path (see attn_bwd_dq_tc_kernel).
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool AMAX = false, bool TC = false, bool STAGED = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dout, const floatX* __restrict__ qkv,
                        const float* __restrict__ lse, const float* __restrict__ Dbuf, int T, int NH, float scale,
@@ -202,6 +212,7 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
     float* sL = reinterpret_cast<float*>(sdO + 2 * BR * LDS);  // 2 x BR lse values
     float* sD = sL + 2 * BR;                                   // 2 x BR D values
     float* tc_tile = TC ? sD + 2 * BR : nullptr;  // TC: the CTA's cast tile (AttnTcTileK)
+    uint8_t* sKept = TC ? reinterpret_cast<uint8_t*>(tc_tile + AttnTcTileK::words) : nullptr;  // TC: 2 x ATTN_TC_KEPT_K bytes
 
     const int C = NH * HS, C3 = 3 * C;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -224,6 +235,7 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
     attn_load_tile<HS, BR, NT>(sdO, gdO, C, i_begin * BR, T);
     attn_load_vec<BR>(sL, gL, i_begin * BR, T);
     attn_load_vec<BR>(sD, gD, i_begin * BR, T);
+    if constexpr (TC) attn_tc_kept_load_k(sKept, tc, (uint64_t)bh * (uint64_t)T, T, k0, i_begin * BR);
     attn_cp_async_commit();
 
     uint32_t kf[WM][KS][4], vf[WM][KS][4];
@@ -239,6 +251,7 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
             attn_load_tile<HS, BR, NT>(sdO + nb * BR * LDS, gdO, C, (i + 1) * BR, T);
             attn_load_vec<BR>(sL + nb * BR, gL, (i + 1) * BR, T);
             attn_load_vec<BR>(sD + nb * BR, gD, (i + 1) * BR, T);
+            if constexpr (TC) attn_tc_kept_load_k(sKept + nb * ATTN_TC_KEPT_K, tc, (uint64_t)bh * (uint64_t)T, T, k0, (i + 1) * BR);
         }
         attn_cp_async_commit();
         attn_cp_async_wait<1>();
@@ -262,7 +275,8 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
                 attn_mma_abt<WM, NS, KS, LDS>(s, kf, sQa, lane);  // S^T = K Q^T
             }
             if constexpr (TC) {  // s <- P^T
-                attn_tc_step_k(s, tc_tile, active, scale, wrow, kw0, qb, k0, T, L, tc, (uint64_t)bh * (uint64_t)T, lane);
+                attn_tc_step_k<STAGED>(s, tc_tile, active, scale, wrow, kw0, qb, k0, T, L, tc, (uint64_t)bh * (uint64_t)T, lane,
+                                       sKept + buf * ATTN_TC_KEPT_K);
             } else if (qb < kw1) {  // mask only where some query of the tile precedes some key of the warp
                 attn_dkv_p<true>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
             } else {
@@ -309,29 +323,30 @@ void attention_backward_dkv_tc(floatX* dqkv, const floatX* dout, const floatX* q
     cudaCheckLaunch();
 }
 
-// TensorCast launchers: the TC instantiations (see attention_forward_tc_cast).
-template <int HS, int WM, int NW, int BC, int MINB>
+// TensorCast launchers: the TC instantiations (see attention_forward_tc_cast). scales: what the forward of the same
+// call kept (attention_tcast_scales_bytes(B, T, NH) bytes, read; NULL only where no site keeps them). STAGED: the
+// harness's recomputing instantiation (attn_bwd_dq_tc_kernel), which reads no scales.
+template <int HS, int WM, int NW, int BC, int MINB, bool STAGED = false>
 void attention_backward_dq_tc_cast(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv, const floatX* out,
-                                   const float* lse, int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed) {
+                                   const float* lse, int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed,
+                                   uint8_t* scales) {
     using Cfg = AttnBwdDqTC<HS, WM, NW, BC, MINB>;
-    auto kernel = attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, false, true>;
-    const size_t smem = Cfg::smem_bytes + (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
-    attn_set_smem(kernel, smem);
+    auto kernel = attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, false, true, STAGED>;
+    attn_set_smem(kernel, Cfg::tc_smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
-    kernel<<<grid, Cfg::NT, smem, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS), amax,
-                                            attn_tc_args(seed, false));
+    kernel<<<grid, Cfg::NT, Cfg::tc_smem_bytes, stream>>>(dqkv, Dbuf, dout, qkv, out, lse, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                                          attn_tc_args(seed, false, scales, B, T, NH));
     cudaCheckLaunch();
 }
 
-template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB>
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool STAGED = false>
 void attention_backward_dkv_tc_cast(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
-                                    int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed) {
+                                    int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed, uint8_t* scales) {
     using Cfg = AttnBwdDkvTC<HS, WM, NW, BR, KV_REGS, MINB>;
-    auto kernel = attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false, true>;
-    const size_t smem = Cfg::smem_bytes + (size_t)AttnTcTileK::words * sizeof(float);
-    attn_set_smem(kernel, smem);
+    auto kernel = attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false, true, STAGED>;
+    attn_set_smem(kernel, Cfg::tc_smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
-    kernel<<<grid, Cfg::NT, smem, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
-                                            attn_tc_args(seed, false));
+    kernel<<<grid, Cfg::NT, Cfg::tc_smem_bytes, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                                          attn_tc_args(seed, false, scales, B, T, NH));
     cudaCheckLaunch();
 }

@@ -18,12 +18,16 @@
 // the loaded ones a warp skips tiles above its own rows, and only tiles crossing the diagonal pay
 // for the mask. PL (kProbsFromLse, see the header comment of attention.cuh): the key loop runs twice, first for the
 // row statistics only (K tiles only), then for P^ = boundary(exp(s^ - lse)) and O = P^ V (K and V);
-// the Q fragments stay in registers across both.
+// the Q fragments stay in registers across both. TC with a tile-scaled RNE-family site (attention_tcast_keeps): pass 1
+// finds the score groups' scales and keeps them (tc.scales), pass 2 reads them back and finds and keeps the
+// probability groups' (attention_tcast_cast.cuh, ATTN_TC_FWD_STATS / ATTN_TC_FWD_OUT): the backward reads both.
 
 template <int HS, int WM, int NW, int BC, int MINB = 1>
 struct AttnFwdTC {
     static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     static constexpr size_t smem_bytes = (size_t)(BR + 4 * BC) * LDS * sizeof(floatX);
+    // TC instantiation: each warp's cast tile (AttnTcTileQ<WM>) after the tiles
+    static constexpr size_t tc_smem_bytes = smem_bytes + (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
 };
 
 // TC (TensorCast, see the header comment of attention.cuh): the attention-site casts; CNT then counts --cast-stats
@@ -89,9 +93,10 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
             attn_frag_zero(s);
             attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
-            if constexpr (TC) {  // s <- s^ (masked: -inf), then the softmax step on s^
-                const float no_lse[WM][2] = {};  // (read only when the probabilities follow)
-                attn_tc_step_q<CNT>(s, stage, scale, wr0, k0, T, false, no_lse, 0.f, tc, rbase, lane, ATTN_TC_SCORES);
+            if constexpr (TC) {  // s <- s^ (masked: -inf; the score groups' scales found and kept), then the softmax step on s^
+                const float no_lse[WM][2] = {};     // (read only when the probabilities follow)
+                const uint32_t no_kb[WM] = {};      // (read only by the later visits)
+                attn_tc_step_q<CNT, ATTN_TC_FWD_STATS, false>(s, stage, scale, wr0, k0, T, no_lse, 0.f, tc, rbase, lane, ATTN_TC_SCORES, no_kb);
                 attn_fwd_softmax<false, PL, false, true>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
             } else if (k0 + BC - 1 > wr0) {  // only tiles crossing the diagonal (some key after some row of the warp) pay for the mask
                 attn_fwd_softmax<true, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
@@ -133,12 +138,14 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
             const int buf = attn_kv_next<HS, BC, NT, true>(sK, sV, gK, gV, C3, j, n_kv, T);
             const int k0 = j * BC;
             if (live && k0 <= wr1) {  // qf was loaded in pass 1 (tile 0)
+                uint32_t kb[WM] = {};  // TC: the score groups' scales pass 1 kept (loaded ahead of the MMA)
+                if constexpr (TC && !CNT) attn_tc_kept_load_q<false>(kb, tc, rbase, T, wr0, k0, lane);
                 float s[WM][NS][4];
                 attn_frag_zero(s);
                 attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
-                if constexpr (TC) {  // s <- P^
-                    attn_tc_step_q<CNT>(s, stage, scale, wr0, k0, T, true, lse2, lse2v, tc, rbase, lane, ATTN_TC_PROBS);
+                if constexpr (TC) {  // s <- P^ (the score groups' scales read, the probability groups' found and kept)
+                    attn_tc_step_q<CNT, ATTN_TC_FWD_OUT, false>(s, stage, scale, wr0, k0, T, lse2, lse2v, tc, rbase, lane, ATTN_TC_PROBS, kb);
                 } else if (k0 + BC - 1 > wr0) {
                     attn_fwd_p_lse<true, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
                 } else {
@@ -198,16 +205,24 @@ void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int
 // the forward, the --cast-stats counting instantiation while attention_tcast_stats is set. The
 // dynamic shared memory grows by the cast tiles (attention_tcast_cast.cuh). Only the dispatch of a
 // build whose mode sets kModeAttentionCasts instantiates them (attention.cuh).
-template <int HS, int WM, int NW, int BC, int MINB, bool PL>
+// STATS = false (dev/cuda/attention --tc-sweep candidates): the counting instantiation is not compiled, and
+// a call while --cast-stats counting is on stops with `error:`.
+// scales: the group scales the forward keeps for the backward (attention_tcast_scales_bytes(B, T, NH) bytes, written;
+// NULL only where no site keeps them: attn_tc_args stops with `error:` otherwise).
+template <int HS, int WM, int NW, int BC, int MINB, bool PL, bool STATS = true>
 void attention_forward_tc_cast(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
-                               unsigned int* amax, uint64_t seed) {
+                               unsigned int* amax, uint64_t seed, uint8_t* scales) {
     using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
     const bool count = attn_tc_counting();
-    auto kernel = count ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false, true>
-                        : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, false, true>;
-    const size_t smem = Cfg::smem_bytes + (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
-    attn_set_smem(kernel, smem);
+    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, false, true>;
+    if constexpr (STATS) {
+        if (count) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false, true>;
+    } else if (count) {
+        die("--cast-stats: this attention forward configuration (a dev/cuda/attention --tc-sweep candidate) has no counting kernel");
+    }
+    attn_set_smem(kernel, Cfg::tc_smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
-    kernel<<<grid, Cfg::NT, smem, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, attn_tc_args(seed, count));
+    kernel<<<grid, Cfg::NT, Cfg::tc_smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                                          attn_tc_args(seed, count, scales, B, T, NH));
     cudaCheckLaunch();
 }

@@ -31,7 +31,15 @@
 // values under stochastic rounding) calls tcast_quantize through a non-inlined function. The RNE
 // family (attn_tc_rne_group / attn_tc_rne_elem, below) is the branch-free path the kernels take
 // first for round-even MX and unscaled float types. dev/cuda/attention.cu checks both fast paths
-// against tcast_quantize on the host before any kernel.
+// against tcast_quantize on the host before any kernel. For the OCP FP8 element formats (E4M3 fn,
+// E5M2) the register casts round with the hardware conversions instead (attn_tc_hw_pair, chosen per
+// site at configure time: AttnTcastSite::hw), bit-identical to attn_tc_rne_elem in every group the
+// RNE family accepts; the harness checks that on the GPU (tc_hw_elem_check).
+//
+// Kept group scales (doc/TCAST.md 6, round 4): a tile-scaled RNE-family site (attention_tcast_keeps) finds each
+// group's scale once, in the forward, and keeps its verdict (a byte: attn_tc_rne_byte, layout attn_tc_scale_at) in a
+// buffer the caller keeps beside lse (attention_tcast_scales_bytes; the trainer: GPT2::att_scales); the backward
+// reads it. The backward's s^ and P^ are the forward's bit for bit, so what it reads is what it would find.
 #pragma once
 
 #include <stdint.h>
@@ -41,9 +49,12 @@
 #include "llmc/core/utils.h"
 #include "llmc/kernels/boundary.cuh"
 #include "llmc/numerics/tcast.h"
+#include "llmc/kernels/tcast/tcast_fp8_hw.cuh"
 #include "llmc/kernels/tcast/tcast_stats.cuh"
 
 enum { ATTN_TC_SCORES = 0, ATTN_TC_PROBS = 1 };
+// The element formats the hardware converts (cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32, sm_89+): attn_tc_hw_pair.
+enum { ATTN_TC_HW_NONE = TCAST_FP8_NONE, ATTN_TC_HW_E4M3 = TCAST_FP8_E4M3, ATTN_TC_HW_E5M2 = TCAST_FP8_E5M2 };
 
 // One attention site's cast, as the kernels read it (constant memory). Plain data.
 struct AttnTcastSite {
@@ -63,16 +74,22 @@ struct AttnTcastSite {
     int32_t rne_emin;    // emin + 127: the exponent field below which the quantum stops shrinking (s = 0)
     uint32_t rne_sign;   // 0x80000000 if zeros keep their sign (signed_zero), else 0
     int32_t rne_kmax;    // bits of max_F 2^s = the group's mc + rne_kmax (attn_tc_rne_maxv)
+    // The hardware FP8 element step (attn_tc_hw_pair), chosen once at configure time (attn_tc_hw_format):
+    int hw;              // ATTN_TC_HW_E4M3 / _E5M2: the register casts round with cvt (frag sites only), else 0
+    int32_t hw_up;       // bits of 2^s = the group's mc + hw_up (-rne_c - (emin << 23))
 };
 
 __constant__ AttnTcastSite attn_tc_site[2];
 
-// Per call, by value to the TC kernel instantiations (ignored by the others): the random-bit states
-// of the two sites (fp8_mix64_(seed_site ^ 0x6A09E667F3BCC909), the `state` of tcast_random_bits)
-// and the --cast-stats counters of the forward's counting instantiation.
+// Per call, by value to the TC kernel instantiations (ignored by the others; attn_tc_args): the random-bit states
+// of the two sites (fp8_mix64_(seed_site ^ 0x6A09E667F3BCC909), the `state` of tcast_random_bits),
+// the --cast-stats counters of the forward's counting instantiation, and the group scales the forward
+// keeps for the backward (attention_tcast_keeps; NULL for a site that keeps none): the forward writes
+// them, the dQ and dK/dV kernels read them (the byte layout: attn_tc_scale_at, attn_tc_rne_byte).
 struct AttnTcastArgs {
     uint64_t state[2];
     TcastDeviceStats* stats[2];
+    uint8_t* scales[2];
 };
 
 // The site seeds of one call (see the header comment).
@@ -231,6 +248,33 @@ static inline HOST_DEVICE AttnTcRneQ attn_tc_rne_q(const AttnTcastSite* S, int32
     return q;
 }
 
+// ---- The group scales the forward keeps for the backward (doc/TCAST.md 6, round 4). A tile-scaled site of the
+// RNE family in the fragment layout (attention_tcast_keeps) keeps one byte per (b, h, 32-key half g, query i): the
+// verdict of attn_tc_rne_group on the group holding keys 32 g .. 32 g + 31 of row i (a 64-key group: the same
+// byte in both halves). Accepted: the exponent field of mc less rne_c's, e = emin + s + 127, in 0 .. 252
+// (attn_tc_rne_group accepts only e + 23 - mbits <= 254, and mbits <= 21); refused: 0xFF, and the tile then
+// takes the staged path in the backward as it does in the forward. The forward's pass 1 writes the scores'
+// bytes, its pass 2 the probabilities', for every group at or below the diagonal (32 g <= i < T); the other
+// bytes are never written: readers take the filler 0 (a valid verdict: finite constants) for them, as their
+// values are +0 (keys after the query) or reach no output (rows past T, whose zero-filled dO and D multiply them).
+// The backward's s^ and P^ are the forward's bit for bit, so the kept verdicts are those it would recompute.
+#define ATTN_TC_REFUSED 0xFFu
+
+// The byte of a group step's verdict (ok, q).
+static inline HOST_DEVICE uint32_t attn_tc_rne_byte(const AttnTcastSite* S, int ok, AttnTcRneQ q) {
+    return ok ? ((uint32_t)q.mc - (uint32_t)S->rne_c) >> 23 : ATTN_TC_REFUSED;
+}
+// The group's mc from an accepted byte (attn_tc_rne_q then gives its constants).
+static inline HOST_DEVICE int32_t attn_tc_rne_mc_of(const AttnTcastSite* S, uint32_t byte) {
+    return (int32_t)((byte << 23) + (uint32_t)S->rne_c);
+}
+// The index of the byte of half g of query i in a site's buffer of B*NH*ceil(T/32)*T bytes, layout (b, h, g, i):
+// the queries of one half are consecutive (the dK/dV kernel reads 64 of them with 16-byte copies).
+// rbase = (b*NH + h) * T.
+static inline HOST_DEVICE size_t attn_tc_scale_at(uint64_t rbase, int T, int g, int i) {
+    return (size_t)(rbase * (uint64_t)((T + 31) >> 5) + (uint64_t)g * (uint64_t)T + (uint64_t)i);
+}
+
 #ifdef __CUDA_ARCH__
 // min / max without .ftz (the build's --use_fast_math would flush subnormal results).
 static inline __device__ float attn_tc_fmin_(float a, float b) {
@@ -250,13 +294,82 @@ static inline float attn_tc_fmax_(float a, float b) { return a > b ? a : b; }
 
 // The element step: tcast_quantize of x in a group with constants q (attn_tc_rne_group said yes),
 // round mode even; c = rne_c, sign = rne_sign of the site. Branch-free.
+// NONNEG (the probabilities: exp2 results and masked +0, never -0): for x with its sign bit clear the
+// result y = (x + M) - M is >= +0 (RN is monotone, and an exact zero difference is +0), so the clamp at
+// -max_F 2^s and the sign restore (x has none) change nothing and are left out: the same bits, two
+// instructions fewer per element. The host self-test checks both forms against tcast_quantize.
+template <bool NONNEG = false>
 static inline HOST_DEVICE float attn_tc_rne_elem(float x, AttnTcRneQ q, int32_t c, uint32_t sign) {
     const uint32_t xb = tcast_f32_bits(x);
     const int32_t me = (int32_t)((xb & 0x7F800000u) + (uint32_t)c);  // < 2^31 in an accepted group
     const float M = tcast_f32_from_bits((uint32_t)(me > q.mc ? me : q.mc));
     float y = tcast_sub_rn(tcast_add_rn(x, M), M);
-    y = attn_tc_fmin_(attn_tc_fmax_(y, -q.maxv), q.maxv);
-    return tcast_f32_from_bits(tcast_f32_bits(y) | (xb & sign));
+    if constexpr (NONNEG) {
+        (void)sign;
+        return attn_tc_fmin_(y, q.maxv);
+    } else {
+        y = attn_tc_fmin_(attn_tc_fmax_(y, -q.maxv), q.maxv);
+        return tcast_f32_from_bits(tcast_f32_bits(y) | (xb & sign));
+    }
+}
+
+// ---- The hardware FP8 element step (doc/TCAST.md 6, round 4). For a site whose element format is exactly
+// OCP E4M3 (e4m3fn: max 448, no Inf) or E5M2 (IEEE mode, max 57344) and that takes the RNE family in the
+// fragment layout (AttnTcastSite::frag), the register casts round a group's elements with the sm_89+
+// conversions instead of attn_tc_rne_elem: y = x 2^-s, the FP8 code cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32(y)
+// (two values per instruction), back through cvt.rn.f16x2.{e4m3x2,e5m2x2} and cvt.f32.f16, times 2^s.
+// 2^s comes from the group's mc alone (bits mc + hw_up; 2^-s = bits (254 << 23) - that), so the group
+// step is the RNE family's, unchanged. Bit-identical to attn_tc_rne_elem (= tcast_quantize_exp with round
+// mode even) for every finite x of every group attn_tc_rne_group accepts, because there:
+//   (a) 2^s and 2^-s are normal float32s: acceptance needs emin + s + 127 >= 0 and max_F 2^s normal, i.e.
+//       -121 <= s <= 119 (E4M3), -113 <= s <= 112 (E5M2).
+//   (b) y = RN(x 2^-s) (mul.rn.f32, no FTZ) is exact unless |x 2^-s| < 2^-126 or it overflows. Below
+//       2^-126 it keeps x's sign and stays below half the smallest FP8 subnormal (2^-10, 2^-17), so
+//       both the exact value and y round to a zero of x's sign: tcast's result for the signed-zero formats
+//       (E4M3 fn and E5M2 both keep the sign). Overflow to +-Inf only happens in unscaled / fixed-scale
+//       groups (scaled groups have |x 2^-s| < 2^(emax+1)) and saturates like any |y| beyond the top.
+//   (c) cvt.rn.satfinite rounds y to the format's grid with ties to even, subnormals included, and gives
+//       +-max_F for every value that rounds beyond it and for +-Inf: tcast's saturation of section 1.3
+//       step 4, which clamps every format at max in every mode (so also E5M2, which has an Inf: finite
+//       inputs never become Inf in TensorCast, and the group step refuses NaN / Inf groups). The same
+//       conversions are checked against fp8.h's encoder on all 2^32 float patterns in dev/cuda/fp8_quant.cu.
+//   (d) The FP8 value widened to float16 and float32 is exact (E5M2 is float16's top byte; E4M3's values
+//       2^-9 .. 448 are float16 values), and r 2^s is exact: r is a multiple of 2^(emin - mbits) with at
+//       most mbits + 1 significant bits, so r 2^s is a multiple of 2^(emin + s - mbits) >= 2^-130 (accepted
+//       groups have emin + s >= -127) with |r 2^s| <= max_F 2^s normal; +-0 stays +-0.
+// The staged loop keeps attn_tc_rne_elem (its groups are the rare fallback). 4 instructions per element
+// (FMUL, F2FP pack and unpack per pair, HADD2.F32, FMUL) instead of attn_tc_rne_elem's 7 (5 NONNEG).
+// dev/cuda/attention.cu (tc_hw_elem_check) compares it with attn_tc_rne_elem and tcast_quantize on the GPU.
+
+// Host / device: the hardware format of a site's datatype (ATTN_TC_HW_*: tcast_fp8_of's, for the RNE family in the
+// fragment layout only).
+static inline HOST_DEVICE int attn_tc_hw_format(const TcastDataType* dt, int frag) {
+    return frag ? (int)tcast_fp8_of(dt->number) : ATTN_TC_HW_NONE;
+}
+
+// y0, y1 <- the float32 values of their FP8 codes (HW: E4M3 or E5M2, RNE with saturation): the cast kernels' one
+// primitive, tcast_fp8x2_round (llmc/kernels/tcast/tcast_fp8_hw.cuh).
+template <int HW>
+static inline __device__ void attn_tc_hw_cvt(float& y0, float& y1) {
+    static_assert(HW == ATTN_TC_HW_E4M3 || HW == ATTN_TC_HW_E5M2, "E4M3 or E5M2");
+    const float2 r = tcast_fp8x2_round<HW == ATTN_TC_HW_E4M3 ? TCAST_FP8_E4M3 : TCAST_FP8_E5M2>(make_float2(y0, y1));
+    y0 = r.x;
+    y1 = r.y;
+}
+
+// 2^-s and 2^s of a group with constant mc (accepted by attn_tc_rne_group); up = the site's hw_up.
+static inline HOST_DEVICE float attn_tc_hw_down(int32_t mc, int32_t up) { return tcast_f32_from_bits(0x7F000000u - ((uint32_t)mc + (uint32_t)up)); }
+static inline HOST_DEVICE float attn_tc_hw_up(int32_t mc, int32_t up) { return tcast_f32_from_bits((uint32_t)mc + (uint32_t)up); }
+
+// The element step of two elements x0, x1 (of groups with constants mc0, mc1: attn_tc_rne_group accepted
+// them) with the hardware format HW; up = the site's hw_up. Device only (sm_89+), branch-free.
+template <int HW>
+static inline __device__ void attn_tc_hw_pair(float& x0, float& x1, int32_t mc0, int32_t mc1, int32_t up) {
+    x0 = tcast_mul_rn(x0, attn_tc_hw_down(mc0, up));  // y = x 2^-s
+    x1 = tcast_mul_rn(x1, attn_tc_hw_down(mc1, up));
+    attn_tc_hw_cvt<HW>(x0, x1);
+    x0 = tcast_mul_rn(x0, attn_tc_hw_up(mc0, up));  // r 2^s
+    x1 = tcast_mul_rn(x1, attn_tc_hw_up(mc1, up));
 }
 
 // Host: the AttnTcastSite of a data type (after attention_tcast_supported accepted it).
@@ -286,6 +399,8 @@ static inline AttnTcastSite attn_tc_make_site(const TcastDataType* dt) {
         S.rne_emin = f->emin + 127;
         S.rne_sign = f->signed_zero ? 0x80000000u : 0u;
         S.rne_kmax = (int32_t)(S.maxb0 - (uint32_t)S.rne_c - ((uint32_t)S.rne_emin << 23));
+        S.hw = attn_tc_hw_format(dt, S.frag);
+        S.hw_up = (int32_t)(0u - (uint32_t)S.rne_c - ((uint32_t)f->emin << 23));  // mc = ((emin + s + 127) << 23) + rne_c
     }
     return S;
 }
@@ -345,11 +460,42 @@ static inline bool attention_tcast_active() { return kModeAttentionCasts && (att
 // True when the probabilities are cast (the forward then runs its two-pass mode).
 static inline bool attention_tcast_probs() { return attn_tc_host[1].on != 0; }
 
-static inline AttnTcastArgs attn_tc_args(uint64_t seed, bool count) {
+// True when site k (ATTN_TC_SCORES / ATTN_TC_PROBS) keeps its group scales from the forward for the backward:
+// cast, tile-scaled (tiles of 32 or 64 keys) and of the RNE family in the fragment layout (AttnTcastSite::frag).
+static inline bool attention_tcast_keeps(int k) { return attn_tc_host[k].on && attn_tc_host[k].frag && attn_tc_host[k].tile > 1; }
+
+// Bytes of one site's group scales for a (B, NH, T) attention call: one byte per query and 32-key half.
+static inline size_t attention_tcast_site_scale_bytes(int B, int T, int NH) {
+    return (size_t)B * NH * (size_t)((T + 31) / 32) * (size_t)T;
+}
+// Bytes of the buffer `scales` of attention_forward / attention_backward for a (B, NH, T) call under the current
+// configuration (attention_tcast_configure): one site's bytes per site that keeps its scales, 0 when none does
+// (then scales may be NULL). The buffer is written by the forward and read by the backward of the same call.
+static inline size_t attention_tcast_scales_bytes(int B, int T, int NH) {
+    return ((size_t)attention_tcast_keeps(ATTN_TC_SCORES) + (size_t)attention_tcast_keeps(ATTN_TC_PROBS)) *
+           attention_tcast_site_scale_bytes(B, T, NH);
+}
+
+// The kernels' per-call arguments: the random-bit states of the call's seed, the --cast-stats counters (count) and
+// each keeping site's part of scales (attention_tcast_scales_bytes(B, T, NH) bytes: the scores' part first). Stops
+// with `error:` when a site keeps its scales and scales is NULL, or one site's part would be 4 GiB or more.
+static inline AttnTcastArgs attn_tc_args(uint64_t seed, bool count, uint8_t* scales, int B, int T, int NH) {
     AttnTcastArgs a;
+    uint8_t* next = scales;
     for (int k = 0; k < 2; k++) {
         a.state[k] = attn_tc_state(attn_tc_site_seed(seed, k));
         a.stats[k] = count ? attn_tc_stats_dev[k] : NULL;
+        a.scales[k] = NULL;
+        if (!attention_tcast_keeps(k)) continue;
+        const char* site = BOUNDARY_SITE_NAMES[k == ATTN_TC_SCORES ? ATTN_SCORES : ATTN_PROBS];
+        if (!scales)
+            die("attention: --cast %s=%s keeps its group scales from the forward for the backward, and the call passed no "
+                "buffer for them (attention_tcast_scales_bytes)", site, attn_tc_host[k].dt.name);
+        if (attention_tcast_site_scale_bytes(B, T, NH) > 0xFFFFFFFFull)  // (the query-major kernels index them in 32 bits)
+            die("attention: --cast %s=%s: B=%d NH=%d T=%d needs %zu bytes of group scales per call, 4 GiB or more", site,
+                attn_tc_host[k].dt.name, B, NH, T, attention_tcast_site_scale_bytes(B, T, NH));
+        a.scales[k] = next;
+        next += attention_tcast_site_scale_bytes(B, T, NH);
     }
     return a;
 }

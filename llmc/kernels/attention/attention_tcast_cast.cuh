@@ -8,25 +8,33 @@
 // (attn_tc_step_q: forward passes and dQ; attn_tc_step_k: dK/dV) forms v = raw * scale (future keys 0)
 // in its C fragments and then, site by site:
 //   * RNE family (round-even MX float / int, unscaled float and fixed-scale pN types, chosen at configure time,
-//     AttnTcastSite::frag): the cast in registers, attn_tc_frag_rne / attn_tc_frag_rne_k. Per group
-//     the amax (quad shuffles in the query-major kernels, shared memory across the dK/dV kernel's
-//     warps), one branch-free group step (attn_tc_rne_group) and a vote; per element seven
-//     branch-free instructions (attn_tc_rne_elem). The probabilities p = exp2(s^ log2(e) - lse log2(e))
-//     follow in registers.
+//     AttnTcastSite::frag): the cast in registers, attn_tc_frag_rne / attn_tc_frag_rne_k. Per group its
+//     constants and a vote: tile-scaled types find them once, in the forward (the scores' in pass 1, the
+//     probabilities' in pass 2: the amax by quad shuffles, one branch-free group step, attn_tc_rne_group), and
+//     keep the verdict, a byte per group (attention_tcast.cuh, attn_tc_rne_byte), in a buffer beside lse; pass 2
+//     (the scores) and the dQ and dK/dV kernels read it instead (attn_tc_kept_load_q, attn_tc_kept_load_k), so
+//     neither the amax nor the group step nor, in dK/dV, the cross-warp reduction runs there again. Unscaled
+//     types take one group step per lane in every visit (a known scale: the step only screens the values).
+//     Per element seven branch-free instructions (attn_tc_rne_elem), or four with the hardware FP8 conversions
+//     for E4M3 / E5M2 elements (attn_tc_hw_pair, attn_tc_frag_round). The probabilities
+//     p = exp2(s^ log2(e) - lse log2(e)) follow in registers.
 //   * otherwise, or when the vote finds a group the family refuses (NaN / Inf, tiny or huge groups):
 //     from that site on, the staged path. The warps write their fragments into a shared-memory tile
 //     (attn_tc_put_q / attn_tc_put_k), and after a barrier every thread casts the keys of one query
 //     row it owns, in one plain (not unrolled) loop, attn_tc_cast_tile: for each site in turn, M:N
 //     pruning, then per group the amax (and the min / max for uint data) over its keys, the group
-//     scale, and element by element the rounding (random bits from (seed, flat index)) - the RNE
-//     family here too where the group allows, else the general cast - the causal mask and the next
+//     scale (in the forward also kept, for a keeping site: so the groups of a staged tile and of the counting
+//     instantiation are kept too), and element by element the rounding (random bits from (seed, flat index)) -
+//     the RNE family here too where the group allows, else the general cast - the causal mask and the next
 //     step's transform (scores -> probabilities when they follow). After a second barrier the
 //     fragments are read back and the kernel goes on with its plain steps. The tile layouts keep
 //     every shared-memory access of the loop and of the fragment writes / reads free of bank
 //     conflicts (AttnTcTile).
 // Both paths give the same bits (the RNE family is checked against tcast_quantize by the harness's
-// host self-test), so the choice is free per tile. Each kernel holds one inline copy of the staged
-// loop per call site and one of the register cast per site and call site.
+// host self-test, the hardware element step against both on the GPU), so the choice is free per tile; a kept
+// verdict that refuses (0xFF) sends the tile to the staged path in the backward as its recomputation would. Each
+// kernel holds one inline copy of the staged loop per call site and, per site and call site, one of the register
+// cast's group step with three copies of its element step (E4M3, E5M2, attn_tc_rne_elem).
 #pragma once
 
 #include <stdint.h>
@@ -141,8 +149,10 @@ using AttnTcTileK = AttnTcTile<64, 128, 256, 72, 8, 1>;
 // random-bit states and counters. probs = false: scores only, s^ left in the tile (masked: -inf).
 // probs = true: s^ (scores site, if cast) -> p = exp2(s^ log2(e) - lse2) (lse2 = lse * log2(e) of the
 // query; masked: 0) -> P^ (probabilities site, if cast; masked: 0), P^ left in the tile. CNT: count
-// --cast-stats of site cnt_site (the forward's counting instantiation).
-template <int L, int LD, int PM, bool CNT>
+// --cast-stats of site cnt_site (the forward's counting instantiation). KEEP (the forward): a site that keeps
+// its group scales (tc.scales) writes each group's RNE verdict (attn_tc_rne_byte) for the backward, so that the
+// groups of a tile that went this way, and every group of the counting instantiation, are kept as well.
+template <int L, int LD, int PM, bool CNT, bool KEEP>
 __device__ __forceinline__ void attn_tc_cast_tile(float* x, int kb, int query, int T, int site0, bool probs, float lse2,
                                                   const AttnTcastArgs& tc, uint64_t rbase, int cnt_site) {
     const uint64_t ib = (rbase + (uint64_t)query) * (uint64_t)T + (uint64_t)kb;  // flat index of element 0
@@ -188,6 +198,8 @@ __device__ __forceinline__ void attn_tc_cast_tile(float* x, int kb, int query, i
         // The RNE family (attention_tcast.cuh): one branch per group, none per element. Not when counting
         // (it reports no flags); unscaled sites take it too (the amax pass then only screens for NaN / Inf).
         const bool rne = !CNT && on && S.rne;
+        // KEEP: where this site's verdicts go (set only for a keeping site: on, tile-scaled, of the RNE family)
+        uint8_t* const kept = !KEEP ? nullptr : site == ATTN_TC_SCORES ? tc.scales[ATTN_TC_SCORES] : tc.scales[ATTN_TC_PROBS];
         AttnGroupQ q = attn_tc_group_unscaled(site);
         #pragma unroll 1
         for (int g0 = 0; g0 < L; g0 += XG) {
@@ -198,7 +210,14 @@ __device__ __forceinline__ void attn_tc_cast_tile(float* x, int kb, int query, i
                 for (int k = g0; k < g0 + XG; k++) attn_tc_acc(am, lo, hi, x[k * LD], mm);
                 if (X > L) attn_tc_shfl_merge(am, lo, hi, PM, mm);
                 AttnTcRneQ rq;
-                if (rne && attn_tc_rne_group(&S, am, X > 1, &rq)) {
+                const int rok = (rne || kept) && attn_tc_rne_group(&S, am, X > 1, &rq);
+                if (kept) {  // this thread's 32-key halves of the group (one, or both of a 64-key group at L = 64)
+                    const uint8_t byte = (uint8_t)attn_tc_rne_byte(&S, rok, rq);
+                    #pragma unroll 1
+                    for (int k = g0; k < g0 + XG; k += 32)
+                        if (kb + k <= query && query < T) kept[attn_tc_scale_at(rbase, T, (kb + k) >> 5, query)] = byte;
+                }
+                if (rne && rok) {
                     const int32_t c = S.rne_c;
                     const uint32_t sg = S.rne_sign;
                     #pragma unroll 4
@@ -252,14 +271,14 @@ __device__ __forceinline__ void attn_tc_put_q(float* tile, const float (&s)[WM][
 
 // Cast the warp's staged tile from site site0 on (attn_tc_cast_tile: probs, lse2v = the lane's row lse *
 // log2(e)) and read the result back into s. q0 = the warp's first query, k0 = the key tile's first key.
-template <bool CNT, int WM, int NS>
+template <bool CNT, bool KEEP, int WM, int NS>
 __device__ __forceinline__ void attn_tc_cast_q(float (&s)[WM][NS][4], float* tile, int q0, int k0, int T, int site0, bool probs,
                                                float lse2v, const AttnTcastArgs& tc, uint64_t rbase, int lane, int cnt_site) {
     using Tile = AttnTcTileQ<WM>;
     const int i = lane % Tile::NI, part = lane / Tile::NI, g = lane >> 2, tq = lane & 3;
     __syncwarp();
-    attn_tc_cast_tile<Tile::L, Tile::LD, Tile::PM, CNT>(tile + Tile::at(i, part * Tile::L), k0 + part * Tile::L, q0 + i, T, site0,
-                                                        probs, lse2v, tc, rbase, cnt_site);
+    attn_tc_cast_tile<Tile::L, Tile::LD, Tile::PM, CNT, KEEP>(tile + Tile::at(i, part * Tile::L), k0 + part * Tile::L, q0 + i, T,
+                                                              site0, probs, lse2v, tc, rbase, cnt_site);
     __syncwarp();
     attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = tile[Tile::at(mi * 16 + g + 8 * (r >> 1), n * 8 + 2 * tq + (r & 1))]; });
 }
@@ -272,20 +291,71 @@ __device__ __forceinline__ float attn_tc_amax_(float a, float x) {
     return r;
 }
 
-// The RNE family in registers, on the C fragments of a (16*WM) x 64 query-major tile (site S with S.frag:
-// unscaled, or tiles of 32 or 64 keys). A row's 64 keys are its 8 n-tiles x 2 columns in each of the 4
-// lanes of its quad, so the 32-key group of n-tiles 0-3 (4-7) is 8 values per lane, merged over the quad
-// by two xor shuffles; a 64-key group merges both halves. The quad's 4 lanes then split its 4*WM groups
-// (lane tq takes group (mi, hh, h) with 2 hh + h = tq) for attn_tc_rne_group and broadcast the constants
-// back (one shuffle per group); an unscaled type needs one group step per lane (s = 0; the amax only
-// screens for NaN / Inf / huge values). Every group of the warp is checked first; if one fails anywhere
-// the warp leaves x unchanged and returns false (the caller then takes the staged general path), else
-// x <- the cast and true. Every lane calls (warp-uniform).
+// attn_tc_hw_pair over a lane's fragments x, on the pairs (r, r + 1) of each n-tile (in the dK/dV kernel the
+// two belong to different groups); mc(mi, n, r) = the group constant of element r of n-tile n of 16-row tile mi.
+template <int HW, int WM, int NS, typename MC>
+__device__ __forceinline__ void attn_tc_frag_hw(float (&x)[WM][NS][4], MC& mc, int32_t up) {
+    attn_frag_each<WM, NS>([&](int mi, int n, int r) {
+        if (!(r & 1)) attn_tc_hw_pair<HW>(x[mi][n][r], x[mi][n][r + 1], mc(mi, n, r), mc(mi, n, r + 1), up);
+    });
+}
+
+// The element step of the register casts over a lane's fragments x, once the group step accepted every
+// group (mc as above, attn_tc_rne_q's constants). The site's hardware format (S.hw, chosen at configure
+// time: one uniform branch per tile, none per element) rounds with attn_tc_frag_hw; every other RNE-family
+// type takes attn_tc_rne_elem<NONNEG>. Same bits either way (attention_tcast.cuh, attn_tc_hw_pair).
+template <bool NONNEG, int WM, int NS, typename MC>
+__device__ __forceinline__ void attn_tc_frag_round(float (&x)[WM][NS][4], const AttnTcastSite& S, MC&& mc) {
+    if (S.hw == ATTN_TC_HW_E4M3) {
+        attn_tc_frag_hw<ATTN_TC_HW_E4M3>(x, mc, S.hw_up);
+    } else if (S.hw == ATTN_TC_HW_E5M2) {
+        attn_tc_frag_hw<ATTN_TC_HW_E5M2>(x, mc, S.hw_up);
+    } else {
+        const int32_t c = S.rne_c;
+        const uint32_t sg = S.rne_sign;
+        attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] = attn_tc_rne_elem<NONNEG>(x[mi][n][r], attn_tc_rne_q(&S, mc(mi, n, r)), c, sg); });
+    }
+}
+
+// Which visit of a tile a query-major TC step is, i.e. where each site's group scales come from (a site that
+// keeps them, attention_tcast_keeps; the others find theirs in every visit, as before):
+//   ATTN_TC_FWD_STATS  forward pass 1, the scores alone: found from the group amax, and kept (written)
+//   ATTN_TC_FWD_OUT    forward pass 2, scores then probabilities: the scores' read back, the probabilities' found and kept
+//   ATTN_TC_BWD        the dQ kernel (and, with attn_tc_step_k, dK/dV): both read
+enum { ATTN_TC_FWD_STATS = 0, ATTN_TC_FWD_OUT = 1, ATTN_TC_BWD = 2 };
+
+// Where a warp's query-major tile lies in the kept group scales (attn_tc_scale_at): the quad of lane (g = lane / 4,
+// tq = lane % 4) holds rows wr0 + 16 mi + g + 8 hh of each 16-row tile mi, and lane tq stands for its quad's group
+// (hh, h) = (tq / 2, tq % 2): keys k0 + 32 h .. k0 + 32 h + 31 of row wr0 + 16 mi + g + 8 hh. The byte index of that
+// group, or -1 for a group the forward does not keep (row >= T, or every key after the row). attn_tc_scale_at in
+// 32-bit arithmetic (attn_tc_args refuses a site's buffer of 4 GiB or more): fewer registers held in the key loop.
+__device__ __forceinline__ long long attn_tc_kept_at_q(uint64_t rbase, int T, int wr0, int k0, int lane, int mi) {
+    const int row = wr0 + 16 * mi + (lane >> 2) + 8 * ((lane & 3) >> 1), key = k0 + 32 * (lane & 1);
+    const uint32_t at = (uint32_t)rbase * (uint32_t)((T + 31) >> 5) + (uint32_t)(key >> 5) * (uint32_t)T + (uint32_t)row;
+    return row < T && key <= row ? (long long)at : -1;
+}
+
+// The bytes a backward visit (or pass 2, for the scores) reads, per 16-row tile mi the group attn_tc_kept_at_q names,
+// both sites' in one word: kb[mi] = the scores' byte | the probabilities' byte << 8 (0, the filler, where the forward
+// keeps none, and for a site that keeps nothing; PROBS = false: the scores' alone). Issued before the tile's Q.K^T
+// MMA, so that the loads' latency hides behind it (one register per mi held across it).
+template <bool PROBS, int WM>
+__device__ __forceinline__ void attn_tc_kept_load_q(uint32_t (&kb)[WM], const AttnTcastArgs& tc, uint64_t rbase, int T, int wr0, int k0,
+                                                    int lane) {
+    #pragma unroll
+    for (int mi = 0; mi < WM; mi++) {
+        const long long at = attn_tc_kept_at_q(rbase, T, wr0, k0, lane, mi);
+        const uint8_t* s0 = tc.scales[ATTN_TC_SCORES];
+        const uint8_t* s1 = tc.scales[ATTN_TC_PROBS];
+        kb[mi] = at >= 0 && s0 ? (uint32_t)s0[at] : 0u;
+        if (PROBS) kb[mi] |= (at >= 0 && s1 ? (uint32_t)s1[at] : 0u) << 8;
+    }
+}
+
+// The amax of this lane's part of each 32-key group of a (16*WM) x 64 query-major tile: a[mi][hh][h] over its 8
+// values of row half hh (rows g, g + 8) in key half h (n-tiles 4 h .. 4 h + 3).
 template <int WM, int NS>
-__device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const AttnTcastSite& S, int lane) {
-    static_assert(NS == 8, "query-major TC tiles hold 64 keys");
-    const int scaled = S.tile > 1, tq = lane & 3;
-    float a[WM][2][2];  // [mi][row half hh][key half h]: the amax of the lane's part of each group
+__device__ __forceinline__ void attn_tc_lane_amax_q(float (&a)[WM][2][2], const float (&x)[WM][NS][4]) {
     #pragma unroll
     for (int mi = 0; mi < WM; mi++)
         #pragma unroll
@@ -295,28 +365,65 @@ __device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const At
             for (int n = 0; n < NS; n++)
                 a[mi][hh][n >> 2] = attn_tc_amax_(attn_tc_amax_(a[mi][hh][n >> 2], x[mi][n][2 * hh]), x[mi][n][2 * hh + 1]);
         }
+}
+
+// The RNE family in registers, on the C fragments of a (16*WM) x 64 query-major tile (site S with S.frag:
+// unscaled, or tiles of 32 or 64 keys). A row's 64 keys are its 8 n-tiles x 2 columns in each of the 4
+// lanes of its quad, so the 32-key group of n-tiles 0-3 (4-7) is 8 values per lane. Tile-scaled: each lane of a
+// quad stands for one of its 4*WM groups (attn_tc_kept_at_q) and gets that group's constants either way:
+//   READ = false (find): the group amax, merged over the quad by two xor shuffles (a 64-key group merges both
+//     halves), then attn_tc_rne_group; the verdict (attn_tc_rne_byte) is written to kept, this site's kept scales
+//     (NULL: none), at the group's place (attn_tc_kept_at_q of rbase, T, wr0 = the warp's first query and k0 =
+//     the tile's first key);
+//   READ = true: the verdict the forward kept, byte KSITE of kb[mi] (attn_tc_kept_load_q): no amax, no group step;
+// then the quad broadcasts the constants back (one shuffle per group). An unscaled type needs one group step per
+// lane (s = 0; the amax only screens for NaN / Inf / huge values), READ or not. If a group is refused anywhere the
+// warp leaves x unchanged and returns false (the caller then takes the staged general path), else x <- the cast
+// and true. Every lane calls (warp-uniform). NONNEG: x holds probabilities (sign bits clear), cast by
+// attn_tc_rne_elem<true>.
+template <bool NONNEG = false, bool READ = false, int KSITE = 0, int WM, int NS>
+__device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const AttnTcastSite& S, int lane, const uint32_t (&kb)[WM],
+                                                 uint8_t* kept, uint64_t rbase, int T, int wr0, int k0) {
+    static_assert(NS == 8, "query-major TC tiles hold 64 keys");
+    const int scaled = S.tile > 1, tq = lane & 3;
+    float a[WM][2][2];  // [mi][row half hh][key half h]: the amax of the lane's part of each group
     int32_t mc[WM][2][2];  // the groups' constants (attn_tc_rne_q)
     int ok = 1;
     if (scaled) {
+        if constexpr (!READ) attn_tc_lane_amax_q(a, x);
         #pragma unroll
         for (int mi = 0; mi < WM; mi++) {
-            #pragma unroll
-            for (int hh = 0; hh < 2; hh++)
+            int32_t mine_mc;  // the constants of the lane's group
+            if constexpr (READ) {
+                const uint32_t byte = (kb[mi] >> (8 * KSITE)) & 0xFFu;
+                ok &= byte != ATTN_TC_REFUSED;
+                mine_mc = attn_tc_rne_mc_of(&S, byte);
+            } else {
                 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    a[mi][hh][h] = attn_tc_amax_(a[mi][hh][h], __shfl_xor_sync(0xffffffffu, a[mi][hh][h], 1));
-                    a[mi][hh][h] = attn_tc_amax_(a[mi][hh][h], __shfl_xor_sync(0xffffffffu, a[mi][hh][h], 2));
+                for (int hh = 0; hh < 2; hh++)
+                    #pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        a[mi][hh][h] = attn_tc_amax_(a[mi][hh][h], __shfl_xor_sync(0xffffffffu, a[mi][hh][h], 1));
+                        a[mi][hh][h] = attn_tc_amax_(a[mi][hh][h], __shfl_xor_sync(0xffffffffu, a[mi][hh][h], 2));
+                    }
+                const float mine = tq == 0 ? a[mi][0][0] : tq == 1 ? a[mi][0][1] : tq == 2 ? a[mi][1][0] : a[mi][1][1];
+                const float other = tq == 0 ? a[mi][0][1] : tq == 1 ? a[mi][0][0] : tq == 2 ? a[mi][1][1] : a[mi][1][0];
+                AttnTcRneQ q;  // tiles of 64: both key halves are one group
+                const int gok = attn_tc_rne_group(&S, __float_as_uint(S.tile == 64 ? attn_tc_amax_(mine, other) : mine), 1, &q);
+                ok &= gok;
+                if (kept) {
+                    const long long at = attn_tc_kept_at_q(rbase, T, wr0, k0, lane, mi);
+                    if (at >= 0) kept[at] = (uint8_t)attn_tc_rne_byte(&S, gok, q);
                 }
-            const float mine = tq == 0 ? a[mi][0][0] : tq == 1 ? a[mi][0][1] : tq == 2 ? a[mi][1][0] : a[mi][1][1];
-            const float other = tq == 0 ? a[mi][0][1] : tq == 1 ? a[mi][0][0] : tq == 2 ? a[mi][1][1] : a[mi][1][0];
-            AttnTcRneQ q;  // tiles of 64: both key halves are one group
-            ok &= attn_tc_rne_group(&S, __float_as_uint(S.tile == 64 ? attn_tc_amax_(mine, other) : mine), 1, &q);
+                mine_mc = q.mc;
+            }
             #pragma unroll
             for (int hh = 0; hh < 2; hh++)
                 #pragma unroll
-                for (int h = 0; h < 2; h++) mc[mi][hh][h] = __shfl_sync(0xffffffffu, q.mc, (lane & ~3) | (2 * hh + h));
+                for (int h = 0; h < 2; h++) mc[mi][hh][h] = __shfl_sync(0xffffffffu, mine_mc, (lane & ~3) | (2 * hh + h));
         }
     } else {
+        attn_tc_lane_amax_q(a, x);
         float m = 0.f;
         #pragma unroll
         for (int mi = 0; mi < WM; mi++) m = attn_tc_amax_(m, attn_tc_amax_(attn_tc_amax_(a[mi][0][0], a[mi][0][1]), attn_tc_amax_(a[mi][1][0], a[mi][1][1])));
@@ -326,33 +433,35 @@ __device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const At
         for (int mi = 0; mi < WM; mi++) mc[mi][0][0] = mc[mi][0][1] = mc[mi][1][0] = mc[mi][1][1] = q.mc;
     }
     if (!__all_sync(0xffffffffu, ok)) return false;
-    const int32_t c = S.rne_c;
-    const uint32_t sg = S.rne_sign;
-    attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] = attn_tc_rne_elem(x[mi][n][r], attn_tc_rne_q(&S, mc[mi][r >> 1][n >> 2]), c, sg); });
+    attn_tc_frag_round<NONNEG>(x, S, [&](int mi, int n, int r) { return mc[mi][r >> 1][n >> 2]; });
     return true;
 }
 
 // The TC step of a query-major kernel (forward passes, dQ) on the raw dot products s of the warp's
-// (16*WM) x 64 tile: s <- s^ (probs = false; masked -inf) or P^ (probs = true; masked 0), the
-// semantics of attn_tc_cast_tile. v = raw * scale (future keys 0) first; then, outside the counting
-// instantiation, each site whose datatype is of the RNE family is cast in registers
-// (attn_tc_frag_rne) and p = exp2(s^ log2(e) - lse2) computed in registers (lse2: the fragment rows'
-// lse * log2(e)); from the first site that cannot (another datatype, or a group the family refuses)
-// on, the tile goes through the staged general path (attn_tc_put_q, attn_tc_cast_q from that site;
-// lse2v: the lane's staged row's lse * log2(e)). Same bits either way. wr0 = the warp's first query.
-template <bool CNT, int WM, int NS>
-__device__ __forceinline__ void attn_tc_step_q(float (&s)[WM][NS][4], float* tile, float scale, int wr0, int k0, int T, bool probs,
+// (16*WM) x 64 tile: s <- s^ (VISIT = ATTN_TC_FWD_STATS, the scores alone; masked -inf) or P^ (the other visits;
+// masked 0), the semantics of attn_tc_cast_tile. v = raw * scale (future keys 0) first; then, outside the counting
+// instantiation (CNT) and the harness's all-staged one (STAGED), each site whose datatype is of the RNE family is
+// cast in registers (attn_tc_frag_rne, its group scales found or read as VISIT says; kb: the bytes
+// attn_tc_kept_load_q read for the sites that read, [site][mi]) and p = exp2(s^ log2(e) - lse2) computed in
+// registers (lse2: the fragment rows' lse * log2(e)); from the first site that cannot (another datatype, or a
+// group the family refuses) on, the tile goes through the staged general path (attn_tc_put_q, attn_tc_cast_q from
+// that site, which in the forward also keeps the verdicts of the groups it casts; lse2v: the lane's staged row's
+// lse * log2(e)). Same bits either way. wr0 = the warp's first query.
+template <bool CNT, int VISIT, bool STAGED, int WM, int NS>
+__device__ __forceinline__ void attn_tc_step_q(float (&s)[WM][NS][4], float* tile, float scale, int wr0, int k0, int T,
                                                const float (&lse2)[WM][2], float lse2v, const AttnTcastArgs& tc, uint64_t rbase,
-                                               int lane, int cnt_site) {
+                                               int lane, int cnt_site, const uint32_t (&kb)[WM]) {
+    constexpr bool probs = VISIT != ATTN_TC_FWD_STATS, READ0 = VISIT != ATTN_TC_FWD_STATS, READ1 = VISIT == ATTN_TC_BWD;
     const int row0 = wr0 + (lane >> 2), col0 = k0 + 2 * (lane & 3);
     const bool diag = k0 + NS * 8 - 1 > wr0;  // some key of the tile after some query of the warp (else no masking code runs)
     if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_masked<false>(col0, row0, mi, n, r) ? 0.f : s[mi][n][r] * scale; });
     else attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });
     int site0 = ATTN_TC_SCORES;  // the first site left to the staged path (2: none)
-    if constexpr (!CNT) {
+    if constexpr (!CNT && !STAGED) {
         const AttnTcastSite& S0 = attn_tc_site[ATTN_TC_SCORES];
         const AttnTcastSite& S1 = attn_tc_site[ATTN_TC_PROBS];
-        if (!S0.on || (S0.frag && attn_tc_frag_rne(s, S0, lane))) {
+        if (!S0.on || (S0.frag && attn_tc_frag_rne<false, READ0, ATTN_TC_SCORES>(s, S0, lane, kb, READ0 ? nullptr : tc.scales[ATTN_TC_SCORES], rbase, T,
+                                                                  wr0, k0))) {
             site0 = probs ? ATTN_TC_PROBS : 2;
             if (probs && diag)
                 attn_frag_each<WM, NS>([&](int mi, int n, int r) {
@@ -363,12 +472,14 @@ __device__ __forceinline__ void attn_tc_step_q(float (&s)[WM][NS][4], float* til
                 attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lse2[mi][r >> 1])); });
             else if (diag)
                 attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<false>(col0, row0, mi, n, r)) s[mi][n][r] = -INFINITY; });
-            if (probs && (!S1.on || (S1.frag && attn_tc_frag_rne(s, S1, lane)))) site0 = 2;
+            if (probs && (!S1.on || (S1.frag && attn_tc_frag_rne<true, READ1, ATTN_TC_PROBS>(s, S1, lane, kb, READ1 ? nullptr : tc.scales[ATTN_TC_PROBS],
+                                                                               rbase, T, wr0, k0))))
+                site0 = 2;
         }
     }
     if (site0 < 2) {
         attn_tc_put_q(tile, s, lane);
-        attn_tc_cast_q<CNT>(s, tile, wr0, k0, T, site0, probs, lse2v, tc, rbase, lane, cnt_site);
+        attn_tc_cast_q<CNT, VISIT != ATTN_TC_BWD>(s, tile, wr0, k0, T, site0, probs, lse2v, tc, rbase, lane, cnt_site);
     }
 }
 
@@ -416,69 +527,76 @@ __device__ __forceinline__ void attn_tc_put_k(float* tile, const float (&s)[WM][
     });
 }
 
-// The RNE family in registers on the key-major fragments of the dK/dV kernel (site S with S.frag): a
-// group of X = 32 or 64 keys of one query spans 2 or 4 warps, so its amax goes through shared memory
-// (buf, inside the CTA's cast tile): each lane writes the amax of its two keys per query column (keys
-// g and g + 8 of its warp) to part[col * 68 + 8 * warp + g] (the 4 lanes of a g write 8 banks apart),
-// then thread t < 64 * 128 / X takes group t / 64 of query column t % 64: reads its X / 2 partials
-// (16-byte reads, conflict free), runs attn_tc_rne_group and writes mc[group * 64 + col]; a barrier
-// that is also the CTA's vote; each lane reads the mc of its 16 columns (its warp's 16 keys lie in one
-// group). Unscaled types: one group step per lane and the vote. If a group fails anywhere the CTA
-// leaves x unchanged and returns false; else x <- the cast and true. Every thread of the CTA calls.
-template <int WM, int NS>
-__device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const AttnTcastSite& S, float* buf, int kw, int lane) {
-    static_assert(WM == 1 && NS == 8, "key-major register casts: 16 keys x 64 queries per warp");
-    constexpr int PLD = 68;  // partial row stride (words): 16-byte aligned rows, 4-bank shift per column
-    static_assert(64 * PLD + 256 <= AttnTcTileK::words, "the partials and constants fit in the cast tile");
-    const int g = lane >> 2, tq = lane & 3, warp = kw / 16, tid = (int)threadIdx.x;
-    int32_t mc[NS][2];  // [n][column e]
-    float a[NS][2];
+// The kept group scales of one query tile of the dK/dV kernel, in shared memory (double-buffered beside the tile's
+// lse and D): per site, the 4 32-key halves of the CTA's 128 keys x the tile's 64 queries, [site][half][query],
+// ATTN_TC_KEPT_K bytes.
+constexpr int ATTN_TC_KEPT_K_HALVES = AttnTcTileK::NK / 32;
+constexpr int ATTN_TC_KEPT_K_SITE = ATTN_TC_KEPT_K_HALVES * AttnTcTileK::NI;
+constexpr int ATTN_TC_KEPT_K = 2 * ATTN_TC_KEPT_K_SITE;
+
+// Start copying the kept group scales of the query tile at qb for the CTA's keys k0 .. k0 + 127 into dst
+// (ATTN_TC_KEPT_K bytes); a group the forward does not keep (attn_tc_kept_at_q's rule), and every group of a site
+// that keeps none, reads as the filler 0. T % 16 == 0 (the trainer's shapes): threads 0..15 each copy 16 queries of
+// one half for both sites with 16-byte cp.async, committed with the tile's other copies (a 16-query chunk lies
+// wholly at or below the diagonal or wholly above it, and wholly below T: 32 h and qb are multiples of 16); else
+// thread t copies byte t of both sites (plain loads and stores, ordered by the same barrier). Each thread's work is
+// one index for both sites (the same place in each site's part), so that little of it stays live across the
+// kernel's loop (32-bit: attn_tc_args refuses a site's part of 4 GiB or more). Every thread of the CTA calls.
+__device__ __forceinline__ void attn_tc_kept_load_k(uint8_t* dst, const AttnTcastArgs& tc, uint64_t rbase, int T, int k0, int qb) {
+    constexpr int NQ = AttnTcTileK::NI;
+    const int t = (int)threadIdx.x, chunk = (T & 15) == 0;
+    if (chunk ? t >= ATTN_TC_KEPT_K_SITE / 16 : t >= ATTN_TC_KEPT_K_SITE) return;
+    const int at = chunk ? 16 * t : t;  // the byte offset in a site's part: [half][query]
+    const int half = (k0 >> 5) + at / NQ, q = qb + at % NQ;
+    const bool valid = q < T && 32 * half <= q;
+    const uint32_t idx = valid ? (uint32_t)rbase * (uint32_t)((T + 31) >> 5) + (uint32_t)half * (uint32_t)T + (uint32_t)q : 0u;
     #pragma unroll
-    for (int n = 0; n < NS; n++)
-        #pragma unroll
-        for (int e = 0; e < 2; e++) a[n][e] = attn_tc_amax_(attn_tc_amax_(0.f, x[0][n][e]), x[0][n][2 + e]);
+    for (int site = 0; site < 2; site++) {
+        const uint8_t* kept = site == ATTN_TC_SCORES ? tc.scales[ATTN_TC_SCORES] : tc.scales[ATTN_TC_PROBS];
+        uint8_t* d = dst + site * ATTN_TC_KEPT_K_SITE + at;
+        if (!chunk) *d = kept && valid ? kept[idx] : (uint8_t)0;
+        else if (kept) attn_cp_async16(attn_smem_addr(d), kept + idx, valid);
+        else *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
+// The RNE family in registers on the key-major fragments of the dK/dV kernel (site S with S.frag). Tile-scaled: a
+// group of X = 32 or 64 keys of one query spans 2 or 4 warps; its verdict is the one the forward kept (kept: this
+// site's ATTN_TC_KEPT_K_SITE bytes of the tile, attn_tc_kept_load_k), so no amax and no group step here. The CTA's
+// vote: every warp reads all 256 bytes (8 a lane) and asks whether one is ATTN_TC_REFUSED (the same answer in every
+// warp: no barrier); each lane then reads the bytes of its 16 query columns in its warp's half (the warp's 16 keys
+// lie in one 32-key half). Unscaled types: one group step per lane and a __syncthreads_and vote. If a group fails
+// anywhere the CTA leaves x unchanged and returns false; else x <- the cast and true. Every thread of the CTA
+// calls. NONNEG: x holds probabilities (sign bits clear), cast by attn_tc_rne_elem<true>.
+template <bool NONNEG = false, int WM, int NS>
+__device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const AttnTcastSite& S, const uint8_t* kept, int kw, int lane) {
+    static_assert(WM == 1 && NS == 8, "key-major register casts: 16 keys x 64 queries per warp");
+    static_assert(ATTN_TC_KEPT_K_SITE == 32 * 8, "the vote reads a site's bytes as 8 per lane");
+    const int tq = lane & 3;
+    int32_t mc[NS][2];  // [n][column e]
     if (S.tile > 1) {
-        float* part = buf;
-        int32_t* mcs = reinterpret_cast<int32_t*>(buf + 64 * PLD);
-        #pragma unroll
-        for (int n = 0; n < NS; n++)
-            #pragma unroll
-            for (int e = 0; e < 2; e++) part[(n * 8 + 2 * tq + e) * PLD + 8 * warp + g] = a[n][e];
-        __syncthreads();
-        int ok = 1;
-        const int X = S.tile, col = tid & 63, grp = tid >> 6;
-        if (grp < 128 / X) {
-            float m = 0.f;
-            const float4* p4 = reinterpret_cast<const float4*>(part + col * PLD + grp * (X / 2));
-            for (int k = 0; k < X / 8; k++) {
-                const float4 v = p4[k];
-                m = attn_tc_amax_(m, attn_tc_amax_(attn_tc_amax_(v.x, v.y), attn_tc_amax_(v.z, v.w)));
-            }
-            AttnTcRneQ q;
-            ok = attn_tc_rne_group(&S, __float_as_uint(m), 1, &q);
-            mcs[grp * 64 + col] = q.mc;
-        }
-        if (!__syncthreads_and(ok)) return false;
-        const int mygrp = kw / X;
+        const uint2 w = reinterpret_cast<const uint2*>(kept)[lane];
+        if (__any_sync(0xffffffffu, (__vcmpeq4(w.x, 0xFFFFFFFFu) | __vcmpeq4(w.y, 0xFFFFFFFFu)) != 0u)) return false;
+        const uint8_t* mine = kept + (kw / 32) * AttnTcTileK::NI;  // the warp's half, 64 queries
         #pragma unroll
         for (int n = 0; n < NS; n++) {
-            const int2 v = *reinterpret_cast<const int2*>(mcs + mygrp * 64 + n * 8 + 2 * tq);
-            mc[n][0] = v.x;
-            mc[n][1] = v.y;
+            const uint32_t v = *reinterpret_cast<const uint16_t*>(mine + n * 8 + 2 * tq);
+            mc[n][0] = attn_tc_rne_mc_of(&S, v & 0xFFu);
+            mc[n][1] = attn_tc_rne_mc_of(&S, v >> 8);
         }
     } else {
         float m = 0.f;
         #pragma unroll
-        for (int n = 0; n < NS; n++) m = attn_tc_amax_(m, attn_tc_amax_(a[n][0], a[n][1]));
+        for (int n = 0; n < NS; n++)
+            #pragma unroll
+            for (int e = 0; e < 2; e++) m = attn_tc_amax_(m, attn_tc_amax_(attn_tc_amax_(0.f, x[0][n][e]), x[0][n][2 + e]));
         AttnTcRneQ q;
         const int ok = attn_tc_rne_group(&S, __float_as_uint(m), 0, &q);
         if (!__syncthreads_and(ok)) return false;
         #pragma unroll
         for (int n = 0; n < NS; n++) mc[n][0] = mc[n][1] = q.mc;
     }
-    const int32_t c = S.rne_c;
-    const uint32_t sg = S.rne_sign;
-    attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] = attn_tc_rne_elem(x[mi][n][r], attn_tc_rne_q(&S, mc[n][r & 1]), c, sg); });
+    attn_tc_frag_round<NONNEG>(x, S, [&](int mi, int n, int r) { return mc[n][r & 1]; });
     return true;
 }
 
@@ -491,8 +609,8 @@ __device__ __forceinline__ void attn_tc_cast_k(float (&s)[WM][NS][4], float* til
     using Tile = AttnTcTileK;
     const int i = (int)threadIdx.x / Tile::PARTS, part = (int)threadIdx.x % Tile::PARTS;
     __syncthreads();
-    attn_tc_cast_tile<Tile::L, Tile::LD, Tile::PM, false>(tile + Tile::at(i, part * Tile::L), k0 + part * Tile::L, qb + i, T,
-                                                          site0, true, L[i] * ATTN_LOG2E, tc, rbase, -1);
+    attn_tc_cast_tile<Tile::L, Tile::LD, Tile::PM, false, false>(tile + Tile::at(i, part * Tile::L), k0 + part * Tile::L, qb + i, T,
+                                                                 site0, true, L[i] * ATTN_LOG2E, tc, rbase, -1);
     __syncthreads();
     if (!active) return;
     attn_tc_each_pair_k<WM, NS>(kw, lane, [&](int mi, int n, int hh, int w) {
@@ -505,33 +623,37 @@ __device__ __forceinline__ void attn_tc_cast_k(float (&s)[WM][NS][4], float* til
 // The TC step of the dK/dV kernel on the raw dot products s of the warp's 16 keys x 64 queries of S^T
 // (zeros for an inactive warp): s <- P^T (masked 0), the semantics of attn_tc_cast_tile along the keys.
 // As attn_tc_step_q: v = raw * scale (queries before the key 0), then the RNE family in registers per
-// site (attn_tc_frag_rne_k) and p = exp2(s^ log2(e) - lse log2(e)) in registers, from the first site
-// that cannot on the staged general path (attn_tc_put_k, attn_tc_cast_k). kw = the warp's first key
-// inside the CTA's tile, kw0 = its absolute first key, qb = the tile's first query, k0 = the CTA's first key.
-template <int WM, int NS>
+// site (attn_tc_frag_rne_k, with the group scales the forward kept: kept = the tile's ATTN_TC_KEPT_K bytes,
+// attn_tc_kept_load_k) and p = exp2(s^ log2(e) - lse log2(e)) in registers, from the first site that cannot on
+// the staged general path (attn_tc_put_k, attn_tc_cast_k; STAGED, the harness's all-staged instantiation: every
+// tile). kw = the warp's first key inside the CTA's tile, kw0 = its absolute first key, qb = the tile's first
+// query, k0 = the CTA's first key.
+template <bool STAGED, int WM, int NS>
 __device__ __forceinline__ void attn_tc_step_k(float (&s)[WM][NS][4], float* tile, bool active, float scale, int kw, int kw0, int qb,
-                                               int k0, int T, const float* L, const AttnTcastArgs& tc, uint64_t rbase, int lane) {
+                                               int k0, int T, const float* L, const AttnTcastArgs& tc, uint64_t rbase, int lane,
+                                               const uint8_t* kept) {
     const int row0 = kw0 + (lane >> 2), col0 = qb + 2 * (lane & 3);
     const bool diag = qb < kw0 + 16 * WM - 1;  // some query of the tile before some key of the warp
     if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_masked<true>(col0, row0, mi, n, r) ? 0.f : s[mi][n][r] * scale; });
     else attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });
     int site0 = ATTN_TC_SCORES;  // the first site left to the staged path (2: none)
-    const AttnTcastSite& S0 = attn_tc_site[ATTN_TC_SCORES];
-    const AttnTcastSite& S1 = attn_tc_site[ATTN_TC_PROBS];
-    if (!S0.on || (S0.frag && attn_tc_frag_rne_k(s, S0, tile, kw, lane))) {
-        site0 = ATTN_TC_PROBS;
-        const int tq = lane & 3;
-        if (diag)
-            attn_frag_each_col<WM, NS, true>(L, tq, [&](int mi, int n, int r, float lq2) {
-                const float p = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lq2));
-                s[mi][n][r] = attn_masked<true>(col0, row0, mi, n, r) ? 0.f : p;
-            });
-        else
-            attn_frag_each_col<WM, NS, true>(L, tq, [&](int mi, int n, int r, float lq2) { s[mi][n][r] = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lq2)); });
-        if (!S1.on || (S1.frag && attn_tc_frag_rne_k(s, S1, tile, kw, lane))) site0 = 2;
+    if constexpr (!STAGED) {
+        const AttnTcastSite& S0 = attn_tc_site[ATTN_TC_SCORES];
+        const AttnTcastSite& S1 = attn_tc_site[ATTN_TC_PROBS];
+        if (!S0.on || (S0.frag && attn_tc_frag_rne_k(s, S0, kept, kw, lane))) {
+            site0 = ATTN_TC_PROBS;
+            const int tq = lane & 3;
+            if (diag)
+                attn_frag_each_col<WM, NS, true>(L, tq, [&](int mi, int n, int r, float lq2) {
+                    const float p = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lq2));
+                    s[mi][n][r] = attn_masked<true>(col0, row0, mi, n, r) ? 0.f : p;
+                });
+            else
+                attn_frag_each_col<WM, NS, true>(L, tq, [&](int mi, int n, int r, float lq2) { s[mi][n][r] = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lq2)); });
+            if (!S1.on || (S1.frag && attn_tc_frag_rne_k<true>(s, S1, kept + ATTN_TC_KEPT_K_SITE, kw, lane))) site0 = 2;
+        }
     }
-    if (site0 < 2) {
-        __syncthreads();  // the register casts' reads of the tile (partials, constants) are done
+    if (site0 < 2) {  // (the register casts use no shared memory of the cast tile: no barrier before the staging)
         attn_tc_put_k(tile, s, kw, lane);
         attn_tc_cast_k(s, tile, active, kw, qb, k0, T, site0, L, tc, rbase, lane);
     }

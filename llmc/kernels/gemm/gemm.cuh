@@ -45,7 +45,13 @@
 // in the plain builds) cannot be applied on the fused path; the unfused GELU kernel applies
 // boundary_value<GELU_OUT> to its output. So the SF16 MATMUL_OUT pass lives here (with GELU unfused),
 // and so does the TensorCast build's MATMUL_OUT cast (boundary_tensor_cast on ctx->casts, attached at
-// run time), nowhere else. The TensorCast operand casts (--cast-gemm) are a backend (llmc/modes/tcast/gemm_tcast.cuh).
+// run time), nowhere else, with two exceptions that keep the bits: with GELU, when the caller names the GELU
+// output's cast id (gelu_id), the pre-activation's MATMUL_OUT cast, GELU and the output's GELU_OUT cast are the
+// attached casts' one call (boundary_gelu: one kernel where the types allow, doc/TCAST.md 5.5), after a GEMM
+// without the GELU epilogue; and where the caller says for one call that the output's only reader casts it
+// (ctx->out_cast_by_reader: the model's residual + LayerNorm with its boundary casts in one kernel, which casts
+// the projection output as it reads it). The TensorCast operand casts (--cast-gemm) are a backend
+// (llmc/modes/tcast/gemm_tcast.cuh).
 #pragma once
 
 #include <stdint.h>
@@ -210,32 +216,58 @@ static inline bool gemm_dgelu_fused_for(int C) { return C <= GEMM_DGELU_FUSED_MA
 // fp32 accumulation, one rounding to floatX per stored value. GELU: fused in the cuBLASLt epilogue
 // (GELU_AUX_BIAS / GELU_AUX) when ctx->fuse_gelu, OC % 8 == 0 and cuBLASLt has an algorithm, else a
 // GEMM into pre_gelu followed by gemm_gelu_forward_kernel (out = gelu of the rounded pre_gelu).
+// gelu_id (with pre_gelu): the GELU output's id in the seeds of its GELU_OUT site cast, which this call then
+// applies (BoundaryCasts; nothing without casts attached); BOUNDARY_NO_ID (the default): the caller casts out
+// itself, if at all. When ctx->casts cast pre_gelu (MATMUL_OUT), GELU is never in the cuBLASLt epilogue:
+// boundary_gelu computes it with both casts, in one kernel where it can (doc/TCAST.md 5.5); when they cast only
+// out (GELU_OUT, gelu_id given), GELU stays in the epilogue and the cast is a pass (measured faster than a plain
+// GEMM and GELU + cast in one kernel: 0.832 vs 0.906 ms at d12, H200).
 // Requirements: every pointer 16-byte aligned, C and OC multiples of 16 / sizeof(floatX), out and
 // pre_gelu not overlapping the inputs; violations end the program with "error: matmul_forward: ...".
+// ctx->out_cast_by_reader (reset here): 1 leaves the TensorCast MATMUL_OUT cast of out to its reader (out is
+// stored uncast); an error with pre_gelu (the GELU reads out).
 // No scratch. Deterministic (fixed cached algorithm per shape).
 void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
-                    int OC, floatX* pre_gelu) {
+                    int OC, floatX* pre_gelu, unsigned long long gelu_id = BOUNDARY_NO_ID) {
     char err[256];
     if (!matmul_forward_args_ok(err, sizeof(err), out, inp, weight, bias, N, C, OC, pre_gelu)) {
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
     }
+    const bool reader_casts = ctx->out_cast_by_reader != 0;  // for this call only
+    ctx->out_cast_by_reader = 0;
+    if (reader_casts && pre_gelu) {
+        fprintf(stderr, "error: matmul_forward: out_cast_by_reader with pre_gelu (the GELU reads the output before any reader)\n");
+        exit(EXIT_FAILURE);
+    }
     // SF16: the GEMM output (after bias) is quantized as stored, before anything reads it; so GELU is
     // never fused into the cuBLASLt epilogue: it must read the quantized pre-activation (and quantizes its
     // own output). With GELU the quantization pass and the GELU are one kernel.
-    // TensorCast (run time): the output is cast as stored, a pass of its own, so GELU is not fused either.
+    // TensorCast (run time): the output is cast as stored (unless its reader casts it: reader_casts), so GELU is
+    // not fused either; with GELU, the casts of pre_gelu and out and GELU itself are one call of the attached
+    // casts (site_gelu). Only out cast: epilogue + pass.
     constexpr bool bound = !boundary_is_identity<MATMUL_OUT>();
-    const bool cast = boundary_tensor_active(ctx->casts, MATMUL_OUT);
+    const bool cast = boundary_tensor_active(ctx->casts, MATMUL_OUT) && !reader_casts;
+    const unsigned long long pre_id = cast ? boundary_weight_id(ctx->casts, weight) : BOUNDARY_NO_ID;
+    const bool site_gelu = pre_gelu && boundary_gelu_active(ctx->casts, pre_id, gelu_id);
     floatX* y = pre_gelu ? pre_gelu : out;
     const size_t n = (size_t)N * OC;
     // the low-precision backend (if any and if it takes this layer) computes y without GELU (told of the GELU the
     // defer below will offer it: it may make the next call's operand in this GEMM)
     const bool done = ctx->lowp && ctx->lowp->forward(ctx, y, inp, weight, bias, N, C, OC, pre_gelu && !bound && !cast ? out : NULL);
     if (!done && !bound && !cast && pre_gelu && ctx->fuse_gelu && OC % 8 == 0 &&
-        gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu))
-        return;  // GELU fused into the cuBLASLt epilogue
+        gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu)) {
+        // GELU fused into the cuBLASLt epilogue; a GELU_OUT cast of out (gelu_id) is then a pass of its own:
+        // measured faster than a plain GEMM + GELU and the cast in one kernel (doc/TCAST.md 5.5)
+        if (site_gelu) boundary_tensor_cast(ctx->casts, GELU_OUT, gelu_id, out, N, OC, ctx->stream);
+        return;
+    }
     if (!done) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
-    if (cast) boundary_tensor_cast(ctx->casts, MATMUL_OUT, boundary_weight_id(ctx->casts, weight), y, N, OC, ctx->stream);
+    if (site_gelu) {
+        boundary_gelu(ctx->casts, out, pre_gelu, N, OC, pre_id, gelu_id, BOUNDARY_GELU_FRONT, ctx->stream);
+        return;
+    }
+    if (cast) boundary_tensor_cast(ctx->casts, MATMUL_OUT, pre_id, y, N, OC, ctx->stream);
     // the GELU output is the next layer's input (fcproj): the backend that ran this GEMM may compute it in its
     // quantization of that input (defer), else its amax comes with it when the backend wants it
     if (pre_gelu) {
@@ -256,6 +288,7 @@ void matmul_forward_logits(GemmContext* ctx, floatX* out, const floatX* inp, con
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
     }
+    ctx->out_cast_by_reader = 0;  // (meant for one matmul_forward call; this call casts nothing here anyway)
     if (ctx->lowp && ctx->lowp->forward(ctx, out, inp, weight, NULL, N, C, OC, NULL)) return;
     gemm_backend_forward(ctx, out, inp, weight, NULL, N, C, OC, NULL);
 }

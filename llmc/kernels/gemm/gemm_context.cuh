@@ -129,6 +129,10 @@ struct GemmLowpBackend {
 struct GemmContext {
     GemmLowpBackend* lowp;               // NULL: every GEMM on the base backend
     BoundaryCasts* casts;                // whole-tensor MATMUL_OUT casts a mode attached (TensorCast); NULL: none
+    int out_cast_by_reader;              // set by the caller for the next matmul_forward call only, which resets it:
+                                         // 1 = the output's only reader applies its MATMUL_OUT cast as it reads it (the
+                                         // model's fused residual + LayerNorm, BoundaryCasts::residual_layernorm), so the
+                                         // front does not cast it; 0 = the front casts it (without casts: nothing)
     unsigned long long weight_version;   // bumped by gemm_weights_updated (backends cache quantized weights per version)
     int optimizer_steps;                 // optimizer steps so far (the low-precision backends' warm-up)
     int training;                        // 1 during a training forward + backward (delayed-scaling histories advance)

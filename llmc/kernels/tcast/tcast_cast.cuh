@@ -69,7 +69,10 @@
 //     - round-to-nearest-even path (TcastQRne): the same types with @even and no statistics, the
 //       common case: y = x * 2^-s, the float32 "magic add" (y + C) - C with C = 1.5 * 2^23 * q, whose
 //       RNE rounds y to F's quantum q with ties to even, a clamp at max_F, times 2^s (tcast_rne_elem:
-//       3 float32 + ~7 integer operations).
+//       3 float32 + ~7 integer operations); for exponent-scaled e4m3fn / e5m2 elements (mxfp8e4, mxfp8e5)
+//       the rounding of whole packets is the hardware FP8 conversion instead (tcast_fp8x2_round,
+//       tcast_fp8_hw.cuh: two elements per cvt, ~4 instructions per element with the scaling; chosen once
+//       per launch and packet, tcast_cast_run), with the same bits.
 //     Both fast paths are exact only inside conditions stated at their functions; whatever lies
 //     outside (zeros or float32 subnormals near the window's edge, NaN groups, Inf in unscaled casts,
 //     groups near the ends of the float32 range) takes tcast_quantize out of line.
@@ -89,7 +92,8 @@
 // are bound by tcast_quantize's float32 divisions.
 //
 // Files: this one holds the API (context, shape checks, path choice, launcher); the pieces it includes are
-// tcast_cast_elem.cuh (TcastKernelArgs, the exponent and RNE fast paths), tcast_cast_device.cuh (launch
+// tcast_cast_elem.cuh (TcastKernelArgs, the exponent and RNE fast paths; it includes tcast_fp8_hw.cuh, the
+// hardware FP8 rounding primitive), tcast_cast_device.cuh (launch
 // geometry, device helpers, the element quantizers; the BF16-only check), tcast_cast_kernels.cuh (row,
 // column and scalar cast kernels) and tcast_cast_prepass.cuh (scale reductions, M:N pruning).
 #pragma once

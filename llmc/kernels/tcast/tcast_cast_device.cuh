@@ -131,6 +131,10 @@ static inline HOST_DEVICE TcastGroupScale tcast_unscaled_group(void) {
 // how a pair of elements of one group is cast (float32 bits in, float32 bits out; f: flags or NULL).
 // The pair shares a group in both layouts (adjacent columns along dim 1, adjacent rows along dim 0;
 // every tile is at least 2 long).
+// A quantizer with kFastRuns (TcastQRne) also casts a run of pairs of one group (tcast_cast_run: a packet, a
+// column's 4 rows in the column kernel) without per-element checks when all_fast(p) (every element of the
+// group takes its fast path), with the element step it picks once per run (with_step: one uniform branch
+// per run, not per pair).
 
 static __device__ __noinline__ TcastGroupScale tcast_group_scale_slow_(const TcastDataType* dt, TcastGroupAcc acc) {
     return tcast_group_scale(dt, acc);
@@ -141,6 +145,7 @@ struct TcastQGeneral {
     typedef TcastGroupAcc Acc;
     typedef TcastGroupScale Param;
     static constexpr int MIN_BLOCKS = 2;  // __launch_bounds__: <= 128 registers
+    static constexpr bool kFastRuns = false;
     static __device__ Acc init() { return tcast_acc_init(); }
     static __device__ void add(Acc& acc, uint32_t b) { tcast_acc_add(&acc, __uint_as_float(b)); }
     static __device__ void merge(Acc& acc, const Acc& o) { tcast_acc_merge(&acc, o); }
@@ -167,6 +172,7 @@ struct TcastQExp {
     typedef uint32_t Acc;
     typedef TcastExpParam Param;
     static constexpr int MIN_BLOCKS = 3;  // __launch_bounds__: <= 85 registers, 24 warps per SM
+    static constexpr bool kFastRuns = false;
     static __device__ Acc init() { return 0u; }
     static __device__ void add(Acc& acc, uint32_t b) { acc = max(acc, b & 0x7FFFFFFFu); }
     static __device__ void merge(Acc& acc, const Acc& o) { acc = max(acc, o); }
@@ -198,15 +204,36 @@ struct TcastQExp {
 };
 
 // Round-to-nearest-even path as an element quantizer (see tcast_rne_elem): ok groups and finite
-// elements take the float path; the rest tcast_quantize out of line.
+// elements take the fast path; the rest tcast_quantize out of line. A pair (cast2: tiles of 2 and 4,
+// unscaled and fixed-scale groups, whose elements may be NaN or Inf) takes the float32 rounding; a run of
+// an exponent-scaled ok group (tcast_cast_run) takes the launch's element step: the same rounding, or the
+// hardware FP8 conversion for e4m3fn / e5m2 elements (k.rne_fp8, tcast_rne_pair_step: same bits).
+// (Tried: runs of unscaled groups with a finiteness check per packet, so that unscaled e4m3fn / e5m2 casts
+// take the hardware step too: the GELU-sites kernel then spilled 16 / 24 bytes at its 80-register bound.)
 struct TcastQRne : TcastQExp {
     typedef TcastRneParam Param;
+    static constexpr bool kFastRuns = true;
     static __device__ Param param(const TcastKernelArgs& k, const TcastGroupScale& g) { return tcast_rne_param(k, g); }
+    // every element of a group with scale p takes the fast path (an exponent-scaled ok group: ok = 2)
+    static __device__ __forceinline__ bool all_fast(const Param& p) { return p.ok == 2; }
+    // body(step) with step::fast2(k, p, b0, b1) = tcast_rne_pair_step<k.rne_fp8>: three inlined copies of the
+    // caller's run, one executed (the branch is the same for every thread of the launch)
+    template <int F>
+    struct Step {
+        static __device__ __forceinline__ void fast2(const TcastKernelArgs& k, const Param& p, uint32_t& b0, uint32_t& b1) {
+            tcast_rne_pair_step<F>(k, p, b0, b1);
+        }
+    };
+    template <class Body>
+    static __device__ __forceinline__ void with_step(const TcastKernelArgs& k, Body&& body) {
+        if (k.rne_fp8 == TCAST_FP8_E4M3) body(Step<TCAST_FP8_E4M3>());
+        else if (k.rne_fp8 == TCAST_FP8_E5M2) body(Step<TCAST_FP8_E5M2>());
+        else body(Step<TCAST_FP8_NONE>());
+    }
     static __device__ void cast2(const TcastKernelArgs& k, const Param& p, uint32_t& b0, uint32_t& b1, uint64_t i0, uint64_t i1,
                                  unsigned* f) {
         if (p.ok && max(b0 & 0x7FFFFFFFu, b1 & 0x7FFFFFFFu) < TCAST_F32_INF) {
-            b0 = tcast_rne_elem(k, p, b0);
-            b1 = tcast_rne_elem(k, p, b1);
+            tcast_rne_pair_step<TCAST_FP8_NONE>(k, p, b0, b1);
             return;
         }
         TcastExpParam e;
@@ -220,17 +247,49 @@ struct TcastQRne : TcastQExp {
     }
 };
 
+// One pair of a run (tcast_cast_run): the two elements' float32 bits (cast in place), their flat indices (the
+// random bits of @stochastic) and whether each lies inside the tensor (the statistics count only those).
+struct TcastPairRef {
+    uint32_t& x0;
+    uint32_t& x1;
+    uint64_t i0, i1;
+    bool v0, v1;
+};
+
+// Casts NP pairs of one group (scale p) in place; at(i) is pair i (a TcastPairRef). With a kFastRuns quantizer
+// and no statistics, the run of a group whose every element takes the fast path (all_fast) is cast by the
+// launch's element step without per-pair checks; otherwise pair by pair (cast2).
+template <class Q, bool STATS, int NP, class At>
+__device__ __forceinline__ void tcast_cast_run(const TcastKernelArgs& k, const typename Q::Param& p, TcastCounts& cnt, At&& at) {
+    if constexpr (Q::kFastRuns && !STATS) {
+        if (Q::all_fast(p)) {
+            Q::with_step(k, [&](auto step) {
+                #pragma unroll
+                for (int i = 0; i < NP; i++) {
+                    const TcastPairRef e = at(i);
+                    decltype(step)::fast2(k, p, e.x0, e.x1);
+                }
+            });
+            return;
+        }
+    }
+    #pragma unroll
+    for (int i = 0; i < NP; i++) {
+        const TcastPairRef e = at(i);
+        unsigned f[2] = {0u, 0u};
+        Q::cast2(k, p, e.x0, e.x1, e.i0, e.i1, STATS ? f : nullptr);
+        if (STATS) {
+            cnt.add(f[0], e.v0);
+            cnt.add(f[1], e.v1);
+        }
+    }
+}
+
 // Casts the 8 elements of a packet (flat indices idx0 .. idx0 + 7) with one group scale.
 template <class Q, bool STATS>
 __device__ __forceinline__ void tcast_cast_packet(const TcastKernelArgs& k, const typename Q::Param& p, uint32_t (&b)[8],
                                                   uint64_t idx0, TcastCounts& cnt) {
-    #pragma unroll
-    for (int e = 0; e < 8; e += 2) {
-        unsigned f[2] = {0u, 0u};
-        Q::cast2(k, p, b[e], b[e + 1], idx0 + e, idx0 + e + 1, STATS ? f : nullptr);
-        if (STATS) {
-            cnt.add(f[0], true);
-            cnt.add(f[1], true);
-        }
-    }
+    tcast_cast_run<Q, STATS, 4>(k, p, cnt, [&](int i) {
+        return TcastPairRef{b[2 * i], b[2 * i + 1], idx0 + 2 * i, idx0 + 2 * i + 1, true, true};
+    });
 }

@@ -4,7 +4,9 @@
 // fixed scale pN is an unscaled cast whose exponent is N instead of 0, doc/TCAST.md 4d):
 //   - the exponent path (tcast_exp_param, tcast_exp_elem): section 1.3's rounding done directly on x's
 //     float32 bit pattern with a per-group window, every round mode, with flags for the statistics;
-//   - the round-to-nearest-even path (tcast_rne_param, tcast_rne_elem): the float32 "magic add" for @even.
+//   - the round-to-nearest-even path (tcast_rne_param, tcast_rne_elem, tcast_rne_pair_step): the float32
+//     "magic add" for @even, or for exponent-scaled e4m3fn and e5m2 elements the hardware FP8 conversions
+//     (tcast_fp8x2_round, tcast_fp8_hw.cuh), chosen once per launch (TcastKernelArgs::rne_fp8).
 // Both are bit-identical to tcast_quantize (llmc/numerics/tcast_quant.h) inside the conditions stated at
 // their functions; outside them they call tcast_quantize (out of line on the device). HOST_DEVICE, with the
 // device's flush-to-zero emulated on the host, so that host tests can compare them with tcast_quantize.
@@ -16,6 +18,7 @@
 #include <string.h>
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/numerics/tcast.h"
+#include "llmc/kernels/tcast/tcast_fp8_hw.cuh"  // tcast_fp8x2_round: the RNE path's element step for e4m3fn / e5m2
 
 #define TCAST_CODE_NAN INT_MIN            // TcastExpParam::code of a NaN group
 
@@ -43,6 +46,9 @@ typedef struct {
     uint32_t rne_max;  // float32 bits of max_F
     uint32_t rne_top;  // unscaled / fixed: float32 bits of 2^(emax + 1), |y| beyond it are clamped to it (they saturate);
                        // scaled: 0xFFFFFFFF (a group member's |y| is below 2^(emax + 1) already)
+    int rne_fp8;       // TcastFp8: the RNE path rounds runs of an exponent-scaled group with tcast_fp8x2_round (rne = 1, an
+                       // exponent scale, F exactly e4m3fn / e5m2), or TCAST_FP8_NONE: with tcast_rne_elem's float32
+                       // arithmetic (same bits)
 } TcastKernelArgs;
 
 static inline TcastKernelArgs tcast_kernel_args(const TcastDataType& dt, uint64_t seed) {
@@ -72,6 +78,8 @@ static inline TcastKernelArgs tcast_kernel_args(const TcastDataType& dt, uint64_
         k.rne_c = ((uint32_t)(23 - f.mbits) << 23) + 0x400000u;
         k.rne_max = ((uint32_t)(f.emax + 127) << 23) | k.max_frac;
         k.rne_top = dt.has_scale ? 0xFFFFFFFFu : (uint32_t)(f.emax + 128) << 23;
+        // only exponent-scaled groups can be finite as a whole (TcastRneParam::ok = 2), which the kernels' runs need
+        k.rne_fp8 = dt.has_scale && tcast_fp8_hw_enabled() ? tcast_fp8_of(f) : TCAST_FP8_NONE;
     }
     return k;
 }
@@ -190,9 +198,17 @@ static inline HOST_DEVICE uint32_t tcast_exp_elem(const TcastKernelArgs& k, cons
 // Elements or groups outside these conditions (NaN groups, Inf in unscaled casts, groups near the ends
 // of the float32 range) take tcast_quantize out of line. Three float32 operations and ~7 integer ones
 // per element, against ~25 integer ones for tcast_exp_elem.
+// For F = e4m3fn or e5m2 with an exponent scale (k.rne_fp8) the middle steps can be the hardware
+// conversion instead (tcast_rne_pair_step): y = x * 2^-s as above, r = tcast_fp8x2_round(y) for two
+// elements at once (round to nearest even on F's grid, saturation at +-max, a zero keeps y's sign, which
+// is x's: section 1.3 for every finite y, see tcast_fp8_hw.cuh), times 2^s: no clamp and no sign step,
+// since the conversion does both. Same ok groups, same finite elements, same bits.
+// An ok group with an exponent scale holds finite elements only (4.3 makes a group with a NaN or an Inf a
+// NaN group, never ok): ok = 2 says so, and the kernels then cast its packets without per-element checks
+// (TcastQRne, tcast_cast_run); ok = 1 (unscaled, fixed scale) still checks each element.
 typedef struct {
     float down, up;  // 2^-s, 2^s (ok groups)
-    int ok;          // 1: the float path
+    int ok;          // 0: tcast_quantize; 1: the fast path for finite elements; 2: the same, every element finite
     int code;        // TcastExpParam::code: the group scale for tcast_quantize
 } TcastRneParam;
 
@@ -202,6 +218,7 @@ static inline HOST_DEVICE TcastRneParam tcast_rne_param(const TcastKernelArgs& k
     p.code = g.mode == TCAST_GROUP_NAN ? TCAST_CODE_NAN : s;
     p.ok = k.rne && (g.mode == TCAST_GROUP_EXP || g.mode == TCAST_GROUP_UNSCALED) && s >= -126 && s <= 126 &&
            k.emin + s + 127 - k.mbits >= 2 && k.emax + s + 127 <= 254;
+    if (p.ok && g.mode == TCAST_GROUP_EXP) p.ok = 2;
     p.down = tcast_f32_from_bits(p.ok ? (uint32_t)(127 - s) << 23 : 0u);
     p.up = tcast_f32_from_bits(p.ok ? (uint32_t)(127 + s) << 23 : 0u);
     return p;
@@ -250,4 +267,22 @@ static inline HOST_DEVICE uint32_t tcast_rne_elem(const TcastKernelArgs& k, cons
     ra = ra < k.rne_max ? ra : k.rne_max;
     const uint32_t keep = ra ? 0x80000000u : k.zsign;  // x's sign; a zero result keeps it only in ieee / fn
     return tcast_f32_bits(tcast_mul_ftz_(tcast_f32_from_bits((b & keep) | ra), p.up));
+}
+
+// Two finite elements of an ok group (tcast_rne_param): float32 bits b0, b1 -> float32 bits of their casts
+// (tcast_quantize's results exactly), with the element step F: TCAST_FP8_NONE the float32 rounding of
+// tcast_rne_elem (every k.rne type), TCAST_FP8_E4M3 / _E5M2 the hardware conversion (valid when F is the element
+// format, tcast_fp8_of(k.dt.number); the kernels take it where k.rne_fp8 == F).
+// The kernels choose F once per run of pairs (TcastQRne::with_step, tcast_cast_device.cuh).
+template <int F>
+static inline HOST_DEVICE void tcast_rne_pair_step(const TcastKernelArgs& k, const TcastRneParam& p, uint32_t& b0, uint32_t& b1) {
+    if constexpr (F == TCAST_FP8_NONE) {
+        b0 = tcast_rne_elem(k, p, b0);
+        b1 = tcast_rne_elem(k, p, b1);
+    } else {
+        const float2 y = make_float2(tcast_mul_ftz_(tcast_f32_from_bits(b0), p.down), tcast_mul_ftz_(tcast_f32_from_bits(b1), p.down));
+        const float2 r = tcast_fp8x2_round<F>(y);
+        b0 = tcast_f32_bits(tcast_mul_ftz_(r.x, p.up));
+        b1 = tcast_f32_bits(tcast_mul_ftz_(r.y, p.up));
+    }
 }

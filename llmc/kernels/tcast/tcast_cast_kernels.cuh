@@ -15,6 +15,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <type_traits>
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/kernels/tcast/tcast_cast_device.cuh"
 #include "llmc/kernels/tcast/tcast_source.cuh"
@@ -49,6 +50,69 @@ __device__ __forceinline__ void tcast_packet_small_tiles(const TcastKernelArgs& 
     }
 }
 
+// One unit of the row path, cast in place: the TCAST_ROW_PACKETS packets b[j] that this lane holds at warp
+// stride (8 values each as float32 bit patterns of BF16 values; flat packet index pk[j]; valid[j]: inside the
+// tensor, else b[j] is all zero, the identity of every accumulation, and no tile is partly valid). Groups: tiles
+// of `tile` elements along a row (TILE), else the uniform scale pu, or gs[row] (gs_rows). Each valid packet, once
+// cast, is handed to emit(j) (the row kernel stores it). All 32 lanes of the warp call together (shuffles).
+template <class Q, bool STATS, bool TILE, class Emit>
+__device__ __forceinline__ void tcast_rows_unit(const TcastKernelArgs& k, int tile, const typename Q::Param& pu, const TcastGroupScale* gs,
+                                                int gs_rows, int cols, bool small32, uint32_t (&b)[TCAST_ROW_PACKETS][8],
+                                                const size_t (&pk)[TCAST_ROW_PACKETS], const bool (&valid)[TCAST_ROW_PACKETS],
+                                                TcastCounts& cnt, unsigned* s_hist, Emit&& emit) {
+    const int lane = threadIdx.x & 31;
+    // tiles of 8 .. 1024: lanes per tile (shuffle span) and packets per tile inside one lane
+    const int G = TILE ? min(max(tile / 8, 1), 32) : 1, JG = TILE ? max(tile / 256, 1) : 1;
+    if (TILE && tile <= 4) {
+        #pragma unroll
+        for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
+            if (!valid[j]) continue;
+            if (tile == 2) tcast_packet_small_tiles<Q, STATS, 2>(k, b[j], pk[j] * 8, cnt, s_hist);
+            else tcast_packet_small_tiles<Q, STATS, 4>(k, b[j], pk[j] * 8, cnt, s_hist);
+            emit(j);
+        }
+        return;
+    }
+    // tiles of 8 .. 1024: merge the accumulations over the tile's lanes and packets
+    typename Q::Acc acc[TCAST_ROW_PACKETS];
+    if (TILE) {
+        #pragma unroll
+        for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
+            acc[j] = Q::init();
+            #pragma unroll
+            for (int e = 0; e < 8; e++) Q::add(acc[j], b[j][e]);
+        }
+        for (int off = 1; off < G; off <<= 1) {  // G uniform: every lane shuffles
+            #pragma unroll
+            for (int j = 0; j < TCAST_ROW_PACKETS; j++) Q::merge(acc[j], Q::shfl_xor(acc[j], off));
+        }
+        if (JG >= 2) {  // tiles of 512 / 1024: packets (0,1), (2,3) / all four of a lane
+            Q::merge(acc[0], acc[1]);
+            Q::merge(acc[2], acc[3]);
+            if (JG >= 4) Q::merge(acc[0], acc[2]);
+            acc[1] = acc[0];
+            if (JG >= 4) acc[2] = acc[0];
+            acc[3] = acc[2];
+        }
+    }
+    // then one packet at a time: its scale, its elements, its emit (short live ranges)
+    #pragma unroll
+    for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
+        typename Q::Param p = pu;
+        if (TILE) {
+            const TcastGroupScale g = Q::scale(k, acc[j]);
+            p = Q::param(k, g);
+            if (STATS && valid[j] && lane % G == 0 && j % JG == 0) tcast_hist_add(s_hist, g.hist);
+        } else if (gs_rows && valid[j]) {
+            const size_t e0 = pk[j] * 8;
+            p = Q::param(k, gs[small32 ? (size_t)((uint32_t)e0 / (uint32_t)cols) : e0 / (size_t)cols]);
+        }
+        if (!valid[j]) continue;
+        tcast_cast_packet<Q, STATS>(k, p, b[j], pk[j] * 8, cnt);
+        emit(j);
+    }
+}
+
 template <class Q, bool STATS, bool TILE, class Src>
 __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
     tcast_rows_kernel(floatX* y, const __grid_constant__ Src x, size_t npk, int cols, int tile, const TcastGroupScale* gs, int gs_rows,
@@ -59,8 +123,6 @@ __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
     const int lane = threadIdx.x & 31;
     const size_t nunits = (npk + TCAST_ROW_PACKETS * 32 - 1) / (TCAST_ROW_PACKETS * 32);
     const size_t nwarps = (size_t)gridDim.x * TCAST_WARPS;
-    // tiles of 8 .. 1024: lanes per tile (shuffle span) and packets per tile inside one lane
-    const int G = TILE ? min(max(tile / 8, 1), 32) : 1, JG = TILE ? max(tile / 256, 1) : 1;
     // the uniform scale (unscaled, per tensor); a placeholder for the other modes
     const typename Q::Param pu = Q::param(k, !TILE && !gs_rows && gs ? gs[0] : tcast_unscaled_group());
     const bool small32 = npk * 8 <= 0xFFFFFFFFull;  // 32-bit row division suffices
@@ -75,113 +137,14 @@ __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
             valid[j] = pk[j] < npk;
             x.load8(valid[j], pk[j] * 8, b[j]);
         }
-        if (TILE && tile <= 4) {
-            #pragma unroll
-            for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
-                if (!valid[j]) continue;
-                if (tile == 2) tcast_packet_small_tiles<Q, STATS, 2>(k, b[j], pk[j] * 8, cnt, s_hist);
-                else tcast_packet_small_tiles<Q, STATS, 4>(k, b[j], pk[j] * 8, cnt, s_hist);
-                tcast_store16(y + pk[j] * 8, tcast_pack8(b[j]));
-            }
-            continue;
-        }
-        // tiles of 8 .. 1024: merge the accumulations over the tile's lanes and packets (invalid
-        // packets hold zeros, the identity of every accumulation; no tile is partly valid)
-        typename Q::Acc acc[TCAST_ROW_PACKETS];
-        if (TILE) {
-            #pragma unroll
-            for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
-                acc[j] = Q::init();
-                #pragma unroll
-                for (int e = 0; e < 8; e++) Q::add(acc[j], b[j][e]);
-            }
-            for (int off = 1; off < G; off <<= 1) {  // G uniform: every lane shuffles
-                #pragma unroll
-                for (int j = 0; j < TCAST_ROW_PACKETS; j++) Q::merge(acc[j], Q::shfl_xor(acc[j], off));
-            }
-            if (JG >= 2) {  // tiles of 512 / 1024: packets (0,1), (2,3) / all four of a lane
-                Q::merge(acc[0], acc[1]);
-                Q::merge(acc[2], acc[3]);
-                if (JG >= 4) Q::merge(acc[0], acc[2]);
-                acc[1] = acc[0];
-                if (JG >= 4) acc[2] = acc[0];
-                acc[3] = acc[2];
-            }
-        }
-        // then one packet at a time: its scale, its elements, its store (short live ranges)
-        #pragma unroll
-        for (int j = 0; j < TCAST_ROW_PACKETS; j++) {
-            typename Q::Param p = pu;
-            if (TILE) {
-                const TcastGroupScale g = Q::scale(k, acc[j]);
-                p = Q::param(k, g);
-                if (STATS && valid[j] && lane % G == 0 && j % JG == 0) tcast_hist_add(s_hist, g.hist);
-            } else if (gs_rows && valid[j]) {
-                const size_t e0 = pk[j] * 8;
-                p = Q::param(k, gs[small32 ? (size_t)((uint32_t)e0 / (uint32_t)cols) : e0 / (size_t)cols]);
-            }
-            if (!valid[j]) continue;
-            tcast_cast_packet<Q, STATS>(k, p, b[j], pk[j] * 8, cnt);
-            tcast_store16(y + pk[j] * 8, tcast_pack8(b[j]));
-        }
+        tcast_rows_unit<Q, STATS, TILE>(k, tile, pu, gs, gs_rows, cols, small32, b, pk, valid, cnt, s_hist,
+                                        [&](int j) { tcast_store16(y + pk[j] * 8, tcast_pack8(b[j])); });
     }
     if (STATS) {
         tcast_counts_flush(stats, cnt);
         tcast_hist_flush(s_hist, stats);
     }
 }
-
-// One packet of a cast along rows inside a producer whose threads hold a row's packets at warp stride
-// (lane l: packets 32 j + l of the row, as the LayerNorm forward's warp path: layernorm.cuh LnNoSink):
-// b holds the 8 BF16 values (float32 bit patterns) at flat row-major indices idx0 .. idx0 + 7; tile 2 or
-// 4: tiles inside the packet; 8 .. 256: tile / 8 consecutive lanes (merged with shuffle-xor, as the row
-// kernel does); -1: unscaled. valid false: the lane holds no packet (b all zero, the identity of every
-// accumulation; nothing stored). Casts b in place and stores it to y + idx0. All 32 lanes of the warp
-// call with the same tile (shuffles). No statistics (the producers leave a counted cast to the
-// stand-alone kernels).
-template <class Q>
-__device__ __forceinline__ void tcast_lanes_cast_packet(floatX* y, const TcastKernelArgs& k, int tile, uint32_t (&b)[8], bool valid,
-                                                        size_t idx0) {
-    TcastCounts cnt = {0u, 0u, 0u};
-    if (tile == 2 || tile == 4) {
-        if (!valid) return;
-        if (tile == 2) tcast_packet_small_tiles<Q, false, 2>(k, b, idx0, cnt, nullptr);
-        else tcast_packet_small_tiles<Q, false, 4>(k, b, idx0, cnt, nullptr);
-    } else {
-        typename Q::Param p;
-        if (tile > 0) {
-            typename Q::Acc acc = Q::init();
-            #pragma unroll
-            for (int e = 0; e < 8; e++) Q::add(acc, b[e]);
-            for (int off = 1; off < tile / 8; off <<= 1) Q::merge(acc, Q::shfl_xor(acc, off));  // uniform: every lane
-            p = Q::param(k, Q::scale(k, acc));
-        } else {
-            p = Q::param(k, tcast_unscaled_group());
-        }
-        if (!valid) return;
-        tcast_cast_packet<Q, false>(k, p, b, idx0, cnt);
-    }
-    tcast_store16(y + idx0, tcast_pack8(b));
-}
-
-// A second output cast along rows, written by the LayerNorm forward's row kernel as it stores its rows
-// (layernorm.cuh Sink contract: its warps hold a row's packets at warp stride): each packet (valid or not,
-// every lane of the warp together) is cast by tcast_lanes_cast_packet into y. Q: the quantizer (TcastQExp
-// or TcastQRne: no statistics).
-template <class Q>
-struct TcastRowSink {
-    floatX* y;
-    int tile;  // 2 .. 256 elements along the row, or -1 (unscaled)
-    TcastKernelArgs k;
-    static constexpr bool kOn = true;
-    // the LayerNorm's Sink contract: o holds the stored values
-    __device__ __forceinline__ void packet(const x128& o, bool valid, size_t e0) const {
-        uint32_t b[8];
-        #pragma unroll
-        for (int i = 0; i < 8; i++) b[i] = valid ? (uint32_t)__bfloat16_as_ushort(o[i]) << 16 : 0u;
-        tcast_lanes_cast_packet<Q>(y, k, tile, b, valid, e0);
-    }
-};
 
 // ------------------------------------------------------------------------------------------------
 // Column path (sections 4.2-4.4 along dim 0): block = strip of 256 columns (blockIdx.x) x units of
@@ -325,9 +288,19 @@ __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
                 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     const Param p = pw[j];
-                    #pragma unroll
-                    for (int kk = 0; kk < TCAST_COL_RPT; kk += 2)
-                        tcast_cols_cast_pair<Q, STATS>(k, p, b, rv, kk, j, idx0 + (size_t)kk * cols, cols, cnt);
+                    // column j's 4 rows: one group, a run of 2 pairs. Stored sources only: with a producer's registers
+                    // on top, the runs' three inlined element steps took the GELU / GELU' column kernels from 8 / 4 to
+                    // 24 / 16 bytes of spills at their 80-register bound (ptxas, CUDA 13.0)
+                    if constexpr (Q::kFastRuns && !STATS && std::is_same<Src, TcastSrcStored>::value) {
+                        tcast_cast_run<Q, STATS, TCAST_COL_RPT / 2>(k, p, cnt, [&](int i) {
+                            const size_t ik = idx0 + (size_t)(2 * i) * cols + j;
+                            return TcastPairRef{b[2 * i][j], b[2 * i + 1][j], ik, ik + (size_t)cols, rv[2 * i], rv[2 * i + 1]};
+                        });
+                    } else {
+                        #pragma unroll
+                        for (int kk = 0; kk < TCAST_COL_RPT; kk += 2)
+                            tcast_cols_cast_pair<Q, STATS>(k, p, b, rv, kk, j, idx0 + (size_t)kk * cols, cols, cnt);
+                    }
                 }
                 tcast_cols_store(y, cols, r0c, c, b, rv);
             }

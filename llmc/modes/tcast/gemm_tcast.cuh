@@ -17,14 +17,18 @@
 // (tcast_cast_from with tcast_producers.cuh's sources): one pass writes the BF16 activation / gradient
 // (still stored: the wgrad casts and the bias gradient read it) and the cast copy, instead of the producer
 // and a cast pass reading it back. The bits are those of the separate passes (dev/cuda/tcast_producers.cu).
-// It declines GELU when the gelu_out site is cast (the model casts the stored GELU output right after the
-// fc forward) and either when the next call does not cast that operand.
+// It declines GELU when the gelu_out site is cast (the GELU output is then cast as stored, together with GELU by the
+// front's boundary_gelu, tcast_gelu.cuh, which offers no defer; a caller that casts the stored output itself needs it
+// written) and either when the next call does not cast that operand.
 // Through the front's layernorm hook it also runs the residual + LayerNorm forwards (ln1 of layers 1..L-1,
 // ln2, lnf) whose output is the next forward call's x, casting x along C as the rows are normalized
 // (tcast_layernorm_cast; the BF16 output is still stored for the LayerNorm backward and the wgrad cast): the
 // cast waits in the x scratch (`pending`) for that call. Declined when the layernorm_out or residual_out site
 // is cast (the model then changes the stored output after the kernel), on --cast-stats steps, and for the
-// types tcast_layernorm_fusable refuses (they keep the cast in the forward call: same bits either way).
+// types tcast_layernorm_fusable refuses (they keep the cast in the forward call: same bits either way). Not
+// offered at all where the model runs the residual + LayerNorm with its boundary-site casts in one kernel
+// (BoundaryCasts::residual_layernorm, tcast_runtime.cuh): x is then cast in the forward call, from the stored
+// LayerNorm output.
 //
 // dY's two layouts stay two passes: its dgrad cast (along OC, with the deferred GELU' for the fc layer) and
 // its wgrad cast (along N). One read for both (the column kernel writing the row layout too) measured slower

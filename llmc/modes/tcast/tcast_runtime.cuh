@@ -1,8 +1,12 @@
 // tcast_runtime.cuh - the TensorCast build's run-time cast state (doc/TCAST.md section 5): the plan
 // in force (llmc/modes/tcast/tcast_config.h), the cast kernels' workspace, the stochastic-rounding seeds
 // and the --cast-stats counters. It is the model's BoundaryCasts (llmc/kernels/boundary.cuh), through which
-// the model and the GEMM front cast the stored site tensors; llmc/modes/tcast/gemm_tcast.cuh casts the
-// linear-layer operands with it, and the attention kernels take their seeds from it.
+// the model and the GEMM front cast the stored site tensors, and which runs two groups of site casts with the
+// kernels around them, in one kernel where it can (doc/TCAST.md 5.5): the fc layer's GELU with the casts of its
+// input and output (llmc/kernels/tcast/tcast_gelu.cuh), and the residual + LayerNorm with the casts of the
+// projection output, the residual and the LayerNorm output (tcast_producers.cuh), and the training step's classifier
+// with the casts of the logits (llmc/kernels/tcast/tcast_classifier.cuh); llmc/modes/tcast/gemm_tcast.cuh
+// casts the linear-layer operands with it, and the attention kernels take their seeds from it.
 #pragma once
 
 #include <stdio.h>
@@ -14,6 +18,9 @@
 #include "llmc/modes/tcast/tcast_config.h"
 #include "llmc/kernels/tcast/tcast_stats.cuh"
 #include "llmc/kernels/tcast/tcast_cast.cuh"
+#include "llmc/kernels/tcast/tcast_gelu.cuh"
+#include "llmc/kernels/tcast/tcast_producers.cuh"  // tcast_residual_layernorm_sites
+#include "llmc/kernels/tcast/tcast_classifier.cuh"  // tcast_classifier_sites
 
 // What the --cast-stats counters are kept for: the boundary sites, then the GEMM operands.
 #define TCAST_STAT_SLOTS (NUM_BOUNDARY_SITES + TCAST_NUM_OPS)
@@ -57,6 +64,55 @@ static void tcast_boundary_cast(BoundaryCasts* bc, BoundarySite site, unsigned l
                                 cudaStream_t stream) {
     tcast_site_cast((TcastRuntime*)bc, site, id, x, rows, cols, stream);
 }
+// The cast of `site` in a residual + LayerNorm or a GELU (tcast_residual_layernorm_sites, tcast_gelu_cast): off
+// unless the plan casts the site; the seed tcast_site_cast would use for tensor id; the site's counters on a
+// --cast-stats step.
+static inline TcastSiteCast tcast_site_of(const TcastRuntime* rt, BoundarySite site, unsigned long long id) {
+    TcastSiteCast c;
+    c.dt = rt->plan.site_on[site] ? &rt->plan.site[site] : NULL;
+    c.seed = tcast_seed(rt, id, (int)site, TCAST_ROLE_SITE);
+    c.stats = tcast_stats_slot(rt, site);
+    return c;
+}
+// The fc layer's GELU with its site casts (BoundaryCasts::gelu): tcast_gelu_cast with the plan's matmul_out cast of
+// pre (pre_id given and the site on) and gelu_out cast of out (out_id given and the site on); inside the GELU
+// kernel where --cast-fuse and the types allow.
+static void tcast_boundary_gelu(BoundaryCasts* bc, floatX* out, floatX* pre, size_t rows, size_t cols, unsigned long long pre_id,
+                                unsigned long long out_id, int form, cudaStream_t stream) {
+    TcastRuntime* rt = (TcastRuntime*)bc;
+    const TcastSiteCast off = {NULL, 0, NULL};
+    const TcastSiteCast a = pre_id != BOUNDARY_NO_ID ? tcast_site_of(rt, MATMUL_OUT, pre_id) : off;
+    const TcastSiteCast b = out_id != BOUNDARY_NO_ID ? tcast_site_of(rt, GELU_OUT, out_id) : off;
+    tcast_gelu_cast(out, pre, (int)rows, (int)cols, a, b, (BoundaryGelu)form, rt->plan.fuse != 0, &rt->cast_ctx, stream);
+}
+static bool tcast_boundary_residual_layernorm_fused(const BoundaryCasts* bc, int N, int C) {
+    const TcastRuntime* rt = (const TcastRuntime*)bc;
+    const TcastPlan* plan = &rt->plan;
+    if (!plan->fuse || rt->recording || N < 1) return false;
+    if (!plan->site_on[MATMUL_OUT] && !plan->site_on[RESIDUAL_OUT] && !plan->site_on[LAYERNORM_OUT]) return false;
+    return tcast_residual_layernorm_sites_fusable(tcast_site_of(rt, MATMUL_OUT, 0), tcast_site_of(rt, RESIDUAL_OUT, 0),
+                                                  tcast_site_of(rt, LAYERNORM_OUT, 0), C);
+}
+static void tcast_boundary_residual_layernorm(BoundaryCasts* bc, const BoundaryResidualLn& j, cudaStream_t stream) {
+    TcastRuntime* rt = (TcastRuntime*)bc;
+    tcast_residual_layernorm_sites(j.residual, j.out, j.mean, j.rstd, j.res_in, j.x, false, j.weight, j.bias, j.N, j.C,
+                                   tcast_site_of(rt, MATMUL_OUT, j.x_id), tcast_site_of(rt, RESIDUAL_OUT, j.res_id),
+                                   tcast_site_of(rt, LAYERNORM_OUT, j.ln_id), &rt->cast_ctx, stream);
+}
+// The training step's classifier with the logits' casts (BoundaryCasts::classifier_fused / classifier): the LM head's
+// matmul_out cast (seed: the weight id, as tcast_site_cast would take it) and the logits cast on the classifier's staged
+// rows, where --cast-fuse, the step (not a --cast-stats step) and the types allow (tcast_classifier_fusable).
+static bool tcast_boundary_classifier_fused(const BoundaryCasts* bc, int N, int Vp) {
+    const TcastRuntime* rt = (const TcastRuntime*)bc;
+    const TcastPlan* plan = &rt->plan;
+    if (!plan->fuse || rt->recording || N < 1) return false;
+    return tcast_classifier_fusable(tcast_site_of(rt, MATMUL_OUT, 0), tcast_site_of(rt, LOGITS, 0), Vp);
+}
+static void tcast_boundary_classifier(BoundaryCasts* bc, const BoundaryClassifier& j, cudaStream_t stream) {
+    TcastRuntime* rt = (TcastRuntime*)bc;
+    tcast_classifier_sites(j.logits, j.losses, j.dloss, j.targets, j.B, j.T, j.V, j.Vp, tcast_site_of(rt, MATMUL_OUT, j.matmul_id),
+                           tcast_site_of(rt, LOGITS, j.logits_id), &rt->cast_ctx, stream);
+}
 static unsigned long long tcast_boundary_attention_seed(const BoundaryCasts* bc, unsigned long long id) {
     return tcast_seed((const TcastRuntime*)bc, id, (int)ATTN_SCORES, TCAST_ROLE_ATTN);
 }
@@ -79,6 +135,11 @@ static inline TcastRuntime* tcast_runtime_create(const TcastPlan* plan, int max_
     rt->casts.params = params;
     rt->casts.cast = tcast_boundary_cast;
     rt->casts.attention_seed = tcast_boundary_attention_seed;
+    rt->casts.gelu = tcast_boundary_gelu;
+    rt->casts.residual_layernorm_fused = tcast_boundary_residual_layernorm_fused;
+    rt->casts.residual_layernorm = tcast_boundary_residual_layernorm;
+    rt->casts.classifier_fused = tcast_boundary_classifier_fused;
+    rt->casts.classifier = tcast_boundary_classifier;
     rt->casts.destroy = tcast_boundary_destroy;
     tcast_cast_context_init(&rt->cast_ctx, max_rows, max_cols);
     if (plan->stats > 0) cudaCheck(cudaMalloc(&rt->stats, TCAST_STAT_SLOTS * sizeof(TcastDeviceStats)));
