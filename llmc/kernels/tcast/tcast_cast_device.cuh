@@ -256,9 +256,21 @@ struct TcastPairRef {
     bool v0, v1;
 };
 
+// Casts one pair of a group (scale p) with Q's checked pair cast (cast2), counting its flags for the statistics.
+template <class Q, bool STATS>
+__device__ __forceinline__ void tcast_cast_pair(const TcastKernelArgs& k, const typename Q::Param& p, const TcastPairRef& e,
+                                                TcastCounts& cnt) {
+    unsigned f[2] = {0u, 0u};
+    Q::cast2(k, p, e.x0, e.x1, e.i0, e.i1, STATS ? f : nullptr);
+    if (STATS) {
+        cnt.add(f[0], e.v0);
+        cnt.add(f[1], e.v1);
+    }
+}
+
 // Casts NP pairs of one group (scale p) in place; at(i) is pair i (a TcastPairRef). With a kFastRuns quantizer
 // and no statistics, the run of a group whose every element takes the fast path (all_fast) is cast by the
-// launch's element step without per-pair checks; otherwise pair by pair (cast2).
+// launch's element step without per-pair checks; otherwise pair by pair (tcast_cast_pair).
 template <class Q, bool STATS, int NP, class At>
 __device__ __forceinline__ void tcast_cast_run(const TcastKernelArgs& k, const typename Q::Param& p, TcastCounts& cnt, At&& at) {
     if constexpr (Q::kFastRuns && !STATS) {
@@ -274,15 +286,7 @@ __device__ __forceinline__ void tcast_cast_run(const TcastKernelArgs& k, const t
         }
     }
     #pragma unroll
-    for (int i = 0; i < NP; i++) {
-        const TcastPairRef e = at(i);
-        unsigned f[2] = {0u, 0u};
-        Q::cast2(k, p, e.x0, e.x1, e.i0, e.i1, STATS ? f : nullptr);
-        if (STATS) {
-            cnt.add(f[0], e.v0);
-            cnt.add(f[1], e.v1);
-        }
-    }
+    for (int i = 0; i < NP; i++) tcast_cast_pair<Q, STATS>(k, p, at(i), cnt);
 }
 
 // Casts the 8 elements of a packet (flat indices idx0 .. idx0 + 7) with one group scale.

@@ -171,12 +171,7 @@ template <class Q, bool STATS>
 __device__ __forceinline__ void tcast_cols_cast_pair(const TcastKernelArgs& k, const typename Q::Param& p, uint32_t (&b)[TCAST_COL_RPT][8],
                                                      const bool (&rv)[TCAST_COL_RPT], int kk, int j, size_t idx_kk, int cols,
                                                      TcastCounts& cnt) {
-    unsigned f[2] = {0u, 0u};
-    Q::cast2(k, p, b[kk][j], b[kk + 1][j], idx_kk + j, idx_kk + (size_t)cols + j, STATS ? f : nullptr);
-    if (STATS) {
-        cnt.add(f[0], rv[kk]);
-        cnt.add(f[1], rv[kk + 1]);
-    }
+    tcast_cast_pair<Q, STATS>(k, p, TcastPairRef{b[kk][j], b[kk + 1][j], idx_kk + j, idx_kk + (size_t)cols + j, rv[kk], rv[kk + 1]}, cnt);
 }
 
 __device__ __forceinline__ void tcast_cols_store(floatX* y, int cols, int r0c, int c, const uint32_t (&b)[TCAST_COL_RPT][8],
