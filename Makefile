@@ -20,6 +20,10 @@
 #                              default: cuDNN where found and the mode admits it (BF16 / FP16 storage, FP8, TCFP-12,
 #                              TCAST=1 (runs that cast an attention site take the built-in kernels); not ENABLE_Q115,
 #                              PRECISION=FP32); CUDNN_HOME=... / CUDNN_FRONTEND_PATH=...
+#   CUTLASS_HOME=...           CUTLASS headers ($(CUTLASS_HOME)/include/cutlass/version.h) for the CUTLASS kernels of
+#                              llmc/kernels/gemm/cutlass_*.cu (default: /usr/include, /usr/local/include, else the venv's
+#                              nvidia-cutlass wheel, which scripts/setup_env.sh installs); FP8=1 trainers link them where
+#                              found (--fp8-cutlass); NO_CUTLASS=1: not (make clean, or another BUILD=, when switching)
 #   GPU_ARCH=90                compute capability to build for (90 = Hopper sm_90)  [90]
 #   NO_MULTI_GPU=1 NO_USE_MPI=1  build without NCCL / without MPI
 #   NVCC=... / CUDA_HOME=...   another CUDA toolkit (e.g. CUDA 12.4: make cuda $(scripts/cuda12_toolchain.sh))
@@ -112,10 +116,18 @@ ifeq ($(and $(CUDNN_H),$(CUDNN_SO)),)
   endif
 endif
 HAVE_CUDNN := $(if $(and $(CUDNN_H),$(CUDNN_SO),$(CUDNN_FE_H),$(if $(CUDNN_FE_NVRTC),$(NVRTC_SO),1)),1,)
+# CUTLASS (header-only; the Hopper FP8 GEMMs with fused epilogues, llmc/kernels/gemm/cutlass_*.cu): cutlass/version.h
+# from CUTLASS_HOME/include, the system, else the venv's nvidia-cutlass wheel (its headers are in site-packages/
+# cutlass_library/source/include; scripts/setup_env.sh installs it, --no-deps, where the system has none).
+CUTLASS_H := $(call first_file,$(if $(CUTLASS_HOME),$(CUTLASS_HOME)/include) /usr/include /usr/local/include \
+  $(addsuffix /cutlass_library/source/include,$(VENV_SITE)),cutlass/version.h)
+CUTLASS_INC := $(patsubst %/cutlass/version.h,%,$(CUTLASS_H))
+CUTLASS_VERSION = $(shell sed -n 's/^\#define CUTLASS_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' $(CUTLASS_H) 2>/dev/null | paste -sd.)
 # where a file came from, for make info
 under = $(and $(2),$(filter $(abspath $(2))/%,$(abspath $(1))))
 origin_of = $(if $(call under,$(1),$(VENV)),venv (PyPI),$(if $(call under,$(1),$(PY_CUDNN)),Python package nvidia.cudnn,$(if $(call under,$(1),$(CUDNN_HOME)),CUDNN_HOME,$(if \
-  $(call under,$(1),$(CUDNN_FRONTEND_PATH)),CUDNN_FRONTEND_PATH,$(if $(call under,$(1),$(CUDA_HOME)),CUDA toolkit,system)))))
+  $(call under,$(1),$(CUDNN_FRONTEND_PATH)),CUDNN_FRONTEND_PATH,$(if $(call under,$(1),$(CUTLASS_HOME)),CUTLASS_HOME,$(if \
+  $(call under,$(1),$(CUDA_HOME)),CUDA toolkit,system))))))
 CUDNN_VERSION = $(shell sed -n 's/^\#define CUDNN_\(MAJOR\|MINOR\|PATCHLEVEL\) *\([0-9]*\).*/\2/p' $(dir $(CUDNN_H))cudnn_version.h 2>/dev/null | paste -sd.)
 CUDNN_FE_VERSION = $(shell sed -n 's/^\#define CUDNN_FRONTEND_\(MAJOR\|MINOR\|PATCH\)_VERSION *\([0-9]*\).*/\2/p' $(dir $(CUDNN_FE_H))cudnn_frontend_version.h 2>/dev/null | paste -sd.)
 
@@ -194,6 +206,44 @@ $(CUDNN_OBJ): llmc/kernels/attention/attention_cudnn.cpp llmc/kernels/attention/
 	@mkdir -p $(@D)
 	$(NVCC) -std=c++17 -O2 -DCUDNN_FRONTEND_SKIP_JSON_LIB -I. $(CUDNN_INCLUDES) -c $< -o $@
 
+# CUTLASS kernels: each instantiation is its own translation unit llmc/kernels/gemm/cutlass_<name>.cu with a C++ API
+# in cutlass_<name>.h (no CUTLASS types), compiled once per build folder (not per variant: about a minute and
+# 4 GB each) into $(BUILD)/cutlass/cutlass_<name>.o, for sm_90a whatever GPU_ARCH is (wgmma and TMA are Hopper's
+# "a" features), without --use_fast_math (the IEEE GELU needs IEEE expf and division; the GELU that matches today's
+# producer is explicit PTX, llmc/kernels/gemm/gelu_fastmath.cuh). A dev/cuda harness that
+# calls one links its object (HARNESS_OBJS below); so do the FP8=1 trainer and its test (TRAINER_CUTLASS below).
+CUTLASS_NVCC_FLAGS := -O3 -std=c++17 --expt-relaxed-constexpr -DNDEBUG -lineinfo -gencode=arch=compute_90a,code=sm_90a
+# The fc forward exists in several configurations (cutlass_fp8_fc.h CUTLASS_FP8_FC_CONFIGS), one translation unit
+# each, cutlass_fp8_fc_<config>.cu on cutlass_fp8_fc_impl.cuh (make -j builds them in parallel), plus the dispatcher
+# cutlass_fp8_fc.cu (no CUTLASS header): a harness links all of them. Likewise the fcproj dgrad with GELU'
+# (cutlass_fp8_dgelu.h CUTLASS_FP8_DGELU_CONFIGS: cutlass_fp8_dgelu_<config>.cu on cutlass_fp8_dgelu_impl.cuh, and the
+# dispatcher cutlass_fp8_dgelu.cu). Both templates share cutlass_fp8_common.cuh, both dispatchers cutlass_fp8_dispatch.h.
+CUTLASS_FC_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_fp8_fc_*.cu)
+CUTLASS_FC_OBJ := $(BUILD)/cutlass/cutlass_fp8_fc.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_FC_CONFIG_SRCS))
+CUTLASS_DGELU_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_fp8_dgelu_*.cu)
+CUTLASS_DGELU_OBJ := $(BUILD)/cutlass/cutlass_fp8_dgelu.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_DGELU_CONFIG_SRCS))
+CUTLASS_CHECK = @test -n "$(CUTLASS_INC)" || { echo "error: CUTLASS not found (no cutlass/version.h in CUTLASS_HOME/include, /usr/include, /usr/local/include or the venv's nvidia-cutlass wheel); run scripts/setup_env.sh (it installs nvidia-cutlass==4.2.0.0 into the venv), or set CUTLASS_HOME"; exit 1; }
+$(BUILD)/cutlass/cutlass_fp8_fc_%.o: llmc/kernels/gemm/cutlass_fp8_fc_%.cu llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh llmc/kernels/gemm/cutlass_fp8_fc_ops.h \
+  llmc/kernels/gemm/cutlass_fp8_fc.h llmc/kernels/gemm/cutlass_fp8_common.cuh llmc/kernels/gemm/gelu_fastmath.cuh Makefile
+	$(CUTLASS_CHECK)
+	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
+	@mkdir -p $(@D)
+	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@
+$(BUILD)/cutlass/cutlass_fp8_dgelu_%.o: llmc/kernels/gemm/cutlass_fp8_dgelu_%.cu llmc/kernels/gemm/cutlass_fp8_dgelu_impl.cuh \
+  llmc/kernels/gemm/cutlass_fp8_dgelu_ops.h llmc/kernels/gemm/cutlass_fp8_dgelu.h llmc/kernels/gemm/cutlass_fp8_common.cuh \
+  llmc/kernels/gemm/gelu_fastmath.cuh Makefile
+	$(CUTLASS_CHECK)
+	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
+	@mkdir -p $(@D)
+	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@
+$(BUILD)/cutlass/cutlass_fp8_fc.o: llmc/kernels/gemm/cutlass_fp8_fc_ops.h llmc/kernels/gemm/cutlass_fp8_dispatch.h
+$(BUILD)/cutlass/cutlass_fp8_dgelu.o: llmc/kernels/gemm/cutlass_fp8_dgelu_ops.h llmc/kernels/gemm/cutlass_fp8_dispatch.h
+$(BUILD)/cutlass/cutlass_%.o: llmc/kernels/gemm/cutlass_%.cu llmc/kernels/gemm/cutlass_%.h Makefile
+	$(CUTLASS_CHECK)
+	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
+	@mkdir -p $(@D)
+	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@
+
 # ---------------------------------------------------------------------------------------------
 # Python side: data preparation, PyTorch reference, Python tests
 
@@ -228,8 +278,9 @@ info:
 	@echo "  CUPTI        $(or $(CUPTI_H),header not found) | $(or $(CUPTI_SO),library not found)"
 	@echo "  cuDNN        $(or $(CUDNN_H),header not found) | $(or $(CUDNN_SO),library not found)$(if $(CUDNN_H), ($(CUDNN_VERSION), $(call origin_of,$(CUDNN_H))))"
 	@echo "  cuDNN front  $(or $(CUDNN_FE_H),cudnn_frontend.h not found)$(if $(CUDNN_FE_H), ($(CUDNN_FE_VERSION), $(call origin_of,$(CUDNN_FE_H))))"
+	@echo "  CUTLASS      $(or $(CUTLASS_INC),cutlass/version.h not found)$(if $(CUTLASS_H), ($(CUTLASS_VERSION), $(call origin_of,$(CUTLASS_H))))$(if $(filter 1,$(FP8)),; FP8 trainer: $(if $(TRAINER_CUTLASS),links the fused-epilogue kernels (--fp8-cutlass),without them (--fp8-cutlass refused)$(if $(filter 1,$(NO_CUTLASS)),: NO_CUTLASS=1)))"
 	@echo "  attention    $(if $(filter 1,$(USE_CUDNN)),cuDNN fused SDPA,built-in flash kernels)$(if $(filter command line environment,$(origin USE_CUDNN)), (USE_CUDNN=$(USE_CUDNN)), (default for this mode$(if $(HAVE_CUDNN),, and no cuDNN found)))"
-	@echo "  CUDA variant $(VARIANT): $(strip $(CUDA_MODE_FLAGS)), sm_$(GPU_ARCH)"
+	@echo "  CUDA variant $(VARIANT): $(strip $(CUDA_MODE_FLAGS))$(if $(TRAINER_CUTLASS_FLAGS), (trainer and test also $(TRAINER_CUTLASS_FLAGS))), sm_$(GPU_ARCH)"
 	@echo "  python       $(PYTHON)"
 
 # CPU reference trainer and its test; built in $(BUILD)/cpu and copied to the root (llm.c habit).
@@ -281,11 +332,16 @@ test: env-torch $(HOST_TEST_BINS) $(TCAST_CLI) $(BUILD)/cpu/test_gpt2 $(BUILD)/c
 	  $(HOST_TEST_BINS) $(BUILD)/cpu/test_gpt2 -- $(wildcard dev/test/test_*.py)
 
 # CUDA trainer and its test, one folder per variant; `make train_gpt2cu` also copies to the root.
+# The FP8=1 trainer and test link the CUTLASS fc / fcproj-dgrad kernels where CUTLASS is found (unless NO_CUTLASS=1):
+# -DENABLE_CUTLASS, read only by llmc/modes/lowp/lowp_cutlass.cuh (--fp8-cutlass 1; refused in a build without them).
+TRAINER_CUTLASS := $(if $(and $(filter 1,$(FP8)),$(CUTLASS_INC)),$(if $(filter 1,$(NO_CUTLASS)),,1))
+TRAINER_CUTLASS_OBJ := $(if $(TRAINER_CUTLASS),$(CUTLASS_FC_OBJ) $(CUTLASS_DGELU_OBJ))
+TRAINER_CUTLASS_FLAGS := $(if $(TRAINER_CUTLASS),-DENABLE_CUTLASS)
 CUDA_TARGETS := $(BUILD)/$(VARIANT)/train_gpt2cu $(BUILD)/$(VARIANT)/test_gpt2cu
-$(BUILD)/$(VARIANT)/%cu: %.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ)
+$(BUILD)/$(VARIANT)/%cu: %.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ) $(TRAINER_CUTLASS_OBJ)
 	@test -n "$(HAVE_CUDA)" || { echo "error: nvcc and cuBLASLt are needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(NVCC_LDFLAGS) -o $@
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(TRAINER_CUTLASS_FLAGS) $(NVCC_INCLUDES) $< $(TRAINER_CUTLASS_OBJ) $(NVCC_LDFLAGS) -o $@
 
 .PHONY: train_gpt2cu test_gpt2cu cuda
 train_gpt2cu test_gpt2cu: %: $(BUILD)/$(VARIANT)/%
@@ -295,7 +351,10 @@ cuda: $(CUDA_TARGETS) cuda-dev
 # Kernel harnesses in dev/cuda (compile only here; run them on a GPU). HARNESSES="matmul gelu" builds
 # only those (CI's per-variant table is in scripts/build_variants.sh); default: every dev/cuda/*.cu.
 CUDA_DEV_ALL := $(patsubst dev/cuda/%.cu,%,$(wildcard dev/cuda/*.cu))
-HARNESSES ?= $(CUDA_DEV_ALL)
+# harnesses of CUTLASS kernels: in the default list only where CUTLASS is found (make build/<variant>/dev/<name>
+# without it stops with the CUTLASS error)
+CUTLASS_HARNESSES := cutlass_fp8 cutlass_fp8_dgelu
+HARNESSES ?= $(if $(CUTLASS_INC),$(CUDA_DEV_ALL),$(filter-out $(CUTLASS_HARNESSES),$(CUDA_DEV_ALL)))
 ifneq ($(filter-out $(CUDA_DEV_ALL),$(HARNESSES)),)
   $(error HARNESSES: no dev/cuda/<name>.cu for $(filter-out $(CUDA_DEV_ALL),$(HARNESSES)) (have: $(CUDA_DEV_ALL)))
 endif
@@ -304,7 +363,12 @@ cuda-dev: $(CUDA_DEV_BINS)
 $(BUILD)/$(VARIANT)/dev/%: dev/cuda/%.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ)
 	@test -n "$(HAVE_CUDA)" || { echo "error: nvcc and cuBLASLt are needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(NVCC_LDFLAGS) -o $@
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(CUDA_MODE_FLAGS) $(NVCC_INCLUDES) $< $(HARNESS_OBJS) $(NVCC_LDFLAGS) -o $@
+# the objects a harness links besides its own translation unit
+$(BUILD)/$(VARIANT)/dev/cutlass_fp8: $(CUTLASS_FC_OBJ) dev/cuda/fp8_gemm_host.cuh
+$(BUILD)/$(VARIANT)/dev/cutlass_fp8: HARNESS_OBJS := $(CUTLASS_FC_OBJ)
+$(BUILD)/$(VARIANT)/dev/cutlass_fp8_dgelu: $(CUTLASS_DGELU_OBJ) dev/cuda/fp8_gemm_host.cuh
+$(BUILD)/$(VARIANT)/dev/cutlass_fp8_dgelu: HARNESS_OBJS := $(CUTLASS_DGELU_OBJ)
 
 # Idle gaps between the kernels of a step: a CUPTI library loaded through CUDA_INJECTION64_PATH (usage
 # in dev/tools/kernel_gaps.cpp; rpath to the CUPTI it was built against) and the probe with a known

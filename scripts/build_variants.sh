@@ -35,6 +35,9 @@ VARIANTS=(
 #   the FP8 layer (gemm_fp8, fp8_quant, fp8_epilogues, lowp_producers) in bf16 only: it takes BF16 / fp32 buffers
 #     explicitly, whatever floatX is, and the FP8 / TCFP-12 builds do not change it;
 #   tcast: the TensorCast cast kernels, in the TCAST=1 build;
+#   cutlass_fp8, cutlass_fp8_dgelu: the CUTLASS FP8 GEMMs with fused epilogues (llmc/kernels/gemm/cutlass_*.cu, one
+#     sm_90a object per kernel in build/cutlass/, shared by the variants), in bf16 only: explicit FP8 / BF16 buffers,
+#     like the FP8 layer (cutlass_fp8_dgelu compares with today's producer, which reads floatX: BF16 builds only).
 #   tcast_producers in bf16: the cast kernels and producers it checks compile the same in any BF16 build (it
 #     includes no mode's hooks: only the TensorCast runtime, llmc/modes/tcast/tcast_runtime.cuh, for its GEMM-front
 #     check), so the TCAST build adds only its own compile time; gemm_algos (the cuBLASLt algorithm
@@ -55,6 +58,8 @@ fp8_quant      bf16
 gemm_fp8       bf16
 fp8_epilogues  bf16
 lowp_producers bf16
+cutlass_fp8    bf16
+cutlass_fp8_dgelu bf16
 tcast          tcast
 tcast_producers bf16
 gemm_algos     bf16

@@ -4,7 +4,8 @@
 #   scripts/device_check.sh [stage ...]      stages: build ref kernels tests train resume bench gutenberg sf16
 #                                            sf16_curves mgpu mgpu_bench mgpu_lowp (NGPU GPUs, default 2) lowp
 #                                            lowp_curves lowp_knobs data tcast tcast_bench tcast_curves tstats
-#                                            sweep mgpu_net speed gaps producers kernel_table same cudnn
+#                                            sweep mgpu_net speed gaps producers kernel_table same cudnn cutlass
+#                                            cutlass_rerun
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -110,25 +111,31 @@ if has_stage train; then
     done
 fi
 
+# an uninterrupted 20-step run vs 10 steps + resume for 10 of build/$1/train_gpt2cu with the knobs $2: the printed
+# losses must be identical (one table row). Validation every 5 steps, so an evaluation forward runs between the
+# checkpoint's weight update and the save. The FP8 / TCFP-12 runs carry their GEMM state (error feedback, amax
+# histories, weight codes) in lowp_*.bin. Leaves the run folders in $OUT/res_a, $OUT/res_b.
+resume_check() {
+    local v=$1 knobs=$2 tag="$1${2// /}" a b
+    args=(-e d4 -b 8 -t 256 -x 20 -l 1e-3 -u 5 -v 5 -m 2 -s 0 -n 10 $knobs)
+    rm -rf "$OUT/res_a" "$OUT/res_b"
+    "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_a" > "$OUT/resume_${tag}_full.log" 2>&1
+    "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_b" > "$OUT/resume_${tag}_part1.log" 2>&1
+    rm -f "$OUT"/res_b/*_00000020*.bin
+    "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_b" -y 1 > "$OUT/resume_${tag}_part2.log" 2>&1
+    a=$(grep -E '^step +[0-9]+/20' "$OUT/resume_${tag}_full.log" | awk -F'|' '$1 ~ /step +(1[1-9]|20)\// {print $1 $2 $3}')
+    b=$(grep -E '^step +[0-9]+/20' "$OUT/resume_${tag}_part2.log" | awk -F'|' '{print $1 $2 $3}')
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then row "resume bit-exact ($v $knobs)" "ok (steps 11-20 identical)"
+    else row "resume bit-exact ($v $knobs)" "FAIL"; diff <(echo "$a") <(echo "$b") | head; tail -3 "$OUT/resume_${tag}_part2.log"; fi
+}
+
 if has_stage resume; then
-    # an uninterrupted 20-step run vs 10 steps + resume for 10: the printed losses must be identical. Validation
-    # every 5 steps, so an evaluation forward runs between the checkpoint's weight update and the save. The
-    # FP8 / TCFP-12 runs carry their GEMM state (error feedback, amax histories, weight codes) in lowp_*.bin.
     resume_cases=("bf16|" "fp8|--fp8-delayed 4 --fp8-warmup 3" "tcfp12|--tcfp-ef 1 --fp8-delayed 4" "tcfp12|--tcfp-srr 1"
                   "tcfp12|--tcfp-block 128 --tcfp-ef 1" "bf16_flash|" "fp16|" "fp8_flash|--fp8-delayed 4 --fp8-warmup 3")
     for rc in "${resume_cases[@]}"; do
-        v=${rc%%|*}; knobs=${rc#*|}; tag="$v${knobs// /}"
+        v=${rc%%|*}; knobs=${rc#*|}
         [ -x "build/$v/train_gpt2cu" ] || continue
-        args=(-e d4 -b 8 -t 256 -x 20 -l 1e-3 -u 5 -v 5 -m 2 -s 0 -n 10 $knobs)
-        rm -rf "$OUT/res_a" "$OUT/res_b"
-        "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_a" > "$OUT/resume_${tag}_full.log" 2>&1
-        "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_b" > "$OUT/resume_${tag}_part1.log" 2>&1
-        rm -f "$OUT"/res_b/*_00000020*.bin
-        "build/$v/train_gpt2cu" "${args[@]}" -o "$OUT/res_b" -y 1 > "$OUT/resume_${tag}_part2.log" 2>&1
-        a=$(grep -E '^step +[0-9]+/20' "$OUT/resume_${tag}_full.log" | awk -F'|' '$1 ~ /step +(1[1-9]|20)\// {print $1 $2 $3}')
-        b=$(grep -E '^step +[0-9]+/20' "$OUT/resume_${tag}_part2.log" | awk -F'|' '{print $1 $2 $3}')
-        if [ -n "$a" ] && [ "$a" = "$b" ]; then row "resume bit-exact ($v $knobs)" "ok (steps 11-20 identical)"
-        else row "resume bit-exact ($v $knobs)" "FAIL"; diff <(echo "$a") <(echo "$b") | head; tail -3 "$OUT/resume_${tag}_part2.log"; fi
+        resume_check "$v" "$knobs"
         if [ "$v" = tcfp12 ] && [ "$knobs" = "--tcfp-ef 1 --fp8-delayed 4" ]; then
             # bad resumes: other options, or the GEMM state file missing: a message naming the file, non-zero exit
             rm -f "$OUT"/res_b/*_00000020*.bin   # (part 2 wrote step 20 again) resume from step 10
@@ -551,6 +558,62 @@ if has_stage mgpu_net; then
             many=$(med_ms "$OUT/net_$1_${tr}.log")
             eff=$(python3 -c "print(f'{$one / $many:.3f}')" 2>/dev/null || echo "?")
             row "net $1 B=$2 $n GPUs $tr -z 1" "efficiency $eff | $(med "$OUT/net_$1_${tr}.log") | $(grep -m1 -o 'NET/[A-Za-z]*' "$OUT/net_$1_${tr}.log")"
+        done
+    done
+fi
+
+if has_stage cutlass || has_stage cutlass_rerun; then
+    # issue 27, doc/TCFP12.md "Fifth round": the FP8 build's fused CUTLASS epilogues (--fp8-cutlass 1). Builds the FP8
+    # trainer and test (they link the CUTLASS kernels: CUTLASS_HOME or the venv's headers) and (stage cutlass only) the
+    # fcproj dgrad's harness, writes the reference states meanwhile; then the harness on the trainer's configuration
+    # (column sums, codes, timing table; stage cutlass only), test_gpt2cu (every check once more with --fp8-cutlass 1, and
+    # --fp8-cutlass 1 under delayed scaling against 0), bit-exact resume with it under current and delayed scaling, and
+    # the d12 B=64 / d24 B=32 steps of the BF16 build (the ratio's baseline) and of FP8 with --fp8-cutlass 0 and 1, under
+    # current and delayed scaling (--fp8-delayed 16).
+    # cutlass_rerun: the same without the harness (under 6 minutes). CUTLASS_STEPS: steps of each step row (default 24;
+    # a 21-step median resolves a difference of two rows to about +-2 ms, 95%: doc/TCFP12.md). Data: Tiny Shakespeare.
+    t0=$(date +%s)
+    ( python3 dev/reference/gpt2_reference.py --device cuda --out-dir build/ref --lowp-states > "$OUT/cutlass_ref.log" 2>&1; echo $? > "$OUT/cutlass_ref.rc" ) &
+    refpid=$!
+    make -j"${BUILD_JOBS:-16}" --no-print-directory build/fp8_flash/train_gpt2cu build/fp8_flash/test_gpt2cu FP8=1 USE_CUDNN=0 \
+        > "$OUT/cutlass_build.log" 2>&1 &
+    fp8pid=$!
+    make -j4 --no-print-directory build/bf16_flash/train_gpt2cu USE_CUDNN=0 > "$OUT/cutlass_build_bf16.log" 2>&1  # the ratio's baseline
+    wait "$fp8pid"
+    brc=$?
+    if has_stage cutlass && [ $brc = 0 ]; then
+        make -j"${BUILD_JOBS:-16}" --no-print-directory build/bf16_flash/dev/cutlass_fp8_dgelu USE_CUDNN=0 >> "$OUT/cutlass_build.log" 2>&1
+        brc=$?
+    fi
+    wait "$refpid"
+    row "cutlass build + reference" "build rc=$brc, reference rc=$(cat "$OUT/cutlass_ref.rc") ($(( $(date +%s) - t0 )) s); $(make --no-print-directory info FP8=1 | grep -o 'FP8 trainer: .*')"
+    [ $brc = 0 ] || grep -m5 -i error "$OUT/cutlass_build.log"
+    if has_stage cutlass; then
+        timeout 200 build/bf16_flash/dev/cutlass_fp8_dgelu --config coop_fa256_e128x32 > "$OUT/cutlass_dgelu.log" 2>&1
+        rc=$?
+        row "dgelu harness (coop_fa256_e128x32)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/cutlass_dgelu.log" | tail -n1) rc=$rc"
+        grep -m2 "column sums:" "$OUT/cutlass_dgelu.log" | cut -c1-200
+        grep -E "^  d(12|24) " "$OUT/cutlass_dgelu.log"
+    fi
+    timeout 300 build/fp8_flash/test_gpt2cu > "$OUT/cutlass_test.log" 2>&1
+    rc=$?
+    row "test_gpt2cu fp8_flash (+ --fp8-cutlass 1)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/cutlass_test.log" | tail -n1) rc=$rc"
+    grep -E "fused CUTLASS epilogues ran|FAIL|--fp8-cutlass 1|fused epilogues:|use counts|losses \(|^error" "$OUT/cutlass_test.log" | head -12
+    resume_check fp8_flash "--fp8-cutlass 1"
+    resume_check fp8_flash "--fp8-cutlass 1 --fp8-delayed 4 --fp8-warmup 3"
+    # the report's counts: fused fc forwards, fcproj dgrads, taken by their consumers, computed in BF16, under delayed scaling
+    fused() { sed -nE 's/.*fused CUTLASS epilogues: ([0-9]+) fc.*, ([0-9]+) fcproj.*; ([0-9]+) taken.*, ([0-9]+) computed.*; ([0-9]+) under.*/fused fc \1 dgrad \2 taken \3 bf16 \4 delayed \5 | /p' "$1"; }
+    for cfg in "d12 64" "d24 32"; do
+        set -- $cfg
+        timeout 200 build/bf16_flash/train_gpt2cu -e "$1" -b "$2" -t 1024 -x "${CUTLASS_STEPS:-24}" -v 0 -s 0 > "$OUT/cutlass_$1_bf16.log" 2>&1
+        row "bf16_flash $1 B=$2" "$(med "$OUT/cutlass_$1_bf16.log")"
+        for sc in "" "--fp8-delayed 16"; do
+            for c in 0 1; do
+                log="$OUT/cutlass_$1_$c${sc:+_delayed}.log"
+                # shellcheck disable=SC2086
+                timeout 200 build/fp8_flash/train_gpt2cu -e "$1" -b "$2" -t 1024 -x "${CUTLASS_STEPS:-24}" -v 0 -s 0 --fp8-cutlass $c $sc > "$log" 2>&1
+                row "fp8_flash $1 B=$2 --fp8-cutlass $c${sc:+ $sc}" "$(med "$log") | $(fused "$log")$(grep -o '[0-9]* re-quantized ([0-9.]*%)' "$log")$(grep -m1 '^error' "$log" | cut -c1-100)"
+            done
         done
     done
 fi

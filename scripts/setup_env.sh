@@ -11,6 +11,8 @@
 #   3. for the cuDNN attention (the default of the CUDA builds wherever cuDNN is found): the header-only
 #      cuDNN frontend into the venv unless the system has it, and with --cudnn, where the system has no
 #      cuDNN, cuDNN itself (nvidia-cudnn-cu13 / -cu12, about 700 MB: not downloaded unasked).
+#   4. for the CUTLASS kernels (llmc/kernels/gemm/cutlass_*.cu): the CUTLASS headers into the venv unless the
+#      system has them (nvidia-cutlass, 6 MB, --no-deps).
 # usage: scripts/setup_env.sh [--torch] [--cudnn]   Quiet and quick when everything is there already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -122,6 +124,24 @@ if [ "$CUDNN" = 1 ] && [ -n "$NVCC_BIN" ] && ! sys_header cudnn.h && ! has_modul
     major=$("$NVCC_BIN" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
     echo "installing nvidia-cudnn-cu$major into $VENV (no system cuDNN; about 700 MB)"
     "$VENV/bin/python" -m pip install -q --no-deps "nvidia-cudnn-cu$major>=9.1,<10" || die "pip install nvidia-cudnn-cu$major failed"
+fi
+
+# --- 4. CUTLASS headers (llmc/kernels/gemm/cutlass_*.cu) ----------------------------------------------
+# Header-only; the Makefile looks in CUTLASS_HOME/include, /usr/include, /usr/local/include, then the venv, where
+# the nvidia-cutlass wheel keeps them in site-packages/cutlass_library/source/include. --no-deps: its Python side
+# (the CUTLASS Python interface and library generator) wants cuda-python, scipy, networkx and more that the headers
+# do not need. Pinned: the kernels are compiled and checked against this version.
+CUTLASS_REQ='nvidia-cutlass==4.2.0.0'
+cutlass_found() {
+    local d
+    for d in ${CUTLASS_HOME:+"$CUTLASS_HOME/include"} /usr/include /usr/local/include "$SITE/cutlass_library/source/include"; do
+        [ -f "$d/cutlass/version.h" ] && return 0
+    done
+    return 1
+}
+if ! cutlass_found; then
+    echo "installing $CUTLASS_REQ (CUTLASS headers) into $VENV"
+    "$VENV/bin/python" -m pip install -q --no-deps "$CUTLASS_REQ" || die "pip install $CUTLASS_REQ failed (see above)"
 fi
 
 if [ "$TORCH" = 1 ] && ! has_module "$VENV/bin/python" torch; then

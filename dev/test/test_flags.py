@@ -90,7 +90,7 @@ BAD = {
     "-pf": ["/nonexistent/folder", "<a_file>"],
     "-pt": ["0", "-1", "86401"],
     "-pw": ["-1", "86401"],
-    # FP8 / TCFP-12 (llmc/modes/lowp/gemm_lowp.cuh)
+    # FP8 / TCFP-12 (llmc/modes/lowp/gemm_lowp.cuh, lowp_cutlass.cuh)
     "--fp8-delayed": ["-1", "4097"],
     "--fp8-fast-accum": ["3", "-1"],
     "--fp8-hp-wgrad": ["2", "-1"],
@@ -98,6 +98,7 @@ BAD = {
     "--fp8-lm-head": ["2", "-1"],
     "--fp8-fallback": ["2", "-1"],
     "--fp8-producers": ["2", "-1"],
+    "--fp8-cutlass": ["2", "-1", ("1", ["--fp8-producers", "0"], "--fp8-cutlass")],
     "--tcfp-block": ["16", "1", "-1", "256", ("128", ["--fp8-fast-accum", "1"], "--fp8-fast-accum")],
     "--tcfp-ef": ["2", "-1"],
     "--tcfp-srr": ["2", "-1"],

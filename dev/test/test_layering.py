@@ -8,8 +8,10 @@ hooks (llmc/modes/<mode>/mode.cuh, test.cuh), the training run (llmc/train/) or 
 (llmc/core/cli.h). No `#if` on a mode macro outside llmc/modes/ and llmc/core/ (mode_rules.h selects the
 mode, precision.h the storage type), in llmc/ and in the CUDA trainer, its test and the CPU trainer; none
 on the storage-type macros either (code tests kStorageBF16 & co.) but in the files STORAGE_IF_ALLOWED
-names. No file under llmc/ is longer than 900 lines, and doc/ARCHITECTURE.md names every llmc/ folder
-and its file:line pointers land on the functions they name.
+names. CUTLASS's headers are included only by the CUTLASS translation units llmc/kernels/gemm/*.cu. No
+file under llmc/ is longer than 900 lines, and doc/ARCHITECTURE.md names every llmc/ folder and its
+file:line pointers land on the functions they name. The rules cover every source under llmc/: the headers
+(.h, .cuh) and the separately compiled translation units (.cu, .cpp: the cuDNN and CUTLASS backends).
 """
 import re
 import sys
@@ -22,7 +24,7 @@ LLMC = REPO / "llmc"
 MAX_LINES = 900
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 # preprocessor tests of the mode macros, and of the storage-type macros (code tests kStorageBF16 & co. instead)
-MODE_IF = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\b(ENABLE_(Q115|FP8|TCFP12|TCAST|CUDNN)|SF16_TRUE_FORWARD|GEMM_LOWP\w*|"
+MODE_IF = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\b(ENABLE_(Q115|FP8|TCFP12|TCAST|CUDNN|CUTLASS)|SF16_TRUE_FORWARD|GEMM_LOWP\w*|"
                      r"\bTCAST\w*)\b")
 STORAGE_IF = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b.*\bENABLE_(BF16|FP16|FP32)\b")
 # Files that may test the storage type with the preprocessor, and why: --diagnose's helpers take BF16
@@ -32,7 +34,7 @@ ROOT_SOURCES = ["train_gpt2.cu", "test_gpt2.cu", "train_gpt2.c", "test_gpt2.c"]
 
 
 def llmc_sources():
-    return sorted(p for p in LLMC.rglob("*") if p.suffix in (".h", ".cuh"))
+    return sorted(p for p in LLMC.rglob("*") if p.suffix in (".h", ".cuh", ".cu", ".cpp"))
 
 
 def folder_of(path):
@@ -136,6 +138,30 @@ def test_no_mode_if_outside_the_modes():
             if MODE_IF.match(line) or (STORAGE_IF.match(line) and rel not in STORAGE_IF_ALLOWED):
                 bad.append(f"{rel}:{i}: {line.strip()}")
     assert not bad, "mode (or storage-type) #if outside llmc/modes and llmc/core:\n" + "\n".join(bad)
+
+
+CUTLASS_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"](cutlass|cute)/')
+
+
+def test_cutlass_headers_only_in_their_translation_units():
+    """CUTLASS's headers (<cutlass/...>, <cute/...>: about a minute and 4 GB of compiler memory per instantiation)
+    are included only by the CUTLASS translation units llmc/kernels/gemm/*.cu, each compiled once into
+    build/cutlass/, and by the templates they share (llmc/kernels/gemm/cutlass_*.cuh), which in turn only those
+    translation units and each other include; their C++ APIs (the .h next to them), the rest of llmc/, the trainers
+    and the dev/cuda harnesses never include either."""
+    files = llmc_sources() + [REPO / f for f in ROOT_SOURCES] + sorted((REPO / "dev" / "cuda").glob("*.cu*"))
+    bad = []
+    for path in files:
+        rel = path.relative_to(REPO).as_posix()
+        in_gemm = rel.startswith("llmc/kernels/gemm/")
+        allowed_here = in_gemm and (path.suffix == ".cu" or (path.suffix == ".cuh" and path.name.startswith("cutlass_")))
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if CUTLASS_INCLUDE.match(line) and not allowed_here:
+                bad.append(f"{rel}:{i}: {line.strip()}")
+            m = INCLUDE.match(line)
+            if m and re.fullmatch(r"llmc/kernels/gemm/cutlass_\w*\.cuh", m.group(1)) and not allowed_here:
+                bad.append(f"{rel}:{i}: {line.strip()} (a CUTLASS template outside the CUTLASS translation units)")
+    assert not bad, "CUTLASS headers outside llmc/kernels/gemm/*.cu:\n" + "\n".join(bad)
 
 
 def test_no_llmc_file_is_too_long():

@@ -1,7 +1,9 @@
 """The build's flag rules as make applies them (llmc/core/mode_rules.h through the C preprocessor, and the
 attention backend choice in the Makefile): refused combinations stop make with the rule's message and a
-non-zero status, and USE_CUDNN picks the attention backend and the build folder. Needs make and a C
-compiler only (no nvcc, no GPU): `make print-VAR` evaluates the Makefile without building anything."""
+non-zero status, and USE_CUDNN picks the attention backend and the build folder; CUTLASS is found where
+CUTLASS_HOME points, and make info names it. Needs make and a C compiler only (no nvcc, no GPU): `make
+print-VAR` evaluates the Makefile without building anything."""
+import re
 import subprocess
 from pathlib import Path
 
@@ -78,3 +80,39 @@ def test_make_info_names_the_attention_backend_and_cudnn():
     if value("HAVE_CUDNN") == "1":  # the version and the origin of each
         assert "(9." in lib or "(8." in lib, lib
         assert "(1." in front, front
+
+
+def fake_cutlass(root, version=(9, 8, 7)):
+    """A CUTLASS_HOME holding only include/cutlass/version.h of `version`."""
+    inc = root / "include" / "cutlass"
+    inc.mkdir(parents=True)
+    (inc / "version.h").write_text("#pragma once\n#define CUTLASS_MAJOR %d\n#define CUTLASS_MINOR %d\n#define CUTLASS_PATCH %d \n"
+                                   "#define CUTLASS_VERSION ((CUTLASS_MAJOR)*100 + (CUTLASS_MINOR)*10 + CUTLASS_PATCH)\n" % version)
+    return root
+
+
+def test_cutlass_home_is_searched_first_and_named(tmp_path):
+    home = fake_cutlass(tmp_path / "cutlass")
+    assert value("CUTLASS_INC", f"CUTLASS_HOME={home}") == str(home / "include")
+    rc, out = make("info", f"CUTLASS_HOME={home}")
+    assert rc == 0, out
+    line = [l for l in out.splitlines() if l.startswith("  CUTLASS")]
+    assert line and line[0] == f"  CUTLASS      {home / 'include'} (9.8.7, CUTLASS_HOME)", out
+
+
+def test_make_info_names_cutlass():
+    rc, out = make("info")
+    assert rc == 0, out
+    line = [l for l in out.splitlines() if l.startswith("  CUTLASS")]
+    assert line, f"no CUTLASS line in make info:\n{out}"
+    if value("CUTLASS_INC"):  # found: its version and where it came from
+        assert re.search(r"\(\d+\.\d+\.\d+, (venv \(PyPI\)|CUTLASS_HOME|system)\)$", line[0]), line[0]
+    else:
+        assert "not found" in line[0], line[0]
+
+
+def test_cutlass_harness_only_in_the_default_list_where_cutlass_is_found(tmp_path):
+    home = fake_cutlass(tmp_path / "cutlass")
+    assert "cutlass_fp8" in value("HARNESSES", f"CUTLASS_HOME={home}").split()
+    if not value("CUTLASS_INC"):
+        assert "cutlass_fp8" not in value("HARNESSES").split()

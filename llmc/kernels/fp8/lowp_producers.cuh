@@ -86,6 +86,25 @@ static inline void lowp_spec_init(LowpSpec* sp) {
 
 static inline unsigned long long* lowp_spec_misses(const LowpSpec* sp) { return (unsigned long long*)(sp->dev + 2); }
 
+// The amax slot (bits, zero between uses) the speculative first pass accumulates into: lowp_quantize_speculative's own
+// pass, or another kernel that made the codes with the guessed scale (the CUTLASS epilogues, llmc/modes/lowp/lowp_cutlass.cuh,
+// which write the amax as a float: the same bits for a max of |v| >= 0).
+static inline uint32_t* lowp_spec_amax_bits(const LowpSpec* sp) { return sp->dev; }
+
+// The end of a speculative quantization whose first pass (the codes of src with the guessed QUANT scale *sc_scale, its
+// amax accumulated into lowp_spec_amax_bits) has been enqueued: the check (fp8_scale_speculative_check: the triple
+// becomes current scaling's, a miss is counted), then the producer again with the right scale if the guess was wrong (a
+// launch that exits at once otherwise), into the same codes / tcodes. Column sums do not depend on the scale: the first
+// pass's stand.
+template <class Src>
+static inline void lowp_speculative_finish(LowpSpec* sp, const Src& src, int rows, int cols, FP8Kind kind, uint8_t* codes, uint8_t* tcodes,
+                                           float* sc_amax, float* sc_scale, float* sc_inv, cudaStream_t stream) {
+    uint32_t* redo = sp->dev + 1;
+    fp8_scale_speculative_check(lowp_spec_amax_bits(sp), sc_amax, sc_scale, sc_inv, redo, lowp_spec_misses(sp), kind, 0, 1, stream);
+    fp8_quantize_pair_from(codes, tcodes, src, rows, cols, kind, sc_scale, NULL, NULL, redo, LOWP_SPEC_FALLBACK_BLOCKS, stream);
+    sp->uses++;
+}
+
 // Codes of the produced tensor src (rows, cols) under per-tensor current scaling, speculatively: plain
 // codes into `codes` (or NULL), transposed into `tcodes` (required), the scale triple amax / QUANT / DEQUANT
 // in sc_amax / sc_scale / sc_inv (sc_scale holds the guess on entry, the current-scaling scale on exit);
@@ -95,13 +114,8 @@ template <class Src>
 static inline void lowp_quantize_speculative(LowpSpec* sp, const Src& src, int rows, int cols, FP8Kind kind, uint8_t* codes,
                                              uint8_t* tcodes, float* sc_amax, float* sc_scale, float* sc_inv, float* col_partials,
                                              cudaStream_t stream) {
-    uint32_t* bits = sp->dev;
-    uint32_t* redo = sp->dev + 1;
-    fp8_quantize_pair_from(codes, tcodes, src, rows, cols, kind, sc_scale, bits, col_partials, NULL, 0, stream);
-    fp8_scale_speculative_check(bits, sc_amax, sc_scale, sc_inv, redo, lowp_spec_misses(sp), kind, 0, 1, stream);
-    // (the column sums do not depend on the scale: the first launch's stand)
-    fp8_quantize_pair_from(codes, tcodes, src, rows, cols, kind, sc_scale, NULL, NULL, redo, LOWP_SPEC_FALLBACK_BLOCKS, stream);
-    sp->uses++;
+    fp8_quantize_pair_from(codes, tcodes, src, rows, cols, kind, sc_scale, lowp_spec_amax_bits(sp), col_partials, NULL, 0, stream);
+    lowp_speculative_finish(sp, src, rows, cols, kind, codes, tcodes, sc_amax, sc_scale, sc_inv, stream);
 }
 
 // Re-quantizations so far (synchronizes the stream).

@@ -252,8 +252,9 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
     const bool site_gelu = pre_gelu && boundary_gelu_active(ctx->casts, pre_id, gelu_id);
     floatX* y = pre_gelu ? pre_gelu : out;
     const size_t n = (size_t)N * OC;
-    // the low-precision backend (if any and if it takes this layer) computes y without GELU
-    const bool done = ctx->lowp && ctx->lowp->forward(ctx, y, inp, weight, bias, N, C, OC);
+    // the low-precision backend (if any and if it takes this layer) computes y without GELU (told of the GELU the
+    // defer below will offer it: it may make the next call's operand in this GEMM)
+    const bool done = ctx->lowp && ctx->lowp->forward(ctx, y, inp, weight, bias, N, C, OC, pre_gelu && !bound && !cast ? out : NULL);
     if (!done && !bound && !cast && pre_gelu && ctx->fuse_gelu && OC % 8 == 0 &&
         gemm_backend_forward(ctx, out, inp, weight, bias, N, C, OC, pre_gelu)) {
         // GELU fused into the cuBLASLt epilogue; a GELU_OUT cast of out (gelu_id) is then a pass of its own:
@@ -288,7 +289,7 @@ void matmul_forward_logits(GemmContext* ctx, floatX* out, const floatX* inp, con
         exit(EXIT_FAILURE);
     }
     ctx->out_cast_by_reader = 0;  // (meant for one matmul_forward call; this call casts nothing here anyway)
-    if (ctx->lowp && ctx->lowp->forward(ctx, out, inp, weight, NULL, N, C, OC)) return;
+    if (ctx->lowp && ctx->lowp->forward(ctx, out, inp, weight, NULL, N, C, OC, NULL)) return;
     gemm_backend_forward(ctx, out, inp, weight, NULL, N, C, OC, NULL);
 }
 
@@ -313,9 +314,11 @@ void matmul_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* db
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
     }
-    // The low-precision backend (if any and if it takes this layer) computes dinp without GELU' and dweight.
+    // The low-precision backend (if any and if it takes this layer) computes dinp without GELU' and dweight (told of the
+    // GELU' the defer below will offer it).
     bool dbias_done = false;
-    const bool lowp = ctx->lowp && ctx->lowp->backward(ctx, dinp, dweight, dbias, &dbias_done, dout, inp, weight, N, C, OC);
+    const bool lowp = ctx->lowp && ctx->lowp->backward(ctx, dinp, dweight, dbias, &dbias_done, dout, inp, weight, N, C, OC,
+                                                       dinp ? pre_gelu : NULL);
     if (dinp) {
         const bool fused = !lowp && pre_gelu != NULL && ctx->fuse_gelu && gemm_dgelu_fused_for(C) && C % 8 == 0 &&
                            gemm_backend_backward_dinp(ctx, dinp, dout, weight, N, C, OC, pre_gelu);

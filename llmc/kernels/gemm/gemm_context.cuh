@@ -69,9 +69,15 @@ struct GemmPlan {
 struct GemmContext;
 
 // A low-precision backend (llmc/modes/lowp/gemm_lowp.cuh): returns true when it computed the product itself.
-//   forward:  y (N, OC) = inp (N, C) · weightᵀ + bias (overwrite)
+//   forward:  y (N, OC) = inp (N, C) · weightᵀ + bias (overwrite). gelu_out != NULL: y is a pre-activation whose
+//             GELU gelu_out = gelu_tanh(y) is the next forward call's inp, and the front will offer that GELU to
+//             defer right after this call; the backend may already make the next call's operand from y in this GEMM
+//             (its epilogue), and then takes the offer (defer returns true).
 //   backward: dinp (N, C) = dout · weight (overwrite; skipped if NULL) and dweight (OC, C) += doutᵀ · inp
-//             (skipped if NULL); may also do dbias (OC) += column sums of dout (then sets *dbias_done)
+//             (skipped if NULL); may also do dbias (OC) += column sums of dout (then sets *dbias_done).
+//             pre_gelu != NULL: dinp times gelu_tanh'(pre_gelu) is the next backward call's dout, and the front will
+//             offer that GELU' to defer right after this call; the backend may already make the next call's operand
+//             in this dgrad's epilogue, and then takes the offer.
 //   amax_slot: a zeroed device slot into which the kernel about to produce `tensor` (n values) may
 //             atomicMax the bit patterns of |value| (current scaling without an amax pass); valid for the
 //             next forward/backward call only, whose input (forward) or dout (backward) it must be. NULL:
@@ -107,9 +113,10 @@ struct GemmLayerNorm {
 struct GemmLowpBackend {
     void* state;
     const char* name;
-    bool (*forward)(GemmContext* ctx, floatX* y, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C, int OC);
+    bool (*forward)(GemmContext* ctx, floatX* y, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C, int OC,
+                    floatX* gelu_out);
     bool (*backward)(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, bool* dbias_done, const floatX* dout,
-                     const floatX* inp, const floatX* weight, int N, int C, int OC);
+                     const floatX* inp, const floatX* weight, int N, int C, int OC, const floatX* pre_gelu);
     unsigned int* (*amax_slot)(GemmContext* ctx, const void* tensor, size_t n);
     bool (*keeps_input)(GemmContext* ctx, const floatX* weight, int N);
     bool (*defer)(GemmContext* ctx, GemmDefer kind, floatX* out, const floatX* pre, int rows, int cols);

@@ -14,7 +14,8 @@
 #include "llmc/modes/lowp/lowp_state.cuh"
 
 // The knobs' defaults: per-tensor current scaling, fp32-exact accumulation, FP8 wgrad, LM head in BF16,
-// no warm-up, the GELU / GELU' producers on (all 0 but producers).
+// no warm-up, the GELU / GELU' producers on, cuBLASLt GEMMs (--fp8-cutlass 0 until a measurement says otherwise:
+// doc/TCFP12.md "Fifth round") (all 0 but producers).
 static inline LowpOptions lowp_default_options() {
     LowpOptions o = {};
     o.producers = 1;
@@ -23,10 +24,26 @@ static inline LowpOptions lowp_default_options() {
 
 // Put the backend with options opt behind the model's linear layers (after gpt2_allocate_parameters and
 // gpt2_attach_multi_gpu): the TCFP-12 split reads the fp32 master weights when the run keeps them whole.
-// allow_fallback: on a GPU without FP8 tensor cores run BF16 GEMMs instead of dying.
+// allow_fallback: on a GPU without FP8 tensor cores run BF16 GEMMs instead of dying. With --fp8-cutlass 1 the backend
+// also learns each block's MLP pair (gemm_lowp_link_mlp: the fc layer's fused epilogue makes the fcproj layer's X, the
+// fcproj dgrad's the fc layer's dY), its layers registered in the order the forward uses them.
 static inline void lowp_attach_model(GPT2* m, const LowpOptions* opt, int allow_fallback) {
     gemm_lowp_attach(&m->gemm, opt, allow_fallback, m->seed);
     gemm_lowp_set_model(&m->gemm, m->params_memory, m->state_elems == m->num_parameters ? m->master_weights : NULL, m->params.wte);
+    if (!opt->cutlass || !m->gemm.lowp) return;
+    const int L = m->config.num_layers;
+    const size_t C = (size_t)m->config.channels;
+    const ParameterTensors& p = m->params;
+    const floatX** w = (const floatX**)malloc_check((size_t)4 * L * sizeof(const floatX*));
+    for (int l = 0; l < L; l++) {
+        w[4 * l + 0] = p.qkvw + (size_t)l * 3 * C * C;
+        w[4 * l + 1] = p.attprojw + (size_t)l * C * C;
+        w[4 * l + 2] = p.fcw + (size_t)l * 4 * C * C;
+        w[4 * l + 3] = p.fcprojw + (size_t)l * 4 * C * C;
+    }
+    const int c = (int)C, ocs[4] = {3 * c, c, 4 * c, c}, cs[4] = {c, c, c, 4 * c};
+    gemm_lowp_link_mlp(&m->gemm, w, L, ocs, cs);
+    free(w);
 }
 
 struct Mode : ModeDefaults {
@@ -42,13 +59,14 @@ struct Mode : ModeDefaults {
             {"--fp8-warmup", CLI_INT, &opt.warmup, "optimizer steps with BF16 GEMMs before FP8 starts", 0, INT_MAX, NULL},
             {"--fp8-lm-head", CLI_INT, &opt.lm_head, "1 = the LM head in FP8 too", 0, 1, NULL},
             {"--fp8-producers", CLI_INT, &opt.producers, "1 = GELU / GELU' quantized in their own pass (speculative current scaling); 0 = separate passes", 0, 1, NULL},
+            {"--fp8-cutlass", CLI_INT, &opt.cutlass, "1 = fc forward and fcproj dgrad as CUTLASS GEMMs whose epilogues write the next GEMM's codes (GELU / GELU', fast accumulation; FP8=1 build with CUTLASS, H100 / H200); 0 = cuBLASLt + producer passes", 0, 1, NULL},
             {"--fp8-fallback", CLI_INT, &fallback, "1 = on a GPU without FP8 tensor cores run BF16 GEMMs instead of failing", 0, 1, NULL},
             {"--tcfp-block", CLI_INT, &opt.block, "TCFP-12 scales: 0 per tensor; 32, 64, 128 = bxb weight tiles, 1xb activation blocks (32, 64: slow chunked GEMMs)", 0, 0, "32|64|128"},
             {"--tcfp-ef", CLI_INT, &opt.error_feedback, "1 = error feedback of the weight split across steps", 0, 1, NULL},
             {"--tcfp-srr", CLI_INT, &opt.srr, "1 = stochastic rounding of the residual W_lo (instead of error feedback)", 0, 1, NULL},
             {"--tcfp-abd", CLI_INT, &opt.abd, "1 = asymmetric backward: dgrad with W_hi only", 0, 1, NULL},
         };
-        constexpr int kFP8Flags = 7, kAll = (int)(sizeof(f) / sizeof(f[0]));
+        constexpr int kFP8Flags = 8, kAll = (int)(sizeof(f) / sizeof(f[0]));
         static_assert(kAll <= kMaxFlags, "kMaxFlags");
         const int n = kLowpTCFP12 ? kAll : kFP8Flags;
         for (int i = 0; i < n; i++) out[i] = f[i];

@@ -1,7 +1,9 @@
 // test.cuh (FP8 / TCFP-12 module) - test_gpt2cu's reference states, tolerances and checks for the FP8=1
 // and TCFP12=1 builds (llmc/modes/mode_test_defaults.cuh). The backend is attached with its default
 // knobs (lowp_default_options: per-tensor current scaling, FP8 wgrad, no warm-up, producers quantizing),
-// and every activation is kept in BF16 (keep_activations) for the activation comparisons.
+// and every activation is kept in BF16 (keep_activations) for the activation comparisons. In an FP8 build with the
+// CUTLASS kernels, on a compute capability 9.0 GPU, everything is checked a second time with --fp8-cutlass 1 (more_states:
+// the same states and tolerances; that the fused epilogues ran is checked too), see "--fp8-cutlass 1" below.
 #pragma once
 
 #include <math.h>
@@ -66,6 +68,16 @@ static constexpr const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_bf1
 // are 1.3-2.5x, not 3x: a wider LOWP_TOL_LOGITS would pass the other recipe's state; the recipe check
 // (position, ratio) is what tells the recipes apart. The runs are bit-reproducible on one GPU and toolkit.
 // Step losses do not tell the recipes apart (10 AdamW steps blur them): LOWP_TOL_STEP only bounds them.
+// --fp8-cutlass 1 (llmc/modes/lowp/lowp_cutlass.cuh) changes two GEMMs per block: the fc forward and the fcproj dgrad run
+// on CUTLASS with fast accumulation (no fp32 promotion inside the tensor cores' K loop) instead of cuBLASLt with it; the
+// codes made of their BF16 outputs are today's producers' bit for bit (dev/cuda/cutlass_fp8*.cu). So the only new
+// difference from the quantized reference is the accumulation of those two products, and the same tolerances apply
+// (not widened): Hopper's FP8 tensor cores keep about 14 mantissa bits when they accumulate without promotion (DeepSeek-V3
+// report, 2024, on H800), a relative error of about 2^-14 = 6e-5 per k-step of 32 products, K / 32 = 4 steps at this
+// test's K = 128 (fc forward: C = 128; fcproj dgrad: OC = 128): at most about 2.4e-4 of Σ|x w| per output before its
+// BF16 rounding, inside the proxy's 1e-4 - 1e-3 rows above, where every check passes with the margins shown (the kernels'
+// harnesses bound the same error by 2^-10 Σ|x w| per element at K = 768 and 1024). The recipe check (position, ratio)
+// still separates FP8 from TCFP-12 there (0.84 / 0.80 > 0.6 in the proxy).
 // usage in these builds also: test_gpt2cu checkpoint debug_state fp8_state tcfp12_state.
 static const int LOWP_WORD_FP8 = 1, LOWP_WORD_TCFP12 = 2;  // debug-state header word 15 of the quantized states
 static const char* DEFAULT_FP8_STATE = "build/ref/gpt2_ref_debug_state_fp8.bin";
@@ -206,6 +218,8 @@ struct ModeTest : ModeTestDefaults {
     const char *fp8_path = DEFAULT_FP8_STATE, *tcfp12_path = DEFAULT_TCFP12_STATE;
     LowpRefs lowp = {};
     float* losses = NULL;  // the first training run's step losses (check_lowp_steps)
+    LowpOptions opt = lowp_default_options();  // what attach uses (more_states: --fp8-cutlass 1)
+    GPT2* attached = NULL;                      // the model attach saw last (check_gradients: the comparison's own model)
 
     void take_args(char** extra) {
         fp8_path = extra[0];
@@ -213,9 +227,9 @@ struct ModeTest : ModeTestDefaults {
     }
     void attach(GPT2* m, const GPT2Config& cfg, int B, int T) {
         (void)cfg, (void)B, (void)T;
-        const LowpOptions opt = lowp_default_options();
         lowp_attach_model(m, &opt, 0);
         m->keep_activations = 1;  // the activation comparisons read the GELU output the producers would not store
+        attached = m;
     }
     // The FP8 GEMMs really ran: the logits are further from the unquantized state than BF16 GEMMs put them.
     void check_forward(double logits_err) {
@@ -225,15 +239,125 @@ struct ModeTest : ModeTestDefaults {
     }
     void check_gradients(const DebugState& ref, const GPT2Config& cfg, const float* logits, float loss, const float* grads,
                          const size_t* param_sizes) {
+        finish_steps();  // the step losses of the comparison before (more_states)
+        if (opt.cutlass) {  // the fused epilogues really ran (the evaluation forward, then forward + backward)
+            const LowpState* s = lowp_state(&attached->gemm);
+            const int ok = s->cutlass_fc > 0 && s->cutlass_dgrad > 0;
+            printf("  fused CUTLASS epilogues ran: %lld fc forwards, %lld fcproj dgrads  %s\n", s->cutlass_fc, s->cutlass_dgrad,
+                   ok ? "ok" : "FAIL");
+            record(ok);
+        }
         lowp_refs_load(&lowp, fp8_path, tcfp12_path, &cfg, &ref);
         check_lowp_refs(&lowp, &ref, logits, loss, grads, param_sizes);
         losses = (float*)malloc_check((size_t)(ref.num_steps > 0 ? ref.num_steps : 1) * sizeof(float));
     }
     void step_loss(int step, float loss) { losses[step] = loss; }
-    void finish(const char* ckpt, const DebugState& ref, BuildModelFn build) {
-        (void)ckpt, (void)ref, (void)build;
+    // The step losses of the last comparison against the quantized states, then its references freed (once).
+    void finish_steps() {
+        if (!losses) return;
         check_lowp_steps(&lowp, losses);
         free(losses);
+        losses = NULL;
         lowp_refs_free(&lowp);
+    }
+    // Why --fp8-cutlass 1 is not checked here, or NULL: FP8 builds with the CUTLASS kernels on a compute capability 9.0 GPU.
+    static const char* cutlass_skipped() {
+        if (kLowpTCFP12) return "a TCFP-12 build";
+        if (!kLowpCutlassBuilt) return "this build has no CUTLASS kernels: make info";
+        int dev = 0, major = 0, minor = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+        return major * 10 + minor != 90 ? "the CUTLASS kernels need a compute capability 9.0 GPU" : NULL;
+    }
+    // FP8 builds with the CUTLASS kernels: the whole comparison again with --fp8-cutlass 1 (same states, same tolerances:
+    // the header says why), where the GPU runs them (compute capability 9.0); elsewhere a line says it was not run.
+    void more_states(CheckStateFn check) {
+        if (kLowpTCFP12) return;
+        if (const char* why = cutlass_skipped()) {
+            printf("\n  --fp8-cutlass 1: not checked (%s)\n", why);
+            return;
+        }
+        printf("\n  --fp8-cutlass 1: fc forward and fcproj dgrad as CUTLASS GEMMs with fused epilogues (fast accumulation)\n");
+        opt.cutlass = 1;
+        check(kCheckpoint, kState, kTol);
+        opt.cutlass = 0;
+    }
+    void finish(const char* ckpt, const DebugState& ref, BuildModelFn build) {
+        finish_steps();
+        if (!kLowpTCFP12 && !cutlass_skipped()) check_cutlass_delayed(ckpt, ref, build);
+    }
+
+    // --fp8-cutlass 1 under delayed scaling (history 4) after a one-step BF16 warm-up, with an evaluation forward before
+    // every step and two micro-batches per step: the call sequence that stopped the trainer at its second FP8 step while
+    // taking the hand-over left its `made` flag behind (lowp_handover_take; the host model of every such sequence:
+    // dev/test/test_lowp_handover.c). The same CUTLASS_DELAYED_STEPS steps on the reference batch with --fp8-cutlass 0 and
+    // 1: the run finishes; the step and evaluation losses agree within LOWP_TOL_STEP (the recipe is the same, only the two
+    // fused GEMMs' accumulation differs, as in the comparison above); the fused epilogues ran as often as the sequence has
+    // fc forwards and fcproj dgrads past the delayed-scaling bootstrap (per block: each evaluation forward from the first FP8
+    // step on makes its GELU codes under current scaling; the first FP8 training pass makes none, it is the bootstrap; every
+    // later one makes both under delayed scaling), every made hand-over was taken by its consumer, and every layer's
+    // delayed-scaling use counts are those of --fp8-cutlass 0 (the producer took each consumer's step once).
+    static constexpr int CUTLASS_DELAYED_STEPS = 4, CUTLASS_DELAYED_MICRO = 2;
+    void check_cutlass_delayed(const char* ckpt, const DebugState& ref, BuildModelFn build) {
+        const int B = ref.B, T = ref.T, S = CUTLASS_DELAYED_STEPS, M = CUTLASS_DELAYED_MICRO;
+        printf("\n  --fp8-cutlass 1 with --fp8-delayed 4 --fp8-warmup 1, an evaluation forward before each step, %d micro-batches:\n", M);
+        const LowpOptions saved = opt;
+        float loss[2][2 * CUTLASS_DELAYED_STEPS];  // per run: the evaluation and the training loss of each step
+        long long uses[2][LOWP_MAX_LAYERS][3];
+        ptrdiff_t where[2][LOWP_MAX_LAYERS];  // each layer's weight offset in the parameters (the layers' order may differ)
+        int layers[2] = {0, 0}, blocks = 0;
+        long long fc = 0, dgrad = 0, advanced = 0, taken = 0, unmade = 0;
+        for (int c = 0; c < 2; c++) {
+            opt = lowp_default_options();
+            opt.delayed = 4;
+            opt.warmup = 1;
+            opt.cutlass = c;
+            GPT2 m;
+            build(&m, ckpt, B, T);
+            blocks = m.config.num_layers;
+            for (int step = 0; step < S; step++) {
+                loss[c][2 * step] = gpt2_evaluate(&m, ref.x, ref.y, B, T);
+                gpt2_zero_grad(&m);
+                double sum = 0.0;
+                for (int micro = 0; micro < M; micro++) sum += gpt2_forward_backward(&m, ref.x, ref.y, B, T, 1.0f / M);
+                loss[c][2 * step + 1] = (float)(sum / M);
+                gpt2_update(&m, ref.lr, ref.beta1, ref.beta2, ref.eps, ref.weight_decay, ref.grad_clip, step + 1);
+            }
+            const LowpState* s = lowp_state(&m.gemm);
+            layers[c] = s->num_layers;
+            for (int i = 0; i < s->num_layers; i++) {
+                memcpy(uses[c][i], s->layers[i].uses, sizeof(uses[c][i]));
+                where[c][i] = s->layers[i].weight - s->params_base;
+            }
+            if (c == 1) fc = s->cutlass_fc, dgrad = s->cutlass_dgrad, advanced = s->cutlass_advanced, taken = s->cutlass_taken,
+                        unmade = s->cutlass_unmade;
+            gpt2_free(&m);
+        }
+        opt = saved;
+        double worst = 0.0;
+        for (int i = 0; i < 2 * S; i++) {
+            const double e = fabs((double)loss[1][i] - loss[0][i]) / fabs((double)loss[0][i]);
+            worst = e > worst || isnan(e) ? e : worst;
+        }
+        const int ok_loss = worst <= LOWP_TOL_STEP;
+        printf("    losses (%d evaluations, %d steps) against --fp8-cutlass 0: max rel %.2e  tol %.1e  %s\n", S, S, worst, LOWP_TOL_STEP,
+               ok_loss ? "ok" : "FAIL");
+        record(ok_loss);
+        const long long training = (long long)blocks * (M * (S - 1) - 1);  // fused training passes' fc forwards (= fcproj dgrads)
+        const long long want_fc = (long long)blocks * (S - 1) + training;
+        const int ok_counts = fc == want_fc && dgrad == training && advanced == 2 * training && taken == fc + dgrad && unmade == 0;
+        printf("    fused epilogues: %lld fc forwards (expected %lld), %lld fcproj dgrads (%lld), %lld under delayed scaling (%lld); %lld "
+               "taken by their consumers, %lld not  %s\n", fc, want_fc, dgrad, training, advanced, 2 * training, taken, unmade,
+               ok_counts ? "ok" : "FAIL");
+        record(ok_counts);
+        int same = layers[0] == layers[1];
+        for (int i = 0; same && i < layers[1]; i++) {
+            int j = 0;
+            while (j < layers[0] && where[0][j] != where[1][i]) j++;
+            same = j < layers[0] && memcmp(uses[0][j], uses[1][i], sizeof(uses[1][i])) == 0;
+        }
+        printf("    delayed-scaling use counts of all %d layers equal to --fp8-cutlass 0's  %s\n", layers[1], same ? "ok" : "FAIL");
+        record(same);
     }
 };

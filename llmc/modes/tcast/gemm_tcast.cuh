@@ -203,7 +203,8 @@ static inline const floatX* tcast_gemm_operand_produced(GemmContext* ctx, int op
 }
 
 static bool tcast_gemm_forward(GemmContext* ctx, floatX* y, const floatX* inp, const floatX* weight, const floatX* bias, int N,
-                               int C, int OC) {
+                               int C, int OC, floatX* gelu_out) {
+    (void)gelu_out;  // the GELU is taken, if at all, by the next call (defer)
     TcastGemmState* s = tcast_gemm_state(ctx);
     const TcastPlan* plan = &s->rt->plan;
     const bool takes = tcast_gemm_takes(ctx, weight) && (plan->op_on[TCAST_OP_X] || plan->op_on[TCAST_OP_W]);
@@ -223,9 +224,10 @@ static bool tcast_gemm_forward(GemmContext* ctx, floatX* y, const floatX* inp, c
 }
 
 static bool tcast_gemm_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, bool* dbias_done, const floatX* dout,
-                                const floatX* inp, const floatX* weight, int N, int C, int OC) {
+                                const floatX* inp, const floatX* weight, int N, int C, int OC, const floatX* pre_gelu) {
     (void)dbias;
     (void)dbias_done;  // the front sums the uncast dout
+    (void)pre_gelu;    // the GELU' is taken, if at all, by the next call (defer)
     TcastGemmState* s = tcast_gemm_state(ctx);
     const TcastPlan* plan = &s->rt->plan;
     s->pend_x = NULL;  // (a LayerNorm's cast is for a forward call only)
