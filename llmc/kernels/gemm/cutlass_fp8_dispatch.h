@@ -1,8 +1,10 @@
 // cutlass_fp8_dispatch.h - host helpers the CUTLASS dispatchers share (cutlass_fp8_fc.cu, cutlass_fp8_dgelu.cu): the
-// current device's compute capability and SM count (asked once per device), the alignment test, and the error exit.
+// current device's compute capability and SM count (asked once per device), the alignment test, the refusal text and
+// the error exit.
 // No CUTLASS header: the dispatchers compile in seconds.
 #pragma once
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,4 +43,18 @@ static inline bool cutlass_current_device(CutlassDevice* out) {
 [[noreturn]] static inline void cutlass_fail(const char* who, const char* msg) {
     fprintf(stderr, "error: %s: %s\n", who, msg);
     exit(EXIT_FAILURE);
+}
+
+// A refusal's text: the printf-formatted message, then the GEMM's shape "(N=.., C=.., OC=..)". Returns a buffer of
+// this translation unit, valid until the next call (the dispatchers hand it back as their `const char*` reason or
+// pass it to cutlass_fail). Not thread-safe.
+static inline const char* cutlass_why(int N, int C, int OC, const char* fmt, ...) {
+    static char why[512];
+    char what[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(why, sizeof(why), "%s (N=%d, C=%d, OC=%d)", what, N, C, OC);
+    return why;
 }

@@ -31,16 +31,6 @@ const char* const g_names[CUTLASS_FC_NUM_CONFIGS] = {
 
 char g_why[512];
 
-const char* why(int N, int C, int OC, const char* fmt, ...) {
-    char what[384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
-    snprintf(g_why, sizeof(g_why), "%s (N=%d, C=%d, OC=%d)", what, N, C, OC);
-    return g_why;
-}
-
 [[noreturn]] void fail(const char* msg) { cutlass_fail("cutlass_fp8_fc", msg); }
 
 [[noreturn]] void failf(const char* fmt, ...) {
@@ -79,33 +69,33 @@ void cutlass_fp8_fc_gelu_eval(CutlassFcConfig cfg, const float* in, float* out, 
 
 const char* cutlass_fp8_fc_unsupported(int N, int C, int OC, const void* z, const void* d, const void* dt, int ldt, const void* inp,
                                        const void* weight, const void* bias, CutlassFcConfig cfg) {
-    if (!valid(cfg)) return why(N, C, OC, "no configuration %d (there are %d)", (int)cfg, (int)CUTLASS_FC_NUM_CONFIGS);
+    if (!valid(cfg)) return cutlass_why(N, C, OC, "no configuration %d (there are %d)", (int)cfg, (int)CUTLASS_FC_NUM_CONFIGS);
     if (N < 0 || C < 16 || OC < 16 || C % 16 != 0 || OC % 16 != 0)
-        return why(N, C, OC, "unsupported shape: needs N >= 0 and C, OC positive multiples of 16");
-    if (!z || !d || !inp || !weight) return why(N, C, OC, "z, d, inp and weight must not be NULL");
+        return cutlass_why(N, C, OC, "unsupported shape: needs N >= 0 and C, OC positive multiples of 16");
+    if (!z || !d || !inp || !weight) return cutlass_why(N, C, OC, "z, d, inp and weight must not be NULL");
     if (!aligned16(z) || !aligned16(d) || !aligned16(inp) || !aligned16(weight) || !aligned16(bias))
-        return why(N, C, OC, "every tensor must be 16-byte aligned (z %p, d %p, inp %p, weight %p, bias %p)", z, d, inp, weight, bias);
+        return cutlass_why(N, C, OC, "every tensor must be 16-byte aligned (z %p, d %p, inp %p, weight %p, bias %p)", z, d, inp, weight, bias);
     if (dt) {
         if (!g_ops[cfg]->writes_dt)
-            return why(N, C, OC, "configuration %s does not write the transposed codes (dt must be NULL)", g_names[cfg]);
-        if (!aligned16(dt)) return why(N, C, OC, "dt must be 16-byte aligned (%p)", dt);
+            return cutlass_why(N, C, OC, "configuration %s does not write the transposed codes (dt must be NULL)", g_names[cfg]);
+        if (!aligned16(dt)) return cutlass_why(N, C, OC, "dt must be 16-byte aligned (%p)", dt);
         if (ldt < N || ldt < 16 || ldt % 16 != 0)
-            return why(N, C, OC, "dt's leading dimension ldt = %d must be >= N and a positive multiple of 16", ldt);
+            return cutlass_why(N, C, OC, "dt's leading dimension ldt = %d must be >= N and a positive multiple of 16", ldt);
         // TMA stores whole 16-byte chunks along n: with N % 16 != 0 it would overwrite dt's columns N .. round_up(N, 16) - 1
         // (cutlass_fp8_common.cuh)
         if (N % 16 != 0)
-            return why(N, C, OC, "the transposed codes dt need N a multiple of 16 (the TMA store writes whole 16-byte chunks of a dt row)");
+            return cutlass_why(N, C, OC, "the transposed codes dt need N a multiple of 16 (the TMA store writes whole 16-byte chunks of a dt row)");
     }
     CutlassDevice info;
-    if (!cutlass_current_device(&info)) return why(N, C, OC, "cannot query the current CUDA device");
+    if (!cutlass_current_device(&info)) return cutlass_why(N, C, OC, "cannot query the current CUDA device");
     if (info.cc != 90)
-        return why(N, C, OC, "needs a compute capability 9.0 GPU (sm_90a code), device %d has %d.%d", info.dev, info.cc / 10, info.cc % 10);
+        return cutlass_why(N, C, OC, "needs a compute capability 9.0 GPU (sm_90a code), device %d has %d.%d", info.dev, info.cc / 10, info.cc % 10);
     if (N == 0) return nullptr;
     // CUTLASS's own checks (TMA alignment of the strides, the fusion's); the scales play no part in them
     const CutlassFcCall call{(__nv_bfloat16*)z, (uint8_t*)d, (uint8_t*)dt, dt ? ldt : 0, nullptr, (const uint8_t*)inp, nullptr,
                              (const uint8_t*)weight, nullptr, (const __nv_bfloat16*)bias, nullptr, N, C, OC, info.dev, info.sms};
     if (const char* st = g_ops[cfg]->can_implement(call))
-        return why(N, C, OC, "CUTLASS can_implement (configuration %s): %s", g_names[cfg], st);
+        return cutlass_why(N, C, OC, "CUTLASS can_implement (configuration %s): %s", g_names[cfg], st);
     return nullptr;
 }
 
@@ -113,15 +103,15 @@ void cutlass_fp8_fc_forward(__nv_bfloat16* z, uint8_t* d, uint8_t* dt, int ldt, 
                             const uint8_t* weight, const float* weight_dscale, const __nv_bfloat16* bias, const float* d_scale,
                             int N, int C, int OC, cudaStream_t stream, CutlassFcConfig cfg) {
     if (const char* msg = cutlass_fp8_fc_unsupported(N, C, OC, z, d, dt, ldt, inp, weight, bias, cfg)) fail(msg);
-    if (!inp_dscale || !weight_dscale || !d_scale) fail(why(N, C, OC, "inp_dscale, weight_dscale and d_scale must not be NULL"));
+    if (!inp_dscale || !weight_dscale || !d_scale) fail(cutlass_why(N, C, OC, "inp_dscale, weight_dscale and d_scale must not be NULL"));
     cudaError_t ce;
     if (amax_d && cutlass_fp8_fc_config_writes_d(cfg) && (ce = cudaMemsetAsync(amax_d, 0, sizeof(float), stream)) != cudaSuccess)
-        fail(why(N, C, OC, "zeroing amax_d: %s", cudaGetErrorString(ce)));
+        fail(cutlass_why(N, C, OC, "zeroing amax_d: %s", cudaGetErrorString(ce)));
     if (N == 0) return;
     CutlassDevice info;
     cutlass_current_device(&info);  // (cutlass_fp8_fc_unsupported asked successfully)
     const CutlassFcCall call{z, d, dt, dt ? ldt : 0, amax_d, inp, inp_dscale, weight, weight_dscale, bias, d_scale, N, C, OC, info.dev, info.sms};
-    if (const char* msg = g_ops[cfg]->run(call, stream)) fail(why(N, C, OC, "configuration %s: %s", g_names[cfg], msg));
+    if (const char* msg = g_ops[cfg]->run(call, stream)) fail(cutlass_why(N, C, OC, "configuration %s: %s", g_names[cfg], msg));
 }
 
 const char* cutlass_fp8_fc_describe(CutlassFcConfig cfg) { return valid(cfg) ? g_ops[cfg]->describe() : "(no such configuration)"; }
