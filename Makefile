@@ -227,7 +227,8 @@ CUTLASS_DGELU_OBJ := $(BUILD)/cutlass/cutlass_fp8_dgelu.o $(patsubst llmc/kernel
 # cutlass_tcast_common.cuh, and the dispatcher cutlass_tcast_gemm.cu).
 CUTLASS_TCAST_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_tcast_gemm_*.cu)
 CUTLASS_TCAST_OBJ := $(BUILD)/cutlass/cutlass_tcast_gemm.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_TCAST_CONFIG_SRCS))
-TCAST_CAST_HDRS := $(wildcard llmc/kernels/tcast/tcast_cast*.cuh) llmc/kernels/tcast/tcast_fp8_hw.cuh $(wildcard llmc/numerics/tcast*.h)
+TCAST_CAST_HDRS := $(wildcard llmc/kernels/tcast/tcast_cast*.cuh) llmc/kernels/tcast/tcast_fp8_hw.cuh llmc/kernels/tcast/tcast_stats.cuh \
+  $(wildcard llmc/numerics/tcast*.h) llmc/core/cuda_common.cuh llmc/core/cuda_utils.cuh llmc/core/precision.h
 CUTLASS_CHECK = @test -n "$(CUTLASS_INC)" || { echo "error: CUTLASS not found (no cutlass/version.h in CUTLASS_HOME/include, /usr/include, /usr/local/include or the venv's nvidia-cutlass wheel); run scripts/setup_env.sh (it installs nvidia-cutlass==4.2.0.0 into the venv), or set CUTLASS_HOME"; exit 1; }
 $(BUILD)/cutlass/cutlass_fp8_fc_%.o: llmc/kernels/gemm/cutlass_fp8_fc_%.cu llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh llmc/kernels/gemm/cutlass_fp8_fc_ops.h \
   llmc/kernels/gemm/cutlass_fp8_fc.h llmc/kernels/gemm/cutlass_fp8_common.cuh llmc/kernels/gemm/gelu_fastmath.cuh Makefile

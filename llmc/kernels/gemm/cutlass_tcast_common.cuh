@@ -14,10 +14,11 @@
 // tRS_rCompute_frg is a recast of the register tensor, a non-owning view (cute recast keeps the pointer), passed by
 // value: a node that writes it in reduce() changes what is stored. A group cast needs the whole group's amax before
 // any element is cast, i.e. all the values of the subtile, which visit() (one fragment at a time) never has; reduce()
-// has them all, and its shuffles run with every thread of the two consumer warp groups present. So this node must be
+// has them all, and every epilogue thread calls it (the consumer warp groups: two cooperative, one ping-pong), so its
+// shuffles have every lane present. So this node must be
 // the ROOT of the tree (its visit type is the stored type, BF16: the collective then converts BF16 to BF16, a copy).
 //
-// Where the values are: the cooperative schedule's accumulators have wgmma's layout; in a row of a subtile, the 4
+// Where the values are: the accumulators (cooperative and ping-pong schedules) have wgmma's layout; in a row of a subtile, the 4
 // lanes of a quad (lane bits 0..1) hold all its columns, 2 adjacent ones in each 8-column block (columns 8j + 2q,
 // 8j + 2q + 1 for lane q of the quad). So for kTile a multiple of 8 dividing the subtile's width, a thread holds
 // kTile / 4 values of each group in each of its rows, and the quad's xor-1 and xor-2 shuffles merge the group's

@@ -6,10 +6,12 @@
 // The instantiation, in CUTLASS 4.x terms:
 //   mainloop  CollectiveBuilder<Sm90, TensorOp, bf16 RowMajor A (inp), bf16 ColumnMajor B (weight; both K-major), fp32
 //             accumulator, Cfg::Tile, Cfg::Cluster, stages = what shared memory leaves after the epilogue,
-//             KernelTmaWarpSpecializedCooperative>
+//             Cfg::KernelSchedule: KernelTmaWarpSpecializedCooperative (two consumer warp groups share each tile) or
+//             KernelTmaWarpSpecializedPingpong (each warp group its own tile: one's epilogue overlaps the other's
+//             mainloop)>
 //   epilogue  Sm90TmaBuilderImpl with C = void, D bf16 row-major, the visitor tree below passed as the callbacks
 //             themselves, and CUTLASS's automatic dispatch policy for a void C: Sm90TmaWarpSpecialized<min(subtiles, 4),
-//             2, epilogue tile / 256, no smem reuse, delayed TMA store>
+//             2, epilogue tile / epilogue threads (256 cooperative, 128 ping-pong), no smem reuse, delayed TMA store>
 //   kernel    GemmUniversal<Shape<int,int,int,int>, mainloop, epilogue, PersistentScheduler>
 // The visitor tree (leaves first):
 //   v   = acc + bias[o]                       Sm90Compute<plus, float> of Sm90AccFetch and Sm90RowBroadcast (bf16 bias,
@@ -52,7 +54,7 @@ using TcastBiasCastTree =
         cef::Sm90AccFetch,
         cef::Sm90RowBroadcast<0, CtaTile, cutlass::bfloat16_t, float, Stride<_0, _1, int64_t>, 8>>>;
 
-// The GEMM type of a configuration. Cfg: Tile, Cluster, EpilogueTile (Shape<_128, _N>), kSchedule (a name).
+// The GEMM type of a configuration. Cfg: Tile, Cluster, KernelSchedule, EpilogueTile (Shape<_128, _N>), kSchedule (a name).
 template <class Cfg>
 struct TcGemm {
     using ElementAB = cutlass::bfloat16_t;
@@ -65,8 +67,13 @@ struct TcGemm {
     using Tile = typename Cfg::Tile;
     using EpilogueTile = typename Cfg::EpilogueTile;
     static constexpr int kSubtiles = cute::size(cute::shape_div(cute::take<0, 2>(Tile{}), EpilogueTile{}));
+    using KernelSchedule = typename Cfg::KernelSchedule;
+    static constexpr int kEpiThreads = cute::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedCooperative> ? 256 : 128;
+    static_assert(cute::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedCooperative> ||
+                      cute::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedPingpong>,
+                  "cooperative or ping-pong");
     using EpiloguePolicy = cutlass::epilogue::Sm90TmaWarpSpecialized<(kSubtiles < 4 ? kSubtiles : 4), (kSubtiles < 2 ? kSubtiles : 2),
-                                                                     cute::size(EpilogueTile{}) / 256, /*ReuseSmemC*/ false,
+                                                                     cute::size(EpilogueTile{}) / kEpiThreads, /*ReuseSmemC*/ false,
                                                                      /*DelayTmaStore*/ true>;
     using Tree = TcastBiasCastTree<Tile, EpilogueTile>;
     using CollectiveEpilogue = typename cutlass::epilogue::collective::detail::Sm90TmaBuilderImpl<
@@ -76,7 +83,7 @@ struct TcGemm {
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, LayoutA, kAlign, ElementAB, LayoutB, kAlign, float, Tile,
         typename Cfg::Cluster,
         cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
-        cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+        KernelSchedule>::CollectiveOp;
 
     using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue,
                                                         cutlass::gemm::PersistentScheduler>;
@@ -147,6 +154,7 @@ struct TcHost {
 struct TcCfgBase {
     using Tile = Shape<_128, _256, _64>;
     using Cluster = Shape<_2, _1, _1>;
+    using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
     using EpilogueTile = Shape<_128, _64>;
     static constexpr const char* kSchedule = "cooperative";
 };
