@@ -222,6 +222,13 @@ CUTLASS_FC_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_fp8_fc_*.cu)
 CUTLASS_FC_OBJ := $(BUILD)/cutlass/cutlass_fp8_fc.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_FC_CONFIG_SRCS))
 CUTLASS_DGELU_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_fp8_dgelu_*.cu)
 CUTLASS_DGELU_OBJ := $(BUILD)/cutlass/cutlass_fp8_dgelu.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_DGELU_CONFIG_SRCS))
+# The TensorCast build's forward GEMM with the MATMUL_OUT cast in its epilogue (cutlass_tcast_gemm.h
+# CUTLASS_TCAST_GEMM_CONFIGS: cutlass_tcast_gemm_<config>.cu on cutlass_tcast_gemm_impl.cuh, the node in
+# cutlass_tcast_common.cuh, and the dispatcher cutlass_tcast_gemm.cu).
+CUTLASS_TCAST_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_tcast_gemm_*.cu)
+CUTLASS_TCAST_OBJ := $(BUILD)/cutlass/cutlass_tcast_gemm.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_TCAST_CONFIG_SRCS))
+TCAST_CAST_HDRS := $(wildcard llmc/kernels/tcast/tcast_cast*.cuh) llmc/kernels/tcast/tcast_fp8_hw.cuh llmc/kernels/tcast/tcast_stats.cuh \
+  $(wildcard llmc/numerics/tcast*.h) llmc/core/cuda_common.cuh llmc/core/cuda_utils.cuh llmc/core/precision.h
 CUTLASS_CHECK = @test -n "$(CUTLASS_INC)" || { echo "error: CUTLASS not found (no cutlass/version.h in CUTLASS_HOME/include, /usr/include, /usr/local/include or the venv's nvidia-cutlass wheel); run scripts/setup_env.sh (it installs nvidia-cutlass==4.2.0.0 into the venv), or set CUTLASS_HOME"; exit 1; }
 $(BUILD)/cutlass/cutlass_fp8_fc_%.o: llmc/kernels/gemm/cutlass_fp8_fc_%.cu llmc/kernels/gemm/cutlass_fp8_fc_impl.cuh llmc/kernels/gemm/cutlass_fp8_fc_ops.h \
   llmc/kernels/gemm/cutlass_fp8_fc.h llmc/kernels/gemm/cutlass_fp8_common.cuh llmc/kernels/gemm/gelu_fastmath.cuh Makefile
@@ -236,6 +243,15 @@ $(BUILD)/cutlass/cutlass_fp8_dgelu_%.o: llmc/kernels/gemm/cutlass_fp8_dgelu_%.cu
 	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)
 	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@
+$(BUILD)/cutlass/cutlass_tcast_gemm_%.o: llmc/kernels/gemm/cutlass_tcast_gemm_%.cu llmc/kernels/gemm/cutlass_tcast_gemm_impl.cuh \
+  llmc/kernels/gemm/cutlass_tcast_gemm_ops.h llmc/kernels/gemm/cutlass_tcast_gemm.h llmc/kernels/gemm/cutlass_tcast_common.cuh \
+  llmc/kernels/gemm/cutlass_tcast_quant.h llmc/kernels/gemm/cutlass_fp8_common.cuh $(TCAST_CAST_HDRS) Makefile
+	$(CUTLASS_CHECK)
+	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
+	@mkdir -p $(@D)
+	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@
+$(BUILD)/cutlass/cutlass_tcast_gemm.o: llmc/kernels/gemm/cutlass_tcast_gemm_ops.h llmc/kernels/gemm/cutlass_tcast_quant.h \
+  llmc/kernels/gemm/cutlass_fp8_dispatch.h $(TCAST_CAST_HDRS)
 $(BUILD)/cutlass/cutlass_fp8_fc.o: llmc/kernels/gemm/cutlass_fp8_fc_ops.h llmc/kernels/gemm/cutlass_fp8_dispatch.h
 $(BUILD)/cutlass/cutlass_fp8_dgelu.o: llmc/kernels/gemm/cutlass_fp8_dgelu_ops.h llmc/kernels/gemm/cutlass_fp8_dispatch.h
 $(BUILD)/cutlass/cutlass_%.o: llmc/kernels/gemm/cutlass_%.cu llmc/kernels/gemm/cutlass_%.h Makefile
@@ -353,7 +369,7 @@ cuda: $(CUDA_TARGETS) cuda-dev
 CUDA_DEV_ALL := $(patsubst dev/cuda/%.cu,%,$(wildcard dev/cuda/*.cu))
 # harnesses of CUTLASS kernels: in the default list only where CUTLASS is found (make build/<variant>/dev/<name>
 # without it stops with the CUTLASS error)
-CUTLASS_HARNESSES := cutlass_fp8 cutlass_fp8_dgelu
+CUTLASS_HARNESSES := cutlass_fp8 cutlass_fp8_dgelu cutlass_tcast_gemm
 HARNESSES ?= $(if $(CUTLASS_INC),$(CUDA_DEV_ALL),$(filter-out $(CUTLASS_HARNESSES),$(CUDA_DEV_ALL)))
 ifneq ($(filter-out $(CUDA_DEV_ALL),$(HARNESSES)),)
   $(error HARNESSES: no dev/cuda/<name>.cu for $(filter-out $(CUDA_DEV_ALL),$(HARNESSES)) (have: $(CUDA_DEV_ALL)))
@@ -369,6 +385,8 @@ $(BUILD)/$(VARIANT)/dev/cutlass_fp8: $(CUTLASS_FC_OBJ) dev/cuda/fp8_gemm_host.cu
 $(BUILD)/$(VARIANT)/dev/cutlass_fp8: HARNESS_OBJS := $(CUTLASS_FC_OBJ)
 $(BUILD)/$(VARIANT)/dev/cutlass_fp8_dgelu: $(CUTLASS_DGELU_OBJ) dev/cuda/fp8_gemm_host.cuh
 $(BUILD)/$(VARIANT)/dev/cutlass_fp8_dgelu: HARNESS_OBJS := $(CUTLASS_DGELU_OBJ)
+$(BUILD)/$(VARIANT)/dev/cutlass_tcast_gemm: $(CUTLASS_TCAST_OBJ)
+$(BUILD)/$(VARIANT)/dev/cutlass_tcast_gemm: HARNESS_OBJS := $(CUTLASS_TCAST_OBJ)
 
 # Idle gaps between the kernels of a step: a CUPTI library loaded through CUDA_INJECTION64_PATH (usage
 # in dev/tools/kernel_gaps.cpp; rpath to the CUPTI it was built against) and the probe with a known

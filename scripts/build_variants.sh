@@ -38,6 +38,8 @@ VARIANTS=(
 #   cutlass_fp8, cutlass_fp8_dgelu: the CUTLASS FP8 GEMMs with fused epilogues (llmc/kernels/gemm/cutlass_*.cu, one
 #     sm_90a object per kernel in build/cutlass/, shared by the variants), in bf16 only: explicit FP8 / BF16 buffers,
 #     like the FP8 layer (cutlass_fp8_dgelu compares with today's producer, which reads floatX: BF16 builds only).
+#   cutlass_tcast_gemm: the CUTLASS BF16 GEMM with the TensorCast MATMUL_OUT cast in its epilogue, in the TCAST=1 build
+#     (it compares with that build's cast pass).
 #   tcast_producers in bf16: the cast kernels and producers it checks compile the same in any BF16 build (it
 #     includes no mode's hooks: only the TensorCast runtime, llmc/modes/tcast/tcast_runtime.cuh, for its GEMM-front
 #     check), so the TCAST build adds only its own compile time; gemm_algos (the cuBLASLt algorithm
@@ -60,6 +62,7 @@ fp8_epilogues  bf16
 lowp_producers bf16
 cutlass_fp8    bf16
 cutlass_fp8_dgelu bf16
+cutlass_tcast_gemm tcast
 tcast          tcast
 tcast_producers bf16
 gemm_algos     bf16

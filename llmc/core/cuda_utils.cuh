@@ -181,8 +181,10 @@ __device__ __forceinline__ void store_rounded(floatX* dst, float x, unsigned int
 #endif
 }
 
-// dst[i] = (float)src[i] for i < n (exact widening), grid-stride; any alignment.
-__global__ void widen_to_float_kernel(float* dst, const floatX* src, size_t n) {
+// dst[i] = (float)src[i] for i < n (exact widening), grid-stride; any alignment. Internal linkage (static), like the
+// launcher: translation units that include this header and are linked together (a harness and the CUTLASS objects of
+// llmc/kernels/gemm/cutlass_tcast_*.cu) must not each export it.
+static __global__ void widen_to_float_kernel(float* dst, const floatX* src, size_t n) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = (float)src[i];
 }

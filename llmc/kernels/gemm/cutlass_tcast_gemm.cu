@@ -1,0 +1,152 @@
+// cutlass_tcast_gemm.cu - the dispatcher of cutlass_tcast_gemm.h: argument, alignment, data-type and device checks, the
+// cast's quantizer choice (the pass's: tcast_cast_path without statistics) and the call of the chosen configuration's
+// instantiation (cutlass_tcast_gemm_<name>.cu, through cutlass_tcast_gemm_ops.h). Includes no CUTLASS header (seconds
+// to compile); built like the configurations into $(BUILD)/cutlass/cutlass_tcast_gemm.o, and every harness that links
+// it links all the configuration objects.
+
+#include "llmc/kernels/gemm/cutlass_tcast_gemm.h"
+#include "llmc/kernels/gemm/cutlass_tcast_gemm_ops.h"
+#include "llmc/kernels/gemm/cutlass_fp8_dispatch.h"  // cutlass_aligned16, cutlass_current_device, cutlass_fail
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+CUTLASS_TCAST_GEMM_CONFIGS(CUTLASS_TCAST_GEMM_DECLARE_OPS)
+
+namespace {
+
+const CutlassTcastOps* const g_ops[CUTLASS_TCAST_NUM_CONFIGS] = {
+#define CUTLASS_TCAST_GEMM_OPS_PTR(name, text) &cutlass_tcast_gemm_ops_##name,
+    CUTLASS_TCAST_GEMM_CONFIGS(CUTLASS_TCAST_GEMM_OPS_PTR)
+#undef CUTLASS_TCAST_GEMM_OPS_PTR
+};
+
+const char* const g_names[CUTLASS_TCAST_NUM_CONFIGS] = {
+#define CUTLASS_TCAST_GEMM_NAME(name, text) #name,
+    CUTLASS_TCAST_GEMM_CONFIGS(CUTLASS_TCAST_GEMM_NAME)
+#undef CUTLASS_TCAST_GEMM_NAME
+};
+
+constexpr int kGroup = 32;  // the node's group length (cutlass_tcast_gemm_impl.cuh kTcastGemmTile)
+
+char g_why[512];
+char g_cast_why[384];
+
+// The refusal text: what, then the shape (cutlass_tcast_gemm.h's error format).
+const char* why(int N, int C, int OC, const char* fmt, ...) {
+    char what[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(g_why, sizeof(g_why), "%s (N=%d, C=%d, OC=%d)", what, N, C, OC);
+    return g_why;
+}
+
+const char* cast_why(const TcastDataType* dt, const char* fmt, ...) {
+    char what[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(g_cast_why, sizeof(g_cast_why), "%s: %s (this cast keeps the pass)", dt->name, what);
+    return g_cast_why;
+}
+
+[[noreturn]] void fail(const char* msg) { cutlass_fail("cutlass_tcast_gemm", msg); }
+
+bool valid(CutlassTcastConfig cfg) { return (int)cfg >= 0 && (int)cfg < CUTLASS_TCAST_NUM_CONFIGS; }
+
+// The node's quantizer for dt (a type cutlass_tcast_gemm_cast_unsupported accepts, so k.fast): the pass's choice
+// without statistics, tcast_cast.cuh tcast_cast_path (k.rne ? RNE : exponent), which this file cannot include (its
+// cast kernels have external linkage and the harnesses that link this object include it too); OFF for no cast.
+int quant_of(const TcastDataType* dt) {
+    if (!dt) return CUTLASS_TCAST_OFF;
+    return tcast_kernel_args(*dt, 0).rne ? CUTLASS_TCAST_RNE : CUTLASS_TCAST_EXP;
+}
+
+}  // namespace
+
+const char* cutlass_tcast_gemm_config_name(CutlassTcastConfig cfg) { return valid(cfg) ? g_names[cfg] : nullptr; }
+
+int cutlass_tcast_gemm_config_parse(const char* name) {
+    for (int i = 0; i < CUTLASS_TCAST_NUM_CONFIGS; i++)
+        if (name && !strcmp(name, g_names[i])) return i;
+    return -1;
+}
+
+const char* cutlass_tcast_gemm_describe(CutlassTcastConfig cfg) { return valid(cfg) ? g_ops[cfg]->describe() : "(no such configuration)"; }
+
+const char* cutlass_tcast_gemm_cast_unsupported(const TcastDataType* dt, int N, int OC) {
+    if (!dt) return nullptr;
+    if (dt->sparse_n > 0) return cast_why(dt, "M:N sparsity (the pruning needs its group before the cast)");
+    if (dt->has_scale) {
+        if (dt->scale.tile != kGroup)
+            return cast_why(dt, "%s scale; the epilogue casts tiles of %d along the row only",
+                            dt->scale.tile > 0 ? "another tile's" : dt->scale.tile == 0 ? "a channel" : "a per-tensor", kGroup);
+        if (dt->scale.dim_given && dt->scale.dim != 1 && dt->scale.dim != -1)
+            return cast_why(dt, "the scale spec names dim %d; the epilogue casts along the rows (dim 1)", dt->scale.dim);
+    }
+    const TcastKernelArgs k = tcast_kernel_args(*dt, 0);
+    if (!k.fast) return cast_why(dt, "the general quantizer (float scales, uint numbers, wide mantissas) has no epilogue form");
+    // tcast_cast_shape_ok's rule along dim 1 (the tile divides the row); the node's grouping needs it of unscaled types too
+    if (OC % kGroup != 0) return cast_why(dt, "the epilogue's %d-column groups do not divide the row length OC = %d", kGroup, OC);
+    (void)N;
+    return nullptr;
+}
+
+const char* cutlass_tcast_gemm_unsupported(int N, int C, int OC, const void* out, const void* inp, const void* weight, const void* bias,
+                                           const TcastDataType* dt, CutlassTcastConfig cfg) {
+    if (!valid(cfg)) return why(N, C, OC, "no configuration %d (there are %d)", (int)cfg, (int)CUTLASS_TCAST_NUM_CONFIGS);
+    if (N < 0 || C < 8 || OC < 8 || C % 8 != 0 || OC % 8 != 0)
+        return why(N, C, OC, "unsupported shape: needs N >= 0 and C, OC positive multiples of 8");
+    if (!out || !inp || !weight) return why(N, C, OC, "out, inp and weight must not be NULL");
+    if (!cutlass_aligned16(out) || !cutlass_aligned16(inp) || !cutlass_aligned16(weight) || !cutlass_aligned16(bias))
+        return why(N, C, OC, "every tensor must be 16-byte aligned (out %p, inp %p, weight %p, bias %p)", out, inp, weight, bias);
+    if (const char* c = cutlass_tcast_gemm_cast_unsupported(dt, N, OC)) return why(N, C, OC, "%s", c);
+    CutlassDevice info;
+    if (!cutlass_current_device(&info)) return why(N, C, OC, "cannot query the current CUDA device");
+    if (info.cc != 90)
+        return why(N, C, OC, "needs a compute capability 9.0 GPU (sm_90a code), device %d has %d.%d", info.dev, info.cc / 10, info.cc % 10);
+    if (N == 0) return nullptr;
+    CutlassTcastCall call{};
+    call.out = (__nv_bfloat16*)out;
+    call.inp = (const __nv_bfloat16*)inp;
+    call.weight = (const __nv_bfloat16*)weight;
+    call.bias = (const __nv_bfloat16*)bias;
+    call.N = N;
+    call.C = C;
+    call.OC = OC;
+    call.quant = quant_of(dt);
+    if (dt) call.k = tcast_kernel_args(*dt, 0);
+    call.device = info.dev;
+    call.sm_count = info.sms;
+    if (const char* st = g_ops[cfg]->can_implement(call)) return why(N, C, OC, "CUTLASS can_implement (configuration %s): %s", g_names[cfg], st);
+    return nullptr;
+}
+
+void cutlass_tcast_gemm_forward(__nv_bfloat16* out, const __nv_bfloat16* inp, const __nv_bfloat16* weight, const __nv_bfloat16* bias,
+                                int N, int C, int OC, const TcastDataType* dt, uint64_t seed, cudaStream_t stream, CutlassTcastConfig cfg) {
+    if (const char* msg = cutlass_tcast_gemm_unsupported(N, C, OC, out, inp, weight, bias, dt, cfg)) fail(msg);
+    if (N == 0) return;
+    CutlassDevice info;
+    cutlass_current_device(&info);  // (cutlass_tcast_gemm_unsupported asked successfully)
+    CutlassTcastCall call{};
+    call.out = out;
+    call.inp = inp;
+    call.weight = weight;
+    call.bias = bias;
+    call.N = N;
+    call.C = C;
+    call.OC = OC;
+    call.quant = quant_of(dt);
+    if (dt) call.k = tcast_kernel_args(*dt, seed);
+    call.device = info.dev;
+    call.sm_count = info.sms;
+    if (const char* msg = g_ops[cfg]->run(call, stream)) fail(why(N, C, OC, "configuration %s: %s", g_names[cfg], msg));
+}
+
+void cutlass_tcast_gemm_free(void) {
+    for (int i = 0; i < CUTLASS_TCAST_NUM_CONFIGS; i++) g_ops[i]->free_workspace();
+}
