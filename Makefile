@@ -294,7 +294,7 @@ info:
 	@echo "  CUPTI        $(or $(CUPTI_H),header not found) | $(or $(CUPTI_SO),library not found)"
 	@echo "  cuDNN        $(or $(CUDNN_H),header not found) | $(or $(CUDNN_SO),library not found)$(if $(CUDNN_H), ($(CUDNN_VERSION), $(call origin_of,$(CUDNN_H))))"
 	@echo "  cuDNN front  $(or $(CUDNN_FE_H),cudnn_frontend.h not found)$(if $(CUDNN_FE_H), ($(CUDNN_FE_VERSION), $(call origin_of,$(CUDNN_FE_H))))"
-	@echo "  CUTLASS      $(or $(CUTLASS_INC),cutlass/version.h not found)$(if $(CUTLASS_H), ($(CUTLASS_VERSION), $(call origin_of,$(CUTLASS_H))))$(if $(filter 1,$(FP8)),; FP8 trainer: $(if $(TRAINER_CUTLASS),links the fused-epilogue kernels (--fp8-cutlass),without them (--fp8-cutlass refused)$(if $(filter 1,$(NO_CUTLASS)),: NO_CUTLASS=1)))"
+	@echo "  CUTLASS      $(or $(CUTLASS_INC),cutlass/version.h not found)$(if $(CUTLASS_H), ($(CUTLASS_VERSION), $(call origin_of,$(CUTLASS_H))))$(if $(filter 1,$(FP8)),; FP8 trainer: $(if $(TRAINER_CUTLASS),links the fused-epilogue kernels (--fp8-cutlass),without them (--fp8-cutlass refused)$(if $(filter 1,$(NO_CUTLASS)),: NO_CUTLASS=1)))$(if $(filter 1,$(TCAST)),; TCAST trainer: $(if $(TRAINER_CUTLASS),links the matmul_out cast GEMM (--cast-cutlass),without it (--cast-cutlass 1 refused)$(if $(filter 1,$(NO_CUTLASS)),: NO_CUTLASS=1)))"
 	@echo "  attention    $(if $(filter 1,$(USE_CUDNN)),cuDNN fused SDPA,built-in flash kernels)$(if $(filter command line environment,$(origin USE_CUDNN)), (USE_CUDNN=$(USE_CUDNN)), (default for this mode$(if $(HAVE_CUDNN),, and no cuDNN found)))"
 	@echo "  CUDA variant $(VARIANT): $(strip $(CUDA_MODE_FLAGS))$(if $(TRAINER_CUTLASS_FLAGS), (trainer and test also $(TRAINER_CUTLASS_FLAGS))), sm_$(GPU_ARCH)"
 	@echo "  python       $(PYTHON)"
@@ -350,8 +350,10 @@ test: env-torch $(HOST_TEST_BINS) $(TCAST_CLI) $(BUILD)/cpu/test_gpt2 $(BUILD)/c
 # CUDA trainer and its test, one folder per variant; `make train_gpt2cu` also copies to the root.
 # The FP8=1 trainer and test link the CUTLASS fc / fcproj-dgrad kernels where CUTLASS is found (unless NO_CUTLASS=1):
 # -DENABLE_CUTLASS, read only by llmc/modes/lowp/lowp_cutlass.cuh (--fp8-cutlass 1; refused in a build without them).
-TRAINER_CUTLASS := $(if $(and $(filter 1,$(FP8)),$(CUTLASS_INC)),$(if $(filter 1,$(NO_CUTLASS)),,1))
-TRAINER_CUTLASS_OBJ := $(if $(TRAINER_CUTLASS),$(CUTLASS_FC_OBJ) $(CUTLASS_DGELU_OBJ))
+# Likewise the TCAST=1 trainer and test link the BF16 GEMM with the MATMUL_OUT cast in its epilogue: -DENABLE_CUTLASS,
+# read only by llmc/modes/tcast/tcast_cutlass.cuh (--cast-cutlass).
+TRAINER_CUTLASS := $(if $(and $(filter 1,$(FP8) $(TCAST)),$(CUTLASS_INC)),$(if $(filter 1,$(NO_CUTLASS)),,1))
+TRAINER_CUTLASS_OBJ := $(if $(TRAINER_CUTLASS),$(if $(filter 1,$(TCAST)),$(CUTLASS_TCAST_OBJ),$(CUTLASS_FC_OBJ) $(CUTLASS_DGELU_OBJ)))
 TRAINER_CUTLASS_FLAGS := $(if $(TRAINER_CUTLASS),-DENABLE_CUTLASS)
 CUDA_TARGETS := $(BUILD)/$(VARIANT)/train_gpt2cu $(BUILD)/$(VARIANT)/test_gpt2cu
 $(BUILD)/$(VARIANT)/%cu: %.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ) $(TRAINER_CUTLASS_OBJ)

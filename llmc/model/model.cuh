@@ -369,11 +369,12 @@ static inline void gpt2_layernorm(GPT2* m, floatX* residual, floatX* out, float*
 // Whether the residual + LayerNorm after the projection GEMM about to run (attproj or fcproj, output (N, C))
 // runs with the boundary casts of its three tensors in one kernel (the attached casts' residual_layernorm:
 // TensorCast, doc/TCAST.md 5.5); if so, tells the GEMM front that this GEMM's MATMUL_OUT cast is left to that
-// kernel (out_cast_by_reader, for the next matmul_forward call only). Not while tensor statistics record the
-// projection output between the two (gpt2_stored must see it cast). False in every build without such casts.
+// kernel (out_cast_by_reader, for the next matmul_forward call only); if not, that the cast stays a pass after the
+// GEMM that fused runs use (out_cast_by_reader 2). Not while tensor statistics record the projection output between
+// the two (gpt2_stored must see it cast). False in every build without such casts.
 static inline bool gpt2_projection_cast_by_layernorm(GPT2* m, int N, int C) {
     const bool fused = !tensor_stats_acts_active(m->tstats) && boundary_residual_layernorm_fused(m->casts, N, C);
-    m->gemm.out_cast_by_reader = fused;
+    m->gemm.out_cast_by_reader = fused ? 1 : 2;
     return fused;
 }
 

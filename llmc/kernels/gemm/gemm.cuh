@@ -45,7 +45,8 @@
 // in the plain builds) cannot be applied on the fused path; the unfused GELU kernel applies
 // boundary_value<GELU_OUT> to its output. So the SF16 MATMUL_OUT pass lives here (with GELU unfused),
 // and so does the TensorCast build's MATMUL_OUT cast (boundary_tensor_cast on ctx->casts, attached at
-// run time), nowhere else, with two exceptions that keep the bits: with GELU, when the caller names the GELU
+// run time; or, without GELU, the attached casts' own GEMM with the cast in its epilogue: boundary_gemm_out,
+// the same bits but for that GEMM's accumulation order), nowhere else, with two exceptions that keep the bits: with GELU, when the caller names the GELU
 // output's cast id (gelu_id), the pre-activation's MATMUL_OUT cast, GELU and the output's GELU_OUT cast are the
 // attached casts' one call (boundary_gelu: one kernel where the types allow, doc/TCAST.md 5.5), after a GEMM
 // without the GELU epilogue; and where the caller says for one call that the output's only reader casts it
@@ -225,7 +226,7 @@ static inline bool gemm_dgelu_fused_for(int C) { return C <= GEMM_DGELU_FUSED_MA
 // Requirements: every pointer 16-byte aligned, C and OC multiples of 16 / sizeof(floatX), out and
 // pre_gelu not overlapping the inputs; violations end the program with "error: matmul_forward: ...".
 // ctx->out_cast_by_reader (reset here): 1 leaves the TensorCast MATMUL_OUT cast of out to its reader (out is
-// stored uncast); an error with pre_gelu (the GELU reads out).
+// stored uncast); an error with pre_gelu (the GELU reads out); 2: the cast is a pass here, never inside the mode's GEMM.
 // No scratch. Deterministic (fixed cached algorithm per shape).
 void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
                     int OC, floatX* pre_gelu, unsigned long long gelu_id = BOUNDARY_NO_ID) {
@@ -234,7 +235,8 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
         fprintf(stderr, "error: %s\n", err);
         exit(EXIT_FAILURE);
     }
-    const bool reader_casts = ctx->out_cast_by_reader != 0;  // for this call only
+    const bool reader_casts = ctx->out_cast_by_reader == 1;  // for this call only
+    const bool reader_may_cast = ctx->out_cast_by_reader == 2;  // (the GEMM must be the one runs that fuse use)
     ctx->out_cast_by_reader = 0;
     if (reader_casts && pre_gelu) {
         fprintf(stderr, "error: matmul_forward: out_cast_by_reader with pre_gelu (the GELU reads the output before any reader)\n");
@@ -262,6 +264,8 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
         if (site_gelu) boundary_tensor_cast(ctx->casts, GELU_OUT, gelu_id, out, N, OC, ctx->stream);
         return;
     }
+    // TensorCast: a GEMM whose output only the MATMUL_OUT cast follows may be the mode's, with the cast in its epilogue
+    if (!done && cast && !pre_gelu && !reader_may_cast && boundary_gemm_out(ctx->casts, y, inp, weight, bias, N, C, OC, pre_id, ctx->stream)) return;
     if (!done) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
     if (site_gelu) {
         boundary_gelu(ctx->casts, out, pre_gelu, N, OC, pre_id, gelu_id, BOUNDARY_GELU_FRONT, ctx->stream);

@@ -132,7 +132,11 @@ struct GemmContext {
     int out_cast_by_reader;              // set by the caller for the next matmul_forward call only, which resets it:
                                          // 1 = the output's only reader applies its MATMUL_OUT cast as it reads it (the
                                          // model's fused residual + LayerNorm, BoundaryCasts::residual_layernorm), so the
-                                         // front does not cast it; 0 = the front casts it (without casts: nothing)
+                                         // front does not cast it; 0 = the front casts it (without casts: nothing);
+                                         // 2 = the front casts it, but the output's reader is one that casts it in
+                                         // other runs (a --cast-fuse 0 or --cast-stats step), so the cast stays a pass
+                                         // after the same GEMM those runs use (never boundary_gemm_out's GEMM): which
+                                         // GEMM computes a layer must not depend on those flags (the same bits)
     unsigned long long weight_version;   // bumped by gemm_weights_updated (backends cache quantized weights per version)
     int optimizer_steps;                 // optimizer steps so far (the low-precision backends' warm-up)
     int training;                        // 1 during a training forward + backward (delayed-scaling histories advance)

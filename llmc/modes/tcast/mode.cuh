@@ -1,9 +1,9 @@
 // mode.cuh (TensorCast module, TCAST=1; doc/TCAST.md) - the trainer's hooks (llmc/modes/mode_defaults.cuh):
-// the flags --cast, --cast-gemm, --cast-lm-head, --cast-stats (llmc/modes/tcast/tcast_config.h), the plan
+// the flags --cast, --cast-gemm, --cast-lm-head, --cast-stats, --cast-fuse, --cast-cutlass (llmc/modes/tcast/tcast_config.h), the plan
 // they resolve to checked against the model's shapes before the GPU is touched, and, once the
 // activations exist, the plan attached to the model: the boundary-site casts (the model's BoundaryCasts,
 // llmc/modes/tcast/tcast_runtime.cuh), the operand casts of the linear layers (a GEMM backend,
-// llmc/modes/tcast/gemm_tcast.cuh) and the attention-site casts (configured in the attention kernels). An
+// llmc/modes/tcast/gemm_tcast.cuh; the MATMUL_OUT casts in CUTLASS epilogues, tcast_cutlass.cuh) and the attention-site casts (configured in the attention kernels). An
 // empty plan attaches nothing: the build then runs exactly the BF16 code paths. Every step tells the
 // casts its step number (the stochastic-rounding seeds, doc/TCAST.md 5.3, so that a resumed run casts what
 // the uninterrupted one did) and whether it counts --cast-stats.
@@ -15,6 +15,7 @@
 #include "llmc/modes/tcast/tcast_config.h"
 #include "llmc/modes/tcast/tcast_runtime.cuh"
 #include "llmc/modes/tcast/gemm_tcast.cuh"
+#include "llmc/modes/tcast/tcast_cutlass.cuh"
 
 // Start-up check of the plan's attention sites for head size HS: stops with `error: --cast attn_scores=NAME:
 // why` when a site's datatype cannot run in the attention kernels. No CUDA call.
@@ -39,6 +40,7 @@ static inline void tcast_attach_model(GPT2* m, const TcastPlan* plan) {
     TcastRuntime* rt = tcast_runtime_create(plan, rows > widest ? rows : widest, widest, m->seed, m->params_memory);
     m->casts = &rt->casts;
     m->gemm.casts = &rt->casts;
+    tcast_cutlass_attach(rt);
     gemm_tcast_attach(&m->gemm, rt, m->params.wte, rows, c->channels, c->padded_vocab_size);
     attention_tcast_configure(plan->site_on[ATTN_SCORES] ? &plan->site[ATTN_SCORES] : NULL,
                               plan->site_on[ATTN_PROBS] ? &plan->site[ATTN_PROBS] : NULL);
@@ -70,8 +72,8 @@ struct Mode : ModeDefaults {
     void attach_activations(GPT2* m) { tcast_attach_model(m, &plan); }
     void describe(const GPT2* m, char* out, size_t n) const {
         (void)m;
-        snprintf(out, n, " cast=%s cast_gemm=%s cast_lm_head=%d", *opt.cast ? opt.cast : "none", *opt.cast_gemm ? opt.cast_gemm : "none",
-                 opt.lm_head);
+        snprintf(out, n, " cast=%s cast_gemm=%s cast_lm_head=%d cast_cutlass=%d", *opt.cast ? opt.cast : "none",
+                 *opt.cast_gemm ? opt.cast_gemm : "none", opt.lm_head, opt.cutlass);
     }
     // --cast-stats N: steps N, 2N, ... and the first one count (training steps only).
     void step_begin(GPT2* m, int step, int start_step, bool training) {

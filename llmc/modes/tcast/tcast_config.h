@@ -12,6 +12,9 @@
 //   --cast-lm-head 0|1                    the LM head (logits = lnf . wte^T) takes --cast-gemm too.
 //   --cast-stats N                        every N steps: saturation / flush fractions and the scale
 //                                         histogram per site and operand.
+//   --cast-cutlass -1|0|1                 GEMMs whose output takes only a MATMUL_OUT cast run on CUTLASS with the cast
+//                                         in the epilogue (doc/TCAST.md 5.6): -1 where the binary has the kernels and
+//                                         the GPU is compute capability 9.0, 1 required (an error where not), 0 never.
 // DTYPE is doc/TCAST.md section 3's text (NAME or NUMBER[_SCALE], @modifiers; SCALE may be a fixed
 // scale pN, e.g. q115 = int16_p-1, which casts element by element like an unscaled type). The tile (or channel)
 // dimension is the trainer's choice: the channel dimension at the sites (the key dimension for the
@@ -40,6 +43,7 @@ typedef struct {
     int lm_head;            // --cast-lm-head
     int stats;              // --cast-stats
     int fuse;               // --cast-fuse
+    int cutlass;            // --cast-cutlass
 } TcastOptions;
 
 // What the options resolved to.
@@ -51,9 +55,10 @@ typedef struct {
     int lm_head;
     int stats;
     int fuse;  // casts inside their producers where implemented (doc/TCAST.md 5.5); the same bits either way
+    int cutlass;  // --cast-cutlass as given (-1 auto); the mode resolves it against the binary and the GPU
 } TcastPlan;
 
-#define TCAST_NUM_FLAGS 5
+#define TCAST_NUM_FLAGS 6
 
 // Defaults (no casts), then the flag table (targets are o's fields) into flags; returns the count.
 static inline int tcast_flags(TcastOptions* o, CliFlag* flags) {
@@ -62,6 +67,7 @@ static inline int tcast_flags(TcastOptions* o, CliFlag* flags) {
     o->lm_head = 0;
     o->stats = 0;
     o->fuse = 1;
+    o->cutlass = -1;
     const CliFlag f[TCAST_NUM_FLAGS] = {
         {"--cast", CLI_STRING, &o->cast,
          "TensorCast: SITE=DTYPE[,...] virtual casts at the storage boundaries (doc/TCAST.md), e.g. all=mxfp8e4; DTYPE may take a "
@@ -72,6 +78,9 @@ static inline int tcast_flags(TcastOptions* o, CliFlag* flags) {
         {"--cast-lm-head", CLI_INT, &o->lm_head, "TensorCast: 1 = the LM head takes --cast-gemm too", 0, 1, NULL},
         {"--cast-stats", CLI_INT, &o->stats, "TensorCast: every N steps print per site/operand saturation, flushes, scales (0 = off)", 0, INT_MAX, NULL},
         {"--cast-fuse", CLI_INT, &o->fuse, "TensorCast: 1 = casts run inside the kernels that produce the tensors where they can (same bits), 0 = separate passes", 0, 1, NULL},
+        {"--cast-cutlass", CLI_INT, &o->cutlass,
+         "TensorCast: GEMMs whose output only a matmul_out cast follows run on CUTLASS, the cast in the epilogue: -1 = where built "
+         "and on an sm_90 GPU, 1 = required, 0 = never (cuBLASLt + cast pass)", -1, 1, NULL},
     };
     memcpy(flags, f, sizeof(f));
     return TCAST_NUM_FLAGS;
@@ -158,6 +167,7 @@ static inline void tcast_plan_init(TcastPlan* plan, const TcastOptions* o) {
     plan->lm_head = o->lm_head;
     plan->stats = o->stats;
     plan->fuse = o->fuse;
+    plan->cutlass = o->cutlass;
 }
 
 // True when the plan casts nothing (the TCAST build then runs the BF16 code paths).

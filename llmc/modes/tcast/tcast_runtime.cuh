@@ -36,6 +36,7 @@ struct TcastRuntime {
     int recording;                // 1 while the current step counts --cast-stats
     unsigned long long seed;      // the run's seed
     int step;                     // optimizer step of the casts being issued (seeds)
+    unsigned long long cutlass_gemms, cutlass_casts;  // --cast-cutlass: GEMMs run on CUTLASS, of them with the cast inside
 };
 
 // The seed of one cast: the run's seed mixed with the step, a tensor id (a layer index, or a weight's

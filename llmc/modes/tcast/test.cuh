@@ -24,6 +24,11 @@
 //    act on tensors the GPU computes differently from float64, so their tolerances are wider, and
 //    check_tcast_active asks of them a smaller margin over the uncast head-size-64 state (each case's
 //    numbers at TCAST_CASES, from the GPU run that set them).
+// 4. check_cutlass (--cast-cutlass, doc/TCAST.md 5.6; where the binary has the CUTLASS kernels and the GPU is sm_90,
+//    else a skipped line): a forward under TCAST_CUTLASS_CAST with the CUTLASS GEMM (cast in its epilogue), again with
+//    --cast-fuse 0 (the same GEMM, then the pass) and with --cast-cutlass 0 (cuBLASLt, then the pass): every layer's
+//    GEMM ran on CUTLASS (with the cast inside only under --cast-fuse 1), qkv bit for bit the same with --cast-fuse 1 and
+//    0, on the cast's grid, and close to the cuBLASLt run's (only the GEMM's accumulation order differs).
 // usage in this build also: test_gpt2cu checkpoint debug_state uncast_debug_state (the third for
 // check_tcast_active; default DEFAULT_UNCAST_STATE). The TCAST_CASES always read their default files.
 #pragma once
@@ -57,6 +62,12 @@ static constexpr const char* DEFAULT_CKPT = "build/ref/gpt2_ref_bf16.bin";
 static constexpr const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_tcast.bin";
 static constexpr const char* DEFAULT_UNCAST_STATE = "build/ref/gpt2_ref_debug_state_bf16.bin";
 
+// check_cutlass's plan (item 4 above): the qkv output cast with stochastic rounding (its random bits must follow
+// the element index in the epilogue as in the pass); its tolerance: rel. L2 distance of qkv and of the logits from
+// the cuBLASLt run (a cast step where a BF16 output of the other GEMM order crosses a rounding midpoint).
+static const char* TCAST_CUTLASS_CAST = "matmul_out=mxfp8e4@stochastic";
+static constexpr double TCAST_CUTLASS_TOL = 1e-2;
+
 // The further plans (item 3 above), each against its state of the head-size-64 model.
 struct TcastCase {
     const char* name;
@@ -84,7 +95,7 @@ static constexpr int TCAST_NUM_CASES = (int)(sizeof(TCAST_CASES) / sizeof(TCAST_
 
 static void tcast_test_plan(TcastPlan* plan, const char* cast, const char* cast_gemm, int lm_head, const GPT2Config* cfg, int B,
                             int T) {
-    TcastOptions o = {cast, cast_gemm, lm_head, 0, 1};  // --cast-fuse 1, the trainer's default
+    TcastOptions o = {cast, cast_gemm, lm_head, 0, 1, -1};  // --cast-fuse 1 and --cast-cutlass -1, the trainer's defaults
     tcast_plan_init(plan, &o);
     tcast_plan_check_shapes(plan, cfg->channels, cfg->padded_vocab_size, B, T);
 }
@@ -140,7 +151,7 @@ struct ModeTest : ModeTestDefaults {
     // The plans, parsed and checked as the trainer parses --cast / --cast-gemm / --cast-lm-head (they
     // outlive every model of this test), and the one attach applies; the TCAST_CASES entry under check
     // (-1: the fixed plan), whose uncast state and margin check_gradients uses.
-    TcastPlan plan_fixed, plan_grid, plan_case[TCAST_NUM_CASES];
+    TcastPlan plan_fixed, plan_grid, plan_case[TCAST_NUM_CASES], plan_cutlass;
     const TcastPlan* plan = &plan_fixed;
     int active_case = -1;
     bool plans_ready = false;
@@ -152,6 +163,7 @@ struct ModeTest : ModeTestDefaults {
             tcast_test_plan(&plan_grid, TCAST_GRID_CAST, TCAST_GRID_CAST_GEMM, 0, &cfg, B, T);
             for (int i = 0; i < TCAST_NUM_CASES; i++)
                 tcast_test_plan(&plan_case[i], TCAST_CASES[i].cast, TCAST_CASES[i].cast_gemm, 0, &cfg, B, T);
+            tcast_test_plan(&plan_cutlass, TCAST_CUTLASS_CAST, "", 0, &cfg, B, T);
             plans_ready = true;
         }
         tcast_attach_model(m, plan);
@@ -211,5 +223,74 @@ struct ModeTest : ModeTestDefaults {
         record(off > 0);
         gpt2_free(&m);
     }
-    void finish(const char* ckpt, const DebugState& ref, BuildModelFn build) { check_grid(ckpt, &ref, build); }
+    // Item 4 of the header comment. Each run: a model under plan_cutlass with --cast-fuse `fuse` and --cast-cutlass
+    // `cutlass`, one forward; qkv (host copy, caller frees), the logits and the runtime's CUTLASS counters come back.
+    float* cutlass_run(const char* ckpt, const DebugState* ref, BuildModelFn build_model, int fuse, int cutlass, float** logits,
+                       unsigned long long* gemms, unsigned long long* casts, size_t* nqkv, size_t* nlogits, size_t* cols) {
+        GPT2 m;
+        TcastPlan p = plan_cutlass;
+        p.fuse = fuse;
+        p.cutlass = cutlass;
+        plan = &p;
+        build_model(&m, ckpt, ref->B, ref->T);
+        plan = &plan_fixed;
+        gpt2_evaluate(&m, ref->x, ref->y, ref->B, ref->T);
+        const GPT2Config& c = m.config;
+        const size_t BT = (size_t)ref->B * ref->T;
+        *nqkv = (size_t)c.num_layers * BT * 3 * c.channels;
+        *cols = 3 * (size_t)c.channels;
+        *nlogits = BT * (size_t)c.padded_vocab_size;
+        float* qkv = download_floatX(m.acts.qkv, *nqkv);
+        *logits = download_floatX(m.acts.output, *nlogits);
+        const TcastRuntime* rt = (const TcastRuntime*)m.casts;
+        *gemms = rt->cutlass_gemms;
+        *casts = rt->cutlass_casts;
+        gpt2_free(&m);
+        return qkv;
+    }
+    void check_cutlass(const char* ckpt, const DebugState* ref, BuildModelFn build_model) {
+        int dev = 0, major = 0, minor = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+        printf("  TensorCast CUTLASS check (--cast %s, --cast-cutlass 1 with --cast-fuse 1 and 0, against --cast-cutlass 0):\n",
+               TCAST_CUTLASS_CAST);
+        if (!kTcastCutlassBuilt || major != 9 || minor != 0) {
+            printf("    skipped: %s\n", !kTcastCutlassBuilt ? "this binary has no CUTLASS kernels" : "not a compute capability 9.0 GPU");
+            return;
+        }
+        unsigned long long g1, c1, g0, c0, gb, cb;
+        size_t n, nl, cols;
+        float *l1, *l0, *lb;
+        float* q1 = cutlass_run(ckpt, ref, build_model, 1, 1, &l1, &g1, &c1, &n, &nl, &cols);
+        float* q0 = cutlass_run(ckpt, ref, build_model, 0, 1, &l0, &g0, &c0, &n, &nl, &cols);
+        float* qb = cutlass_run(ckpt, ref, build_model, 1, 0, &lb, &gb, &cb, &n, &nl, &cols);
+        const unsigned long long L = (unsigned long long)(n / cols / ((size_t)ref->B * ref->T));
+        const bool taken = g1 == L && c1 == L && g0 == L && c0 == 0 && gb == 0;
+        printf("    CUTLASS GEMMs (of them with the cast inside): fuse 1 %llu (%llu), fuse 0 %llu (%llu), --cast-cutlass 0 %llu; "
+               "expected %llu (%llu), %llu (0), 0  %s\n", g1, c1, g0, c0, gb, L, L, L, taken ? "ok" : "FAIL");
+        record(taken);
+        const bool same = memcmp(q1, q0, n * sizeof(float)) == 0 && memcmp(l1, l0, nl * sizeof(float)) == 0;
+        printf("    qkv and logits bit for bit equal with --cast-fuse 1 and 0  %s\n", same ? "ok" : "FAIL");
+        record(same);
+        float* cq = (float*)malloc_check(n * sizeof(float));
+        char err[256];
+        if (tcast_cast_host(&plan_cutlass.site[MATMUL_OUT], q1, cq, (int)(n / cols), (int)cols, -1, 0, NULL, err, sizeof(err)) != 0)
+            die("tcast_cast_host: %s", err);
+        size_t off = 0;
+        for (size_t i = 0; i < n; i++) off += cq[i] != q1[i];
+        printf("    qkv: %zu of %zu values not fixed by the cast  %s\n", off, n, off ? "FAIL" : "ok");
+        record(off == 0);
+        const double dq = rel_l2(q1, qb, n), dl = rel_l2(l1, lb, nl);
+        size_t differ = 0;
+        for (size_t i = 0; i < n; i++) differ += q1[i] != qb[i];
+        printf("    against cuBLASLt + pass: qkv rel L2 %.3e (%zu values differ), logits %.3e; tolerance %.0e  %s\n", dq, differ, dl,
+               TCAST_CUTLASS_TOL, dq < TCAST_CUTLASS_TOL && dl < TCAST_CUTLASS_TOL ? "ok" : "FAIL");
+        record(dq < TCAST_CUTLASS_TOL && dl < TCAST_CUTLASS_TOL);
+        for (float* p : {q1, q0, qb, l1, l0, lb, cq}) free(p);
+    }
+    void finish(const char* ckpt, const DebugState& ref, BuildModelFn build) {
+        check_grid(ckpt, &ref, build);
+        check_cutlass(ckpt, &ref, build);
+    }
 };
