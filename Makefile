@@ -222,9 +222,10 @@ CUTLASS_FC_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_fp8_fc_*.cu)
 CUTLASS_FC_OBJ := $(BUILD)/cutlass/cutlass_fp8_fc.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_FC_CONFIG_SRCS))
 CUTLASS_DGELU_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_fp8_dgelu_*.cu)
 CUTLASS_DGELU_OBJ := $(BUILD)/cutlass/cutlass_fp8_dgelu.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_DGELU_CONFIG_SRCS))
-# The TensorCast build's forward GEMM with the MATMUL_OUT cast in its epilogue (cutlass_tcast_gemm.h
-# CUTLASS_TCAST_GEMM_CONFIGS: cutlass_tcast_gemm_<config>.cu on cutlass_tcast_gemm_impl.cuh, the node in
-# cutlass_tcast_common.cuh, and the dispatcher cutlass_tcast_gemm.cu).
+# The TensorCast build's forward GEMM with the MATMUL_OUT cast in its epilogue, and the fc layer's with both GELU
+# sites (cutlass_tcast_gemm.h CUTLASS_TCAST_GEMM_CONFIGS: cutlass_tcast_gemm_<config>.cu on cutlass_tcast_gemm_impl.cuh,
+# each configuration both GEMMs; the nodes in cutlass_tcast_common.cuh and cutlass_tcast_gelu_node.cuh; the dispatcher
+# cutlass_tcast_gemm.cu).
 CUTLASS_TCAST_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_tcast_gemm_*.cu)
 CUTLASS_TCAST_OBJ := $(BUILD)/cutlass/cutlass_tcast_gemm.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_TCAST_CONFIG_SRCS))
 TCAST_CAST_HDRS := $(wildcard llmc/kernels/tcast/tcast_cast*.cuh) llmc/kernels/tcast/tcast_fp8_hw.cuh llmc/kernels/tcast/tcast_stats.cuh \
@@ -245,7 +246,8 @@ $(BUILD)/cutlass/cutlass_fp8_dgelu_%.o: llmc/kernels/gemm/cutlass_fp8_dgelu_%.cu
 	$(NVCC) $(CUTLASS_NVCC_FLAGS) -I. -I$(CUTLASS_INC) -c $< -o $@
 $(BUILD)/cutlass/cutlass_tcast_gemm_%.o: llmc/kernels/gemm/cutlass_tcast_gemm_%.cu llmc/kernels/gemm/cutlass_tcast_gemm_impl.cuh \
   llmc/kernels/gemm/cutlass_tcast_gemm_ops.h llmc/kernels/gemm/cutlass_tcast_gemm.h llmc/kernels/gemm/cutlass_tcast_common.cuh \
-  llmc/kernels/gemm/cutlass_tcast_quant.h llmc/kernels/gemm/cutlass_fp8_common.cuh $(TCAST_CAST_HDRS) Makefile
+  llmc/kernels/gemm/cutlass_tcast_quant.h llmc/kernels/gemm/cutlass_tcast_gelu_node.cuh llmc/kernels/gemm/gelu_fastmath.cuh \
+  llmc/kernels/gemm/cutlass_fp8_common.cuh $(TCAST_CAST_HDRS) Makefile
 	$(CUTLASS_CHECK)
 	@test -n "$(NVCC)" || { echo "error: nvcc is needed for $@ (see make info)"; exit 1; }
 	@mkdir -p $(@D)

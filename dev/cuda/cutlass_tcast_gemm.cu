@@ -27,16 +27,24 @@
 //       by cutlass_tcast_gemm_unsupported (with its reason printed) and the uncast GEMM checked as in (a).
 //   (e) controls that must differ (checked to differ): the pass with another seed (stochastic), with another data type
 //       (mxfp8e5 for mxfp8e4) and with another tile (e4m3fn_e8m0_t16 for mxfp8e4) against the kernel's mxfp8e4 bits.
+//   (g) the fc layer's GELU epilogue (cutlass_tcast_gemm_forward_gelu): pre and out bit for bit against the trainer's
+//       route on the kernel's own uncast output (tcast_gelu_cast with fuse = false: the pre cast pass, gemm_gelu_stored
+//       compiled here with --use_fast_math, the out cast pass), for pairs of site types (either off, RNE and exponent
+//       quantizers, stochastic); out equal with pre = NULL; a control (pre cast to mxfp8e5) must change out.
 //   refusals: the types the epilogue does not take (other tiles, per-tensor, float scales, M:N sparsity, dim 0,
 //   float32 elements) are refused with a reason, never run.
 // Timing (not with --check-only; median of 25 after 3 warm-ups, CUDA events, one stream): d12 qkv (65536 x 768 ->
 // 2304), d12 attproj (65536 x 768 -> 768), d24 qkv (32768 x 1024 -> 3072): cuBLASLt GEMM + bias alone
 // (matmul_forward, no casts attached), the mxfp8e4 pass alone, cuBLASLt + pass (today's TensorCast forward), and per
-// configuration the CUTLASS GEMM without and with the mxfp8e4 epilogue cast; the table is printed last.
+// configuration the CUTLASS GEMM without and with the mxfp8e4 epilogue cast; d12 fc (65536 x 768 -> 3072): cuBLASLt
+// + the GELU-sites route (both sites mxfp8e4, fused as the trainer runs it) against each configuration's GELU epilogue
+// without and with both casts. The table is printed last.
 // Prediction (written before the first GPU run): at d12 qkv cuBLASLt ~0.40 ms + the pass 0.235 ms; the CUTLASS GEMM
 // without cast within 10% of cuBLASLt, and the cast epilogue adds 0.03-0.08 ms (about 15 integer / float operations
 // and 2 shuffles per element on 151M elements, ~0.08 ms of issue time if none of it overlaps the other CTA's
-// mainloop), so CUTLASS + cast ~0.45 ms against ~0.63 ms: 0.15-0.2 ms saved per qkv layer.
+// mainloop), so CUTLASS + cast ~0.45 ms against ~0.63 ms: 0.15-0.2 ms saved per qkv layer. fc (both casts and the
+// GELU in the epilogue, ~3x the qkv epilogue's work per element on 201M elements, and a second stored output): today
+// ~0.52 ms GEMM + ~0.5 ms GELU-sites kernel; the epilogue version ~0.7-0.8 ms cooperative, less ping-pong.
 //
 // Last lines: the timing table, then `N passed, N failed`; exit status 1 if any check failed.
 
@@ -62,6 +70,7 @@ int main() {
 
 #include "llmc/kernels/gemm/gemm.cuh"
 #include "llmc/kernels/tcast/tcast_cast.cuh"
+#include "llmc/kernels/tcast/tcast_gelu.cuh"
 #include "llmc/kernels/gemm/cutlass_tcast_gemm.h"
 
 namespace {
@@ -266,6 +275,69 @@ void run_case(const Case& c, CutlassTcastConfig cfg, uint64_t seed) {
     }
 }
 
+// ---- the fc layer: the GELU epilogue (cutlass_tcast_gemm_forward_gelu)
+
+// (g): pre and out of the GELU GEMM bit for bit against the trainer's route on the kernel's own uncast output y:
+// tcast_gelu_cast(out, pre = y, ..., BOUNDARY_GELU_FRONT, fuse = false), i.e. the pre cast pass, gemm_gelu_apply
+// (gemm_gelu_stored, compiled here with the trainer's --use_fast_math) and the out cast pass; for each pair of site
+// types (NULL: the site off), and pre = NULL (not stored) gives the same out.
+void run_gelu_case(const Case& c, CutlassTcastConfig cfg, uint64_t seed, bool all_pairs) {
+    printf("\n  -- GELU epilogue, %s: N=%d C=%d OC=%d, %s inputs, configuration %s\n", c.what, c.N, c.C, c.OC, kKindName[c.kind],
+           cutlass_tcast_gemm_config_name(cfg));
+    const Inputs in = make_inputs(c, seed);
+    const size_t n = (size_t)c.N * c.OC;
+    DeviceBuffer<floatX> inp(in.inp.size()), w(in.w.size()), bias(c.OC), y(n + kGuard), pre(n + kGuard), out(n + kGuard), pre_ref(n + kGuard),
+        out_ref(n + kGuard), out2(n + kGuard);
+    upload(inp, in.inp);
+    upload(w, in.w);
+    upload(bias, in.bias);
+    poison_all(y);
+    cutlass_run(cfg, y.ptr, inp.ptr, w.ptr, bias.ptr, c, nullptr, 0);
+    struct Pair {
+        const char *a, *b;
+    };
+    const Pair pairs[] = {{nullptr, nullptr}, {"mxfp8e4", "mxfp8e4"}, {"mxfp8e4@stochastic", "mxfp8e5@stochastic"}, {nullptr, "mxfp8e4"},
+                          {"mxfp8e4", nullptr}, {"mxint8", "e4m3fn"}, {"mxfp6e2", "mxfp4e2@nearest"}};
+    const int npairs = all_pairs ? (int)(sizeof(pairs) / sizeof(pairs[0])) : 3;
+    for (int i = 0; i < npairs; i++) {
+        TcastDataType da, db;
+        if (pairs[i].a) da = parse_dt(pairs[i].a);
+        if (pairs[i].b) db = parse_dt(pairs[i].b);
+        const TcastDataType* pa = pairs[i].a ? &da : nullptr;
+        const TcastDataType* pb = pairs[i].b ? &db : nullptr;
+        const uint64_t sa = seed * 13 + 1, sb = seed * 17 + 2;
+        poison_all(pre, out, pre_ref, out_ref, out2);
+        cutlass_tcast_gemm_forward_gelu(out.ptr, pre.ptr, inp.ptr, w.ptr, bias.ptr, c.N, c.C, c.OC, pa, sa, pb, sb, g_stream, cfg);
+        cutlass_tcast_gemm_forward_gelu(out2.ptr, nullptr, inp.ptr, w.ptr, bias.ptr, c.N, c.C, c.OC, pa, sa, pb, sb, g_stream, cfg);
+        cudaCheck(cudaMemcpyAsync(pre_ref.ptr, y.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice, g_stream));
+        const TcastSiteCast ca = {pa, sa, nullptr}, cb = {pb, sb, nullptr};
+        tcast_gelu_cast(out_ref.ptr, pre_ref.ptr, c.N, c.OC, ca, cb, BOUNDARY_GELU_FRONT, false, nullptr, g_stream);
+        cudaCheck(cudaStreamSynchronize(g_stream));
+        cudaCheck(cudaGetLastError());
+        const size_t bad_pre = mismatches(pre.ptr, pre_ref.ptr, c.N, c.OC, true);
+        const size_t bad_out = mismatches(out.ptr, out_ref.ptr, c.N, c.OC, true);
+        const size_t bad_nopre = mismatches(out2.ptr, out.ptr, c.N, c.OC, false);
+        char label[200];
+        snprintf(label, sizeof(label), "(g) pre %s, out %s = the trainer's passes", pairs[i].a ? pairs[i].a : "uncast",
+                 pairs[i].b ? pairs[i].b : "uncast");
+        if (bad_pre || bad_out || bad_nopre)
+            printf("      differing element pairs: pre %zu, out %zu, out without pre %zu (of %zu)\n", bad_pre, bad_out, bad_nopre, n / 2);
+        tally.check(label, bad_pre == 0 && bad_out == 0 && bad_nopre == 0 && guard_ok(pre.ptr, n) && guard_ok(out.ptr, n) &&
+                               guard_ok(out2.ptr, n));
+        if (i == 1 && n >= 1024 && c.kind != TINY) {  // (e) control: the route with pre cast to mxfp8e5 gives another out
+            const TcastSiteCast cb2 = {&db, sb, nullptr};
+            const TcastDataType d5 = parse_dt("mxfp8e5");
+            const TcastSiteCast ca2 = {&d5, sa, nullptr};
+            cudaCheck(cudaMemcpyAsync(pre_ref.ptr, y.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice, g_stream));
+            tcast_gelu_cast(out_ref.ptr, pre_ref.ptr, c.N, c.OC, ca2, cb2, BOUNDARY_GELU_FRONT, false, nullptr, g_stream);
+            cudaCheck(cudaStreamSynchronize(g_stream));
+            const size_t other = mismatches(out.ptr, out_ref.ptr, c.N, c.OC, false);
+            printf("      control: pre cast to mxfp8e5 instead changes %zu element pairs of out\n", other);
+            tally.check("(e) control: another pre type changes out", other > 0);
+        }
+    }
+}
+
 void check_refusals(CutlassTcastConfig cfg) {
     printf("\n  -- refusals (configuration %s)\n", cutlass_tcast_gemm_config_name(cfg));
     DeviceBuffer<floatX> a(1024 * 64), b(64 * 64), o(1024 * 64);
@@ -325,8 +397,41 @@ void time_shape(const char* label, int N, int C, int OC, uint64_t seed, GemmCont
     cudaCheck(cudaGetLastError());
 }
 
+// The fc layer with both sites mxfp8e4: today's cuBLASLt GEMM into pre + the GELU-sites route (tcast_gelu_cast, fused
+// as the trainer runs it) against each configuration's GELU epilogue.
+void time_gelu_shape(const char* label, int N, int C, int OC, uint64_t seed, GemmContext* gctx, std::vector<TimeRow>* rows) {
+    const size_t n = (size_t)N * OC;
+    std::vector<float> hi = random_uniform((size_t)N * C, seed, -1.0f, 1.0f), hw = random_uniform((size_t)OC * C, seed + 1, -0.05f, 0.05f),
+                       hb = random_uniform(OC, seed + 2, -0.5f, 0.5f);
+    DeviceBuffer<floatX> inp(hi.size()), w(hw.size()), bias(OC), pre(n), out(n);
+    upload(inp, hi);
+    upload(w, hw);
+    upload(bias, hb);
+    const TcastDataType dt = parse_dt("mxfp8e4");
+    const TcastSiteCast a = {&dt, 5, nullptr}, b = {&dt, 6, nullptr};
+    const double flop = 2.0 * N * C * OC;
+    auto add = [&](const char* what, float ms) { rows->push_back({label, what, ms, flop / (ms * 1e-3) / 1e12}); };
+    auto t = [&](auto fn) { return time_median_ms(fn, 3, 25, g_stream); };
+    add("cuBLASLt GEMM + bias", t([&] { matmul_forward(gctx, pre.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, nullptr); }));
+    add("cuBLASLt + GELU sites 2x mxfp8e4", t([&] {  // the baseline row of this shape: today's GEMM + GELU-sites route
+            matmul_forward(gctx, pre.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, nullptr);
+            tcast_gelu_cast(out.ptr, pre.ptr, N, OC, a, b, BOUNDARY_GELU_FRONT, true, nullptr, g_stream);
+        }));
+    for (int i = 0; i < CUTLASS_TCAST_NUM_CONFIGS; i++) {
+        const CutlassTcastConfig cfg = (CutlassTcastConfig)i;
+        std::string nm = std::string("CUTLASS ") + cutlass_tcast_gemm_config_name(cfg) + " GELU";
+        add((nm + " no casts").c_str(), t([&] {
+                cutlass_tcast_gemm_forward_gelu(out.ptr, pre.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, nullptr, 0, nullptr, 0, g_stream, cfg);
+            }));
+        add((nm + " + 2x mxfp8e4").c_str(), t([&] {
+                cutlass_tcast_gemm_forward_gelu(out.ptr, pre.ptr, inp.ptr, w.ptr, bias.ptr, N, C, OC, &dt, 5, &dt, 6, g_stream, cfg);
+            }));
+    }
+    cudaCheck(cudaGetLastError());
+}
+
 void print_table(const std::vector<TimeRow>& rows) {
-    printf("\n==== timing (median of 25, ms; vs = cuBLASLt + pass time / this time)\n");
+    printf("\n==== timing (median of 25, ms; vs = the shape's cuBLASLt + casts time / this time)\n");
     printf("%-22s %-44s %9s %8s %7s\n", "shape", "kernel(s)", "ms", "TFLOP/s", "vs");
     float base = 0;
     std::string cur;
@@ -335,7 +440,7 @@ void print_table(const std::vector<TimeRow>& rows) {
             cur = r.shape;
             base = 0;
             for (const TimeRow& q : rows)
-                if (q.shape == cur && q.what == "cuBLASLt + mxfp8e4 pass") base = q.ms;
+                if (q.shape == cur && q.what.rfind("cuBLASLt + ", 0) == 0) base = q.ms;  // today's GEMM + casts
         }
         printf("%-22s %-44s %9.4f %8.1f %6.2fx\n", r.shape.c_str(), r.what.c_str(), r.ms, r.tflops, base > 0 ? base / r.ms : 0.0);
     }
@@ -379,6 +484,17 @@ int main(int argc, char** argv) {
             if (quick && cases[k].N > 4096) continue;
             run_case(cases[k], cfg, seed + 101 * k + 7 * i);
         }
+        const Case gelu_cases[] = {
+            {"fc, odd shape", 1000, 72, 96, PLAIN},
+            {"fc, wide magnitudes", 1024, 256, 512, WIDE},
+            {"fc, Inf / NaN bias columns", 300, 64, 128, SPECIAL},
+            {"fc, tiny values", 512, 64, 256, TINY},
+            {"GPT-2 d12 fc, B=64 T=1024", 65536, 768, 3072, PLAIN},
+        };
+        for (int k = 0; k < (int)(sizeof(gelu_cases) / sizeof(gelu_cases[0])); k++) {
+            if (quick && gelu_cases[k].N > 4096) continue;
+            run_gelu_case(gelu_cases[k], cfg, seed + 303 * k + 11 * i, gelu_cases[k].N <= 4096);
+        }
         printf("==== configuration %s: %d passed, %d failed\n", cutlass_tcast_gemm_config_name(cfg), tally.passed - p0, tally.failed - f0);
     }
     if (timing) {
@@ -388,6 +504,7 @@ int main(int argc, char** argv) {
         time_shape("d12 qkv 65536x768>2304", 65536, 768, 2304, seed + 11, &gctx, &rows);
         time_shape("d12 proj 65536x768>768", 65536, 768, 768, seed + 12, &gctx, &rows);
         time_shape("d24 qkv 32768x1024>3072", 32768, 1024, 3072, seed + 13, &gctx, &rows);
+        time_gelu_shape("d12 fc 65536x768>3072", 65536, 768, 3072, seed + 14, &gctx, &rows);
         print_table(rows);
         gemm_context_free(&gctx);
     }

@@ -99,6 +99,132 @@ struct TcastFragMap {
     static constexpr int member(int g, int j) { return tab.mem[g * tab.per + j]; }
 };
 
+// ------------------------------------------------------------------------------------------------
+// The pieces the cast nodes share (TcastGroupCast here, TcastGeluCast in cutlass_tcast_gelu_node.cuh).
+
+// The epilogue's coordinate tensor: (CPY, CPY_M, CPY_N, EPI_M, EPI_N) CTA-relative (row, column) of every value the
+// thread visits (the flat indices of stochastic rounding).
+template <bool ReferenceSrc, class... Args>
+CUTLASS_DEVICE auto tcast_epi_coords(cutlass::epilogue::fusion::detail::ConsumerStoreArgs<Args...> const& args) {
+    using namespace cute;
+    auto tile_mn = take<0, 2>(args.tile_shape_mnk);
+    return cutlass::epilogue::fusion::detail::sm90_partition_for_epilogue<ReferenceSrc>(make_identity_tensor(tile_mn), args.epi_tile,
+                                                                                         args.tiled_copy, args.thread_idx);
+}
+
+// The TcastFragMap of the epilogue's partition (an empty object: its type carries the map).
+template <bool ReferenceSrc, int kTile, class... Args>
+CUTLASS_DEVICE auto tcast_epi_map(cutlass::epilogue::fusion::detail::ConsumerStoreArgs<Args...> const& args) {
+    using namespace cute;
+    auto tile_mn = take<0, 2>(args.tile_shape_mnk);
+    // column-major integer offsets over the CTA tile, partitioned like the fragments: their static layout is the map's
+    auto gKey = make_tensor(make_gmem_ptr<int>(nullptr), make_layout(tile_mn, LayoutLeft{}));
+    auto tKey = cutlass::epilogue::fusion::detail::sm90_partition_for_epilogue<ReferenceSrc>(gKey, args.epi_tile, args.tiled_copy,
+                                                                                             args.thread_idx);
+    using KL = decltype(tKey(_, _, _, _0{}, _0{}).layout());
+    return TcastFragMap<KL, int(size<0>(tile_mn)), kTile>{};
+}
+
+// The visited BF16 fragments (a (EPI_V) tensor of Array<bfloat16_t, FS>) as float32 bit patterns b[e], e = v * FS + i.
+template <class Map, class VTensor>
+CUTLASS_DEVICE void tcast_epi_load_bits(VTensor const& frg, uint32_t (&b)[Map::kN]) {
+    using namespace cute;
+    using Frg = typename VTensor::value_type;
+    static_assert(cute::is_same_v<Frg, cutlass::Array<cutlass::bfloat16_t, Frg::kElements>>,
+                  "the cast node must be the root: the visited fragments are its BF16 output");
+    constexpr int FS = Frg::kElements;
+    static_assert(FS % 2 == 0 && FS * decltype(size(frg))::value == Map::kN, "cast node: fragment size");
+    for_each(make_int_sequence<Map::kN>{}, [&](auto e) {
+        constexpr int E = decltype(e)::value;
+        const cutlass::bfloat16_t v = frg(E / FS)[E % FS];
+        b[E] = (uint32_t)v.raw() << 16;  // BF16 as float32 bits (exact)
+    });
+}
+
+// b[e] back to BF16 into the fragments as the pass stores its packets (tcast_pack2: cvt.rn.bf16x2.f32, no
+// flush-to-zero); b[e] becomes the stored value's float32 bits.
+template <class Map, class VTensor>
+CUTLASS_DEVICE void tcast_epi_store_bits(uint32_t (&b)[Map::kN], VTensor& frg) {
+    using namespace cute;
+    constexpr int FS = VTensor::value_type::kElements;
+    for_each(make_int_sequence<Map::kN / 2>{}, [&](auto h) {
+        constexpr int E = 2 * decltype(h)::value;
+        const uint32_t w = tcast_pack2(b[E], b[E + 1]);
+        frg(E / FS)[E % FS] = cutlass::bfloat16_t::bitcast((uint16_t)(w & 0xFFFFu));
+        frg((E + 1) / FS)[(E + 1) % FS] = cutlass::bfloat16_t::bitcast((uint16_t)(w >> 16));
+        b[E] = w << 16;
+        b[E + 1] = w & 0xFFFF0000u;
+    });
+}
+
+// Casts the groups of one subtile, bits b[] in place, with quantizer Q and launch constants k; index(e): value e's
+// flat index row * N + col. Every lane of the warp calls it (shuffles).
+template <class Map, class Q, class Index>
+CUTLASS_DEVICE void tcast_epi_cast_groups(TcastKernelArgs const& k, uint32_t (&b)[Map::kN], Index&& index) {
+    using namespace cute;
+    constexpr int G = Map::kGroups, P = Map::kPer;
+    const bool grouped = k.dt.has_scale != 0;  // else unscaled / fixed scale: every element alone
+    typename Q::Param p[G];
+    if (grouped) {
+        typename Q::Acc acc[G];
+        for_each(make_int_sequence<G>{}, [&](auto g) {
+            acc[decltype(g)::value] = Q::init();
+            for_each(make_int_sequence<P>{}, [&](auto j) {
+                constexpr int E = Map::member(decltype(g)::value, decltype(j)::value);
+                Q::add(acc[decltype(g)::value], b[E]);
+            });
+        });
+        // the quad's lanes hold the rest of each group (header comment): tcast_lanes_cast's merge over lanes 1, 2
+        for_each(make_int_sequence<G>{}, [&](auto g) { Q::merge(acc[decltype(g)::value], Q::shfl_xor(acc[decltype(g)::value], 1)); });
+        for_each(make_int_sequence<G>{}, [&](auto g) { Q::merge(acc[decltype(g)::value], Q::shfl_xor(acc[decltype(g)::value], 2)); });
+        for_each(make_int_sequence<G>{}, [&](auto g) { p[decltype(g)::value] = Q::param(k, Q::scale(k, acc[decltype(g)::value])); });
+    } else {
+        const typename Q::Param pu = Q::param(k, tcast_unscaled_group());
+        for_each(make_int_sequence<G>{}, [&](auto g) { p[decltype(g)::value] = pu; });
+    }
+    for_each(make_int_sequence<G>{}, [&](auto g) {
+        uint32_t gb[P];
+        uint64_t gi[P];
+        for_each(make_int_sequence<P>{}, [&](auto j) {
+            constexpr int E = Map::member(decltype(g)::value, decltype(j)::value);
+            gb[decltype(j)::value] = b[E];
+            gi[decltype(j)::value] = index(E);
+        });
+        TcastCounts cnt = {0u, 0u, 0u};
+        tcast_cast_run<Q, false, P / 2>(k, p[decltype(g)::value], cnt, [&](int i) {
+            return TcastPairRef{gb[2 * i], gb[2 * i + 1], gi[2 * i], gi[2 * i + 1], true, true};
+        });
+        for_each(make_int_sequence<P>{}, [&](auto j) {
+            constexpr int E = Map::member(decltype(g)::value, decltype(j)::value);
+            b[E] = gb[decltype(j)::value];
+        });
+    });
+}
+
+// tcast_epi_cast_groups with the launch's quantizer (CutlassTcastQuant; OFF: b unchanged). Uniform branch.
+template <class Map, class Index>
+CUTLASS_DEVICE void tcast_epi_cast(int quant, TcastKernelArgs const& k, uint32_t (&b)[Map::kN], Index&& index) {
+    if (quant == CUTLASS_TCAST_RNE) tcast_epi_cast_groups<Map, TcastQRne>(k, b, index);
+    else if (quant == CUTLASS_TCAST_EXP) tcast_epi_cast_groups<Map, TcastQExp>(k, b, index);
+}
+
+// value e's flat row-major index row * ld + col in the problem (tCc_mn: the subtile's coordinates; row0, col0: the
+// CTA tile's origin)
+template <class CoordTensor>
+struct TcastEpiIndex {
+    CoordTensor tCc_mn;
+    int64_t row0, col0, ld;
+    CUTLASS_DEVICE uint64_t operator()(int e) const {
+        auto rc = tCc_mn(e);
+        return (uint64_t)((row0 + cute::get<0>(rc)) * ld + col0 + cute::get<1>(rc));
+    }
+};
+template <class CoordTensor>
+CUTLASS_DEVICE auto tcast_epi_index(CoordTensor tCc_mn, int64_t row0, int64_t col0, int64_t ld) {
+    return TcastEpiIndex<CoordTensor>{tCc_mn, row0, col0, ld};
+}
+
+// ------------------------------------------------------------------------------------------------
 // The node (header comment). kTile: the group length along the row (a multiple of 8 dividing the epilogue tile's N).
 template <class CtaTileShapeMNK, class EpilogueTile, int kTile>
 struct TcastGroupCast {
@@ -146,25 +272,26 @@ struct TcastGroupCast {
     CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
 
     CUTLASS_HOST_DEVICE TcastGroupCast() {}
-    CUTLASS_HOST_DEVICE TcastGroupCast(Params const& params, SharedStorage const&) : params(params) {}
+    // params: the kernel's (grid-constant) parameters, referenced rather than copied: the quantizers take the address of
+    // the data type (the out-of-line exact path), which in a copy would force it into local memory
+    CUTLASS_HOST_DEVICE TcastGroupCast(Params const& params, SharedStorage const&) : params_ptr(&params) {}
 
-    Params params;
+    Params const* params_ptr = nullptr;
 
     template <class... Args>
     CUTLASS_DEVICE auto get_producer_load_callbacks(cutlass::epilogue::fusion::detail::ProducerLoadArgs<Args...> const&) {
         return cutlass::epilogue::fusion::detail::EmptyProducerLoadCallbacks{};
     }
 
-    // CoordTensor: (CPY, CPY_M, CPY_N, EPI_M, EPI_N) CTA-relative (row, column) of every value the thread visits (the
-    // flat indices of stochastic rounding); Map: TcastFragMap of the thread's subtile fragment.
+    // CoordTensor: tcast_epi_coords; Map: TcastFragMap of the thread's subtile fragment.
     template <class CoordTensor, class Map>
     struct ConsumerStoreCallbacks : cutlass::epilogue::fusion::detail::EmptyConsumerStoreCallbacks {
         CoordTensor tCc;
-        Params const& params;
+        Params const* params_ptr;
         int64_t row0, col0;  // the CTA tile's origin in the problem
 
-        CUTLASS_DEVICE ConsumerStoreCallbacks(CoordTensor c, Params const& p, int64_t r0, int64_t c0)
-            : tCc(c), params(p), row0(r0), col0(c0) {}
+        CUTLASS_DEVICE ConsumerStoreCallbacks(CoordTensor c, Params const* p, int64_t r0, int64_t c0)
+            : tCc(c), params_ptr(p), row0(r0), col0(c0) {}
 
         // acc-derived fp32 values -> BF16 (round to nearest even): the value the trainer stores before its cast
         template <typename ElementAccumulator, typename ElementInput, int FragmentSize>
@@ -174,97 +301,24 @@ struct TcastGroupCast {
                 frg_input);
         }
 
-        // Casts the groups of one subtile, bits b[] in place, with quantizer Q (all lanes of the warp: shuffles).
-        template <class Q, class Index>
-        CUTLASS_DEVICE void cast_groups(uint32_t (&b)[Map::kN], Index&& index) const {
-            using namespace cute;
-            constexpr int G = Map::kGroups, P = Map::kPer;
-            TcastKernelArgs const& k = params.k;
-            const bool grouped = k.dt.has_scale != 0;  // else unscaled / fixed scale: every element alone
-            typename Q::Param p[G];
-            if (grouped) {
-                typename Q::Acc acc[G];
-                for_each(make_int_sequence<G>{}, [&](auto g) {
-                    acc[decltype(g)::value] = Q::init();
-                    for_each(make_int_sequence<P>{}, [&](auto j) {
-                        constexpr int E = Map::member(decltype(g)::value, decltype(j)::value);
-                        Q::add(acc[decltype(g)::value], b[E]);
-                    });
-                });
-                // the quad's lanes hold the rest of each group (header comment): tcast_lanes_cast's merge over lanes 1, 2
-                for_each(make_int_sequence<G>{}, [&](auto g) { Q::merge(acc[decltype(g)::value], Q::shfl_xor(acc[decltype(g)::value], 1)); });
-                for_each(make_int_sequence<G>{}, [&](auto g) { Q::merge(acc[decltype(g)::value], Q::shfl_xor(acc[decltype(g)::value], 2)); });
-                for_each(make_int_sequence<G>{}, [&](auto g) { p[decltype(g)::value] = Q::param(k, Q::scale(k, acc[decltype(g)::value])); });
-            } else {
-                const typename Q::Param pu = Q::param(k, tcast_unscaled_group());
-                for_each(make_int_sequence<G>{}, [&](auto g) { p[decltype(g)::value] = pu; });
-            }
-            for_each(make_int_sequence<G>{}, [&](auto g) {
-                uint32_t gb[P];
-                uint64_t gi[P];
-                for_each(make_int_sequence<P>{}, [&](auto j) {
-                    constexpr int E = Map::member(decltype(g)::value, decltype(j)::value);
-                    gb[decltype(j)::value] = b[E];
-                    gi[decltype(j)::value] = index(E);
-                });
-                TcastCounts cnt = {0u, 0u, 0u};
-                tcast_cast_run<Q, false, P / 2>(k, p[decltype(g)::value], cnt, [&](int i) {
-                    return TcastPairRef{gb[2 * i], gb[2 * i + 1], gi[2 * i], gi[2 * i + 1], true, true};
-                });
-                for_each(make_int_sequence<P>{}, [&](auto j) {
-                    constexpr int E = Map::member(decltype(g)::value, decltype(j)::value);
-                    b[E] = gb[decltype(j)::value];
-                });
-            });
-        }
-
         template <class STensor, class SyncFn, class VTensor>
         CUTLASS_DEVICE void reduce(STensor&&, SyncFn const&, int epi_m, int epi_n, bool, VTensor visit_results) {
             using namespace cute;
+            Params const& params = *params_ptr;
             if (params.quant == CUTLASS_TCAST_OFF) return;
-            using Frg = typename VTensor::value_type;
-            static_assert(cute::is_same_v<Frg, cutlass::Array<cutlass::bfloat16_t, Frg::kElements>>,
-                          "TcastGroupCast must be the root: the visited fragments are its BF16 output");
-            constexpr int FS = Frg::kElements;
-            static_assert(FS % 2 == 0 && FS * decltype(size(visit_results))::value == Map::kN, "TcastGroupCast: fragment size");
             uint32_t b[Map::kN];
-            for_each(make_int_sequence<Map::kN>{}, [&](auto e) {
-                constexpr int E = decltype(e)::value;
-                const cutlass::bfloat16_t v = visit_results(E / FS)[E % FS];
-                b[E] = (uint32_t)v.raw() << 16;  // BF16 as float32 bits (exact)
-            });
-            auto tCc_mn = tCc(_, _, _, epi_m, epi_n);
-            const int64_t ld = params.ld;
-            auto index = [&](int e) -> uint64_t {
-                auto rc = tCc_mn(e);
-                return (uint64_t)((row0 + get<0>(rc)) * ld + col0 + get<1>(rc));
-            };
-            if (params.quant == CUTLASS_TCAST_RNE) cast_groups<TcastQRne>(b, index);
-            else cast_groups<TcastQExp>(b, index);
-            // back to BF16 as the pass stores its packets (tcast_pack2: cvt.rn.bf16x2.f32)
-            for_each(make_int_sequence<Map::kN / 2>{}, [&](auto h) {
-                constexpr int E = 2 * decltype(h)::value;
-                const uint32_t w = tcast_pack2(b[E], b[E + 1]);
-                visit_results(E / FS)[E % FS] = cutlass::bfloat16_t::bitcast((uint16_t)(w & 0xFFFFu));
-                visit_results((E + 1) / FS)[(E + 1) % FS] = cutlass::bfloat16_t::bitcast((uint16_t)(w >> 16));
-            });
+            tcast_epi_load_bits<Map>(visit_results, b);
+            tcast_epi_cast<Map>(params.quant, params.k, b, tcast_epi_index(tCc(_, _, _, epi_m, epi_n), row0, col0, params.ld));
+            tcast_epi_store_bits<Map>(b, visit_results);
         }
     };
 
     template <bool ReferenceSrc, class... Args>
     CUTLASS_DEVICE auto get_consumer_store_callbacks(cutlass::epilogue::fusion::detail::ConsumerStoreArgs<Args...> const& args) {
-        using namespace cute;
-        auto tile_mn = take<0, 2>(args.tile_shape_mnk);
-        // column-major integer offsets over the CTA tile, partitioned like the fragments: their static layout is TcastFragMap's
-        auto gKey = make_tensor(make_gmem_ptr<int>(nullptr), make_layout(tile_mn, LayoutLeft{}));
-        auto tKey = cutlass::epilogue::fusion::detail::sm90_partition_for_epilogue<ReferenceSrc>(gKey, args.epi_tile, args.tiled_copy,
-                                                                                                 args.thread_idx);
-        using KL = decltype(tKey(_, _, _, _0{}, _0{}).layout());
-        using Map = TcastFragMap<KL, kCtaM, kTile>;
-        auto tCc = cutlass::epilogue::fusion::detail::sm90_partition_for_epilogue<ReferenceSrc>(make_identity_tensor(tile_mn), args.epi_tile,
-                                                                                                args.tiled_copy, args.thread_idx);
+        using Map = decltype(tcast_epi_map<ReferenceSrc, kTile>(args));
+        auto tCc = tcast_epi_coords<ReferenceSrc>(args);
         auto [m, n, k, l] = args.tile_coord_mnkl;
-        return ConsumerStoreCallbacks<decltype(tCc), Map>(tCc, params, (int64_t)m * kCtaM, (int64_t)n * kCtaN);
+        return ConsumerStoreCallbacks<decltype(tCc), Map>(tCc, params_ptr, (int64_t)m * kCtaM, (int64_t)n * kCtaN);
     }
 };
 

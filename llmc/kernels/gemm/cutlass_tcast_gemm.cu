@@ -96,22 +96,14 @@ const char* cutlass_tcast_gemm_cast_unsupported(const TcastDataType* dt, int N, 
     return nullptr;
 }
 
-const char* cutlass_tcast_gemm_unsupported(int N, int C, int OC, const void* out, const void* inp, const void* weight, const void* bias,
-                                           const TcastDataType* dt, CutlassTcastConfig cfg) {
-    if (!valid(cfg)) return why(N, C, OC, "no configuration %d (there are %d)", (int)cfg, (int)CUTLASS_TCAST_NUM_CONFIGS);
-    if (N < 0 || C < 8 || OC < 8 || C % 8 != 0 || OC % 8 != 0)
-        return why(N, C, OC, "unsupported shape: needs N >= 0 and C, OC positive multiples of 8");
-    if (!out || !inp || !weight) return why(N, C, OC, "out, inp and weight must not be NULL");
-    if (!cutlass_aligned16(out) || !cutlass_aligned16(inp) || !cutlass_aligned16(weight) || !cutlass_aligned16(bias))
-        return why(N, C, OC, "every tensor must be 16-byte aligned (out %p, inp %p, weight %p, bias %p)", out, inp, weight, bias);
-    if (const char* c = cutlass_tcast_gemm_cast_unsupported(dt, N, OC)) return why(N, C, OC, "%s", c);
-    CutlassDevice info;
-    if (!cutlass_current_device(&info)) return why(N, C, OC, "cannot query the current CUDA device");
-    if (info.cc != 90)
-        return why(N, C, OC, "needs a compute capability 9.0 GPU (sm_90a code), device %d has %d.%d", info.dev, info.cc / 10, info.cc % 10);
-    if (N == 0) return nullptr;
+namespace {
+
+// The call's operands (device from info); dt NULL: that cast off.
+CutlassTcastCall make_call(const CutlassDevice& info, const void* out, const void* pre, const void* inp, const void* weight, const void* bias,
+                           int N, int C, int OC, const TcastDataType* dt, uint64_t seed, const TcastDataType* dt_gelu, uint64_t seed_gelu) {
     CutlassTcastCall call{};
     call.out = (__nv_bfloat16*)out;
+    call.pre = (__nv_bfloat16*)pre;
     call.inp = (const __nv_bfloat16*)inp;
     call.weight = (const __nv_bfloat16*)weight;
     call.bias = (const __nv_bfloat16*)bias;
@@ -119,9 +111,66 @@ const char* cutlass_tcast_gemm_unsupported(int N, int C, int OC, const void* out
     call.C = C;
     call.OC = OC;
     call.quant = quant_of(dt);
-    if (dt) call.k = tcast_kernel_args(*dt, 0);
+    if (dt) call.k = tcast_kernel_args(*dt, seed);
+    call.quant_gelu = quant_of(dt_gelu);
+    if (dt_gelu) call.k_gelu = tcast_kernel_args(*dt_gelu, seed_gelu);
     call.device = info.dev;
     call.sm_count = info.sms;
+    return call;
+}
+
+// The checks both GEMMs share (shape, alignment of the given pointers, the casts, the device); NULL or why not.
+const char* common_unsupported(int N, int C, int OC, const void* const* ptrs, int nptrs, const TcastDataType* dt, const TcastDataType* dt2,
+                               CutlassTcastConfig cfg, CutlassDevice* info) {
+    if (!valid(cfg)) return why(N, C, OC, "no configuration %d (there are %d)", (int)cfg, (int)CUTLASS_TCAST_NUM_CONFIGS);
+    if (N < 0 || C < 8 || OC < 8 || C % 8 != 0 || OC % 8 != 0)
+        return why(N, C, OC, "unsupported shape: needs N >= 0 and C, OC positive multiples of 8");
+    for (int i = 0; i < nptrs; i++)
+        if (!cutlass_aligned16(ptrs[i])) return why(N, C, OC, "every tensor must be 16-byte aligned (pointer %d: %p)", i, ptrs[i]);
+    if (const char* c = cutlass_tcast_gemm_cast_unsupported(dt, N, OC)) return why(N, C, OC, "%s", c);
+    if (const char* c = cutlass_tcast_gemm_cast_unsupported(dt2, N, OC)) return why(N, C, OC, "%s", c);
+    if (!cutlass_current_device(info)) return why(N, C, OC, "cannot query the current CUDA device");
+    if (info->cc != 90)
+        return why(N, C, OC, "needs a compute capability 9.0 GPU (sm_90a code), device %d has %d.%d", info->dev, info->cc / 10, info->cc % 10);
+    return nullptr;
+}
+
+}  // namespace
+
+const char* cutlass_tcast_gemm_gelu_unsupported(int N, int C, int OC, const void* out, const void* pre, const void* inp, const void* weight,
+                                                const void* bias, const TcastDataType* dt_pre, const TcastDataType* dt_out,
+                                                CutlassTcastConfig cfg) {
+    if (!out || !inp || !weight) return why(N, C, OC, "out, inp and weight must not be NULL");
+    if (pre && pre == out) return why(N, C, OC, "pre and out must be different buffers");
+    const void* ptrs[5] = {out, pre, inp, weight, bias};
+    CutlassDevice info;
+    if (const char* w = common_unsupported(N, C, OC, ptrs, 5, dt_pre, dt_out, cfg, &info)) return w;
+    if (N == 0) return nullptr;
+    const CutlassTcastCall call = make_call(info, out, pre, inp, weight, bias, N, C, OC, dt_pre, 0, dt_out, 0);
+    if (const char* st = g_ops[cfg]->can_implement_gelu(call))
+        return why(N, C, OC, "CUTLASS can_implement (configuration %s, GELU epilogue): %s", g_names[cfg], st);
+    return nullptr;
+}
+
+void cutlass_tcast_gemm_forward_gelu(__nv_bfloat16* out, __nv_bfloat16* pre, const __nv_bfloat16* inp, const __nv_bfloat16* weight,
+                                     const __nv_bfloat16* bias, int N, int C, int OC, const TcastDataType* dt_pre, uint64_t seed_pre,
+                                     const TcastDataType* dt_out, uint64_t seed_out, cudaStream_t stream, CutlassTcastConfig cfg) {
+    if (const char* msg = cutlass_tcast_gemm_gelu_unsupported(N, C, OC, out, pre, inp, weight, bias, dt_pre, dt_out, cfg)) fail(msg);
+    if (N == 0) return;
+    CutlassDevice info;
+    cutlass_current_device(&info);  // (asked successfully above)
+    const CutlassTcastCall call = make_call(info, out, pre, inp, weight, bias, N, C, OC, dt_pre, seed_pre, dt_out, seed_out);
+    if (const char* msg = g_ops[cfg]->run_gelu(call, stream)) fail(why(N, C, OC, "configuration %s (GELU epilogue): %s", g_names[cfg], msg));
+}
+
+const char* cutlass_tcast_gemm_unsupported(int N, int C, int OC, const void* out, const void* inp, const void* weight, const void* bias,
+                                           const TcastDataType* dt, CutlassTcastConfig cfg) {
+    if (!out || !inp || !weight) return why(N, C, OC, "out, inp and weight must not be NULL");
+    const void* ptrs[4] = {out, inp, weight, bias};
+    CutlassDevice info;
+    if (const char* w = common_unsupported(N, C, OC, ptrs, 4, dt, nullptr, cfg, &info)) return w;
+    if (N == 0) return nullptr;
+    const CutlassTcastCall call = make_call(info, out, nullptr, inp, weight, bias, N, C, OC, dt, 0, nullptr, 0);
     if (const char* st = g_ops[cfg]->can_implement(call)) return why(N, C, OC, "CUTLASS can_implement (configuration %s): %s", g_names[cfg], st);
     return nullptr;
 }
@@ -132,18 +181,7 @@ void cutlass_tcast_gemm_forward(__nv_bfloat16* out, const __nv_bfloat16* inp, co
     if (N == 0) return;
     CutlassDevice info;
     cutlass_current_device(&info);  // (cutlass_tcast_gemm_unsupported asked successfully)
-    CutlassTcastCall call{};
-    call.out = out;
-    call.inp = inp;
-    call.weight = weight;
-    call.bias = bias;
-    call.N = N;
-    call.C = C;
-    call.OC = OC;
-    call.quant = quant_of(dt);
-    if (dt) call.k = tcast_kernel_args(*dt, seed);
-    call.device = info.dev;
-    call.sm_count = info.sms;
+    const CutlassTcastCall call = make_call(info, out, nullptr, inp, weight, bias, N, C, OC, dt, seed, nullptr, 0);
     if (const char* msg = g_ops[cfg]->run(call, stream)) fail(why(N, C, OC, "configuration %s: %s", g_names[cfg], msg));
 }
 

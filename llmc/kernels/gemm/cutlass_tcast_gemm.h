@@ -1,7 +1,8 @@
 // cutlass_tcast_gemm.h - the TensorCast build's linear-layer forward as ONE Hopper BF16 GEMM whose epilogue adds the
 // bias, rounds to BF16 and casts the output to its MATMUL_OUT TensorCast data type (issue 26): the bits of
 // matmul_forward's cuBLASLt GEMM + bias followed by the in-place cast pass (boundary_tensor_cast -> tcast_cast along
-// the rows), without the pass's read and write of the output. On CUTLASS (one translation unit per configuration,
+// the rows), without the pass's read and write of the output; and the fc layer's GEMM with its GELU and both site
+// casts in the epilogue (cutlass_tcast_gemm_forward_gelu, below). On CUTLASS (one translation unit per configuration,
 // cutlass_tcast_gemm_<name>.cu on cutlass_tcast_gemm_impl.cuh, and this dispatcher, cutlass_tcast_gemm.cu, compiled
 // into $(BUILD)/cutlass/ for sm_90a); this header has no CUTLASS types. Caller today: dev/cuda/cutlass_tcast_gemm.cu
 // (the trainer is not wired to it yet).
@@ -76,6 +77,21 @@ const char* cutlass_tcast_gemm_unsupported(int N, int C, int OC, const void* out
 void cutlass_tcast_gemm_forward(__nv_bfloat16* out, const __nv_bfloat16* inp, const __nv_bfloat16* weight, const __nv_bfloat16* bias,
                                 int N, int C, int OC, const TcastDataType* dt, uint64_t seed, cudaStream_t stream,
                                 CutlassTcastConfig cfg = CUTLASS_TCAST_coop_128x256_c2x1);
+
+// The fc layer (matmul_forward with pre_gelu, both boundary sites): one GEMM whose epilogue computes
+//   z = bf16_rne(acc + bias),  pre = cast(z) with dt_pre / seed_pre (MATMUL_OUT),
+//   out = cast(bf16(gemm_gelu_stored(pre))) with dt_out / seed_out (GELU_OUT),
+// bit for bit the trainer's GEMM into pre followed by boundary_gelu (tcast_gelu.cuh, BOUNDARY_GELU_FRONT: the GELU is
+// gemm_gelu_stored as the --use_fast_math trainer computes it, gelu_fastmath.cuh). dt_pre / dt_out NULL: that site is
+// off (stored uncast); pre NULL: not stored. pre and out (N, OC) BF16, row-major, not overlapping each other or the
+// inputs. The cast rules are cutlass_tcast_gemm_cast_unsupported's for each type.
+const char* cutlass_tcast_gemm_gelu_unsupported(int N, int C, int OC, const void* out, const void* pre, const void* inp, const void* weight,
+                                                const void* bias, const TcastDataType* dt_pre, const TcastDataType* dt_out,
+                                                CutlassTcastConfig cfg);
+void cutlass_tcast_gemm_forward_gelu(__nv_bfloat16* out, __nv_bfloat16* pre, const __nv_bfloat16* inp, const __nv_bfloat16* weight,
+                                     const __nv_bfloat16* bias, int N, int C, int OC, const TcastDataType* dt_pre, uint64_t seed_pre,
+                                     const TcastDataType* dt_out, uint64_t seed_out, cudaStream_t stream,
+                                     CutlassTcastConfig cfg = CUTLASS_TCAST_coop_128x256_c2x1);
 
 // Frees every configuration's workspace, if one was ever needed (safe to call twice).
 void cutlass_tcast_gemm_free(void);

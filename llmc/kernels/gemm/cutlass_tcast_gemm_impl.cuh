@@ -18,12 +18,15 @@
 //                                             NULL: 0): fp32
 //   out = TcastGroupCast<32>(v)               cutlass_tcast_common.cuh: bf16_rne(v), then (unless off) the 32-column
 //                                             group cast in reduce(); the root, so its BF16 fragments are what is stored
+// or, for the fc layer (kGelu), the root TcastGeluCast<32>(v) (cutlass_tcast_gelu_node.cuh): pre = cast(bf16_rne(v))
+// through its aux store, out = cast'(GELU(pre)) as the root's fragments;
 // and the collective stores the root's fragments through its TMA store. Determinism: every output element is written
 // by the one CTA that owns its tile, from a whole-K accumulation in a fixed order.
 #pragma once
 
 #include "llmc/kernels/gemm/cutlass_fp8_common.cuh"  // CutlassRunner (host side of a GEMM type)
 #include "llmc/kernels/gemm/cutlass_tcast_common.cuh"
+#include "llmc/kernels/gemm/cutlass_tcast_gelu_node.cuh"
 #include "llmc/kernels/gemm/cutlass_tcast_gemm_ops.h"
 
 #include <stdint.h>
@@ -47,15 +50,16 @@ namespace cef = cutlass::epilogue::fusion;
 constexpr int kTcastGemmTile = 32;  // the group length the node casts (the MX tile)
 
 // The tree (header comment). op_0 .. op_k of each node's arguments are its children in order, then the node itself.
-template <class CtaTile, class EpilogueTile>
-using TcastBiasCastTree =
-    cef::Sm90EVT<TcastGroupCast<CtaTile, EpilogueTile, kTcastGemmTile>,                                       // out = cast(bf16(v))
+template <class Root, class CtaTile>
+using TcastBiasTree =
+    cef::Sm90EVT<Root,                                                                                        // the cast root
       cef::Sm90EVT<cef::Sm90Compute<cutlass::plus, float, float, cutlass::FloatRoundStyle::round_to_nearest>,  // v = acc + bias
         cef::Sm90AccFetch,
         cef::Sm90RowBroadcast<0, CtaTile, cutlass::bfloat16_t, float, Stride<_0, _1, int64_t>, 8>>>;
 
 // The GEMM type of a configuration. Cfg: Tile, Cluster, KernelSchedule, EpilogueTile (Shape<_128, _N>), kSchedule (a name).
-template <class Cfg>
+// kGelu: the fc layer's epilogue (TcastGeluCast) instead of the plain cast (TcastGroupCast).
+template <class Cfg, bool kGelu>
 struct TcGemm {
     using ElementAB = cutlass::bfloat16_t;
     using ElementD = cutlass::bfloat16_t;
@@ -67,15 +71,18 @@ struct TcGemm {
     using Tile = typename Cfg::Tile;
     using EpilogueTile = typename Cfg::EpilogueTile;
     static constexpr int kSubtiles = cute::size(cute::shape_div(cute::take<0, 2>(Tile{}), EpilogueTile{}));
+    static constexpr int kStagesD = kSubtiles < 2 ? kSubtiles : 2;  // CUTLASS's automatic D (and aux) buffers
     using KernelSchedule = typename Cfg::KernelSchedule;
     static constexpr int kEpiThreads = cute::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedCooperative> ? 256 : 128;
     static_assert(cute::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedCooperative> ||
                       cute::is_same_v<KernelSchedule, cutlass::gemm::KernelTmaWarpSpecializedPingpong>,
                   "cooperative or ping-pong");
-    using EpiloguePolicy = cutlass::epilogue::Sm90TmaWarpSpecialized<(kSubtiles < 4 ? kSubtiles : 4), (kSubtiles < 2 ? kSubtiles : 2),
+    using EpiloguePolicy = cutlass::epilogue::Sm90TmaWarpSpecialized<(kSubtiles < 4 ? kSubtiles : 4), kStagesD,
                                                                      cute::size(EpilogueTile{}) / kEpiThreads, /*ReuseSmemC*/ false,
                                                                      /*DelayTmaStore*/ true>;
-    using Tree = TcastBiasCastTree<Tile, EpilogueTile>;
+    using Root = cute::conditional_t<kGelu, TcastGeluCast<kStagesD, Tile, EpilogueTile, kTcastGemmTile>,
+                                     TcastGroupCast<Tile, EpilogueTile, kTcastGemmTile>>;
+    using Tree = TcastBiasTree<Root, Tile>;
     using CollectiveEpilogue = typename cutlass::epilogue::collective::detail::Sm90TmaBuilderImpl<
         Tile, EpilogueTile, float, float, /*ElementC*/ void, LayoutD, kAlign, ElementD, LayoutD, kAlign, Tree, EpiloguePolicy>::CollectiveOp;
 
@@ -96,7 +103,7 @@ struct TcGemm {
     static_assert(cute::is_same_v<typename Kernel::StrideB, StrideRow>, "B: K-major (N, K, L)");
     static_assert(cute::is_same_v<StrideD, StrideRow>, "D: row-major (M, N, L)");
 
-    // The CUTLASS arguments of one call. M = N tokens, N = OC, K = C.
+    // The CUTLASS arguments of one call. M = N tokens, N = OC, K = C. kGelu: D = out (the cast GELU), the aux store = pre.
     static typename Gemm::Arguments arguments(const CutlassTcastCall& c) {
         const int64_t M = c.N, Nn = c.OC, K = c.C;
         typename Gemm::Arguments args{};
@@ -113,8 +120,17 @@ struct TcGemm {
         auto& root = args.epilogue.thread;  // {v subtree, cast}
         auto& v = root.op_0;                // {acc, bias, plus}
         v.op_1 = {reinterpret_cast<cutlass::bfloat16_t const*>(c.bias), cutlass::bfloat16_t(0.0f), {}};
-        root.op_1.quant = c.quant;
-        root.op_1.k = c.k;
+        if constexpr (kGelu) {
+            root.op_1.quant_pre = c.quant;
+            root.op_1.k_pre = c.k;
+            root.op_1.quant_out = c.quant_gelu;
+            root.op_1.k_out = c.k_gelu;
+            root.op_1.pre_ptr = reinterpret_cast<cutlass::bfloat16_t*>(c.pre);
+            root.op_1.dPre = cute::make_stride(Nn, cute::Int<1>{}, M * Nn);
+        } else {
+            root.op_1.quant = c.quant;
+            root.op_1.k = c.k;
+        }
         args.hw_info.device_id = c.device;
         args.hw_info.sm_count = c.sm_count;
         return args;
@@ -126,11 +142,19 @@ struct TcGemm {
 
 template <class Cfg>
 struct TcHost {
-    using G = TcGemm<Cfg>;
+    using G = TcGemm<Cfg, false>;
+    using GG = TcGemm<Cfg, true>;
     using Runner = CutlassRunner<typename G::Gemm, TcHost>;
+    using RunnerG = CutlassRunner<typename GG::Gemm, TcHost>;
 
     static const char* can_implement(const CutlassTcastCall& c) { return Runner::can_implement(G::arguments(c)); }
     static const char* run(const CutlassTcastCall& c, cudaStream_t stream) { return Runner::run(G::arguments(c), stream); }
+    static const char* can_implement_gelu(const CutlassTcastCall& c) { return RunnerG::can_implement(GG::arguments(c)); }
+    static const char* run_gelu(const CutlassTcastCall& c, cudaStream_t stream) { return RunnerG::run(GG::arguments(c), stream); }
+    static void free_workspaces() {
+        Runner::free_workspace();
+        RunnerG::free_workspace();
+    }
 
     static const char* describe() {
         static char line[400];
@@ -147,7 +171,7 @@ struct TcHost {
         return line;
     }
 
-    static constexpr CutlassTcastOps ops() { return CutlassTcastOps{can_implement, run, describe, Runner::free_workspace}; }
+    static constexpr CutlassTcastOps ops() { return CutlassTcastOps{can_implement, run, can_implement_gelu, run_gelu, describe, free_workspaces}; }
 };
 
 // The configuration the others are variations of (each TU's Cfg derives from it and redefines what differs).
