@@ -125,12 +125,14 @@ struct BoundaryCasts {
     // fused_classifier after them, bit for bit. Asynchronous on stream. Called only where classifier_fused said yes.
     void (*classifier)(BoundaryCasts* bc, const BoundaryClassifier& job, cudaStream_t stream);
     // Optional (NULL: never offered). A linear layer's forward whose output's MATMUL_OUT cast bc covers, run by the mode:
-    // out (N, OC) = the cast of bf16(inp (N, C) . weight (OC, C)^T + bias (OC or NULL)), all row-major floatX, with the
-    // seed id w_id (boundary_weight_id) as boundary_tensor_cast would take it; the mode may compute it as one GEMM whose
-    // epilogue casts (doc/TCAST.md 5.6). Returns false, having done nothing, where the mode does not take this call (the
-    // GEMM front then runs its GEMM and the pass). Asynchronous on stream. Called through boundary_gemm_out only.
-    bool (*gemm_out)(BoundaryCasts* bc, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
-                     int OC, unsigned long long w_id, cudaStream_t stream);
+    // y = bf16(inp (N, C) . weight (OC, C)^T + bias (OC or NULL)), all row-major floatX; without GELU (pre NULL) out =
+    // the MATMUL_OUT cast of y with the seed id w_id (boundary_weight_id), as boundary_tensor_cast would take it; with
+    // GELU, pre = that cast of y and out = GELU(pre) with its GELU_OUT cast (gelu_id; BOUNDARY_NO_ID: none), as
+    // boundary_gelu(..., BOUNDARY_GELU_FRONT) after a GEMM into pre. The mode may compute it as one GEMM whose epilogue
+    // casts (doc/TCAST.md 5.6). Returns false, having done nothing, where the mode does not take this call (the GEMM
+    // front then runs its GEMM and the passes). Asynchronous on stream. Called through boundary_gemm_out only.
+    bool (*gemm_out)(BoundaryCasts* bc, floatX* out, floatX* pre, const floatX* inp, const floatX* weight, const floatX* bias, int N,
+                     int C, int OC, unsigned long long w_id, unsigned long long gelu_id, cudaStream_t stream);
     void (*destroy)(BoundaryCasts* bc);  // frees what the mode allocated, bc included (gpt2_free calls it)
 };
 
@@ -190,9 +192,11 @@ static inline void boundary_classifier(BoundaryCasts* bc, const BoundaryClassifi
     bc->classifier(bc, job, stream);
 }
 
-// The forward of a linear layer with its output's MATMUL_OUT cast through the attached casts (BoundaryCasts::gemm_out);
-// false without casts, without the hook or where the mode does not take the call (nothing done).
-static inline bool boundary_gemm_out(BoundaryCasts* bc, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N,
-                                     int C, int OC, unsigned long long w_id, cudaStream_t stream) {
-    return bc && bc->gemm_out && bc->gemm_out(bc, out, inp, weight, bias, N, C, OC, w_id, stream);
+// The forward of a linear layer with its output's MATMUL_OUT cast (and, with pre, its GELU and the GELU output's cast)
+// through the attached casts (BoundaryCasts::gemm_out); false without casts, without the hook or where the mode does
+// not take the call (nothing done).
+static inline bool boundary_gemm_out(BoundaryCasts* bc, floatX* out, floatX* pre, const floatX* inp, const floatX* weight,
+                                     const floatX* bias, int N, int C, int OC, unsigned long long w_id, unsigned long long gelu_id,
+                                     cudaStream_t stream) {
+    return bc && bc->gemm_out && bc->gemm_out(bc, out, pre, inp, weight, bias, N, C, OC, w_id, gelu_id, stream);
 }

@@ -264,8 +264,11 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
         if (site_gelu) boundary_tensor_cast(ctx->casts, GELU_OUT, gelu_id, out, N, OC, ctx->stream);
         return;
     }
-    // TensorCast: a GEMM whose output only the MATMUL_OUT cast follows may be the mode's, with the cast in its epilogue
-    if (!done && cast && !pre_gelu && !reader_may_cast && boundary_gemm_out(ctx->casts, y, inp, weight, bias, N, C, OC, pre_id, ctx->stream)) return;
+    // TensorCast: a GEMM whose output the MATMUL_OUT cast follows (then, with GELU, the GELU and its output's cast) may
+    // be the mode's, with the casts in its epilogue
+    if (!done && cast && !reader_may_cast &&
+        boundary_gemm_out(ctx->casts, out, pre_gelu, inp, weight, bias, N, C, OC, pre_id, site_gelu ? gelu_id : BOUNDARY_NO_ID, ctx->stream))
+        return;
     if (!done) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
     if (site_gelu) {
         boundary_gelu(ctx->casts, out, pre_gelu, N, OC, pre_id, gelu_id, BOUNDARY_GELU_FRONT, ctx->stream);

@@ -25,10 +25,11 @@
 //    check_tcast_active asks of them a smaller margin over the uncast head-size-64 state (each case's
 //    numbers at TCAST_CASES, from the GPU run that set them).
 // 4. check_cutlass (--cast-cutlass, doc/TCAST.md 5.6; where the binary has the CUTLASS kernels and the GPU is sm_90,
-//    else a skipped line): a forward under TCAST_CUTLASS_CAST with the CUTLASS GEMM (cast in its epilogue), again with
-//    --cast-fuse 0 (the same GEMM, then the pass) and with --cast-cutlass 0 (cuBLASLt, then the pass): every layer's
-//    GEMM ran on CUTLASS (with the cast inside only under --cast-fuse 1), qkv bit for bit the same with --cast-fuse 1 and
-//    0, on the cast's grid, and close to the cuBLASLt run's (only the GEMM's accumulation order differs).
+//    else a skipped line): a forward under TCAST_CUTLASS_CAST with the CUTLASS GEMMs (casts in their epilogues), again
+//    with --cast-fuse 0 (the same GEMMs, then the passes) and with --cast-cutlass 0 (cuBLASLt, then the passes): every
+//    layer's qkv and fc GEMM ran on CUTLASS (with the casts inside only under --cast-fuse 1), qkv, fch and the logits
+//    bit for bit the same with --cast-fuse 1 and 0, qkv and fch on the matmul_out grid, and close to the cuBLASLt
+//    run's (only the GEMM's accumulation order differs).
 // usage in this build also: test_gpt2cu checkpoint debug_state uncast_debug_state (the third for
 // check_tcast_active; default DEFAULT_UNCAST_STATE). The TCAST_CASES always read their default files.
 #pragma once
@@ -62,10 +63,11 @@ static constexpr const char* DEFAULT_CKPT = "build/ref/gpt2_ref_bf16.bin";
 static constexpr const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_tcast.bin";
 static constexpr const char* DEFAULT_UNCAST_STATE = "build/ref/gpt2_ref_debug_state_bf16.bin";
 
-// check_cutlass's plan (item 4 above): the qkv output cast with stochastic rounding (its random bits must follow
-// the element index in the epilogue as in the pass); its tolerance: rel. L2 distance of qkv and of the logits from
-// the cuBLASLt run (a cast step where a BF16 output of the other GEMM order crosses a rounding midpoint).
-static const char* TCAST_CUTLASS_CAST = "matmul_out=mxfp8e4@stochastic";
+// check_cutlass's plan (item 4 above): the qkv and fc outputs cast with stochastic rounding (its random bits must
+// follow the element index in the epilogue as in the pass), the GELU output with another type; its tolerance: rel. L2
+// distance of qkv, fch and the logits from the cuBLASLt run (a cast step where a BF16 output of the other GEMM order
+// crosses a rounding midpoint).
+static const char* TCAST_CUTLASS_CAST = "matmul_out=mxfp8e4@stochastic,gelu_out=mxfp6e3";
 static constexpr double TCAST_CUTLASS_TOL = 1e-2;
 
 // The further plans (item 3 above), each against its state of the head-size-64 model.
@@ -223,10 +225,15 @@ struct ModeTest : ModeTestDefaults {
         record(off > 0);
         gpt2_free(&m);
     }
-    // Item 4 of the header comment. Each run: a model under plan_cutlass with --cast-fuse `fuse` and --cast-cutlass
-    // `cutlass`, one forward; qkv (host copy, caller frees), the logits and the runtime's CUTLASS counters come back.
-    float* cutlass_run(const char* ckpt, const DebugState* ref, BuildModelFn build_model, int fuse, int cutlass, float** logits,
-                       unsigned long long* gemms, unsigned long long* casts, size_t* nqkv, size_t* nlogits, size_t* cols) {
+    // Item 4 of the header comment. One run: a model under plan_cutlass with --cast-fuse `fuse` and --cast-cutlass
+    // `cutlass`, one forward; host copies of qkv, fch and the logits (r.t[0..2], the caller frees) and the runtime's
+    // CUTLASS counters.
+    struct CutlassRun {
+        float* t[3];
+        size_t n[3], cols[3];
+        unsigned long long gemms, casts;
+    };
+    CutlassRun cutlass_run(const char* ckpt, const DebugState* ref, BuildModelFn build_model, int fuse, int cutlass) {
         GPT2 m;
         TcastPlan p = plan_cutlass;
         p.fuse = fuse;
@@ -236,17 +243,20 @@ struct ModeTest : ModeTestDefaults {
         plan = &plan_fixed;
         gpt2_evaluate(&m, ref->x, ref->y, ref->B, ref->T);
         const GPT2Config& c = m.config;
-        const size_t BT = (size_t)ref->B * ref->T;
-        *nqkv = (size_t)c.num_layers * BT * 3 * c.channels;
-        *cols = 3 * (size_t)c.channels;
-        *nlogits = BT * (size_t)c.padded_vocab_size;
-        float* qkv = download_floatX(m.acts.qkv, *nqkv);
-        *logits = download_floatX(m.acts.output, *nlogits);
+        const size_t BT = (size_t)ref->B * ref->T, L = c.num_layers, C = c.channels;
+        CutlassRun r;
+        const floatX* src[3] = {m.acts.qkv, m.acts.fch, m.acts.output};
+        const size_t cols[3] = {3 * C, 4 * C, (size_t)c.padded_vocab_size}, rows[3] = {L * BT, L * BT, BT};
+        for (int i = 0; i < 3; i++) {
+            r.n[i] = rows[i] * cols[i];
+            r.cols[i] = cols[i];
+            r.t[i] = download_floatX(src[i], r.n[i]);
+        }
         const TcastRuntime* rt = (const TcastRuntime*)m.casts;
-        *gemms = rt->cutlass_gemms;
-        *casts = rt->cutlass_casts;
+        r.gemms = rt->cutlass_gemms;
+        r.casts = rt->cutlass_casts;
         gpt2_free(&m);
-        return qkv;
+        return r;
     }
     void check_cutlass(const char* ckpt, const DebugState* ref, BuildModelFn build_model) {
         int dev = 0, major = 0, minor = 0;
@@ -259,35 +269,43 @@ struct ModeTest : ModeTestDefaults {
             printf("    skipped: %s\n", !kTcastCutlassBuilt ? "this binary has no CUTLASS kernels" : "not a compute capability 9.0 GPU");
             return;
         }
-        unsigned long long g1, c1, g0, c0, gb, cb;
-        size_t n, nl, cols;
-        float *l1, *l0, *lb;
-        float* q1 = cutlass_run(ckpt, ref, build_model, 1, 1, &l1, &g1, &c1, &n, &nl, &cols);
-        float* q0 = cutlass_run(ckpt, ref, build_model, 0, 1, &l0, &g0, &c0, &n, &nl, &cols);
-        float* qb = cutlass_run(ckpt, ref, build_model, 1, 0, &lb, &gb, &cb, &n, &nl, &cols);
-        const unsigned long long L = (unsigned long long)(n / cols / ((size_t)ref->B * ref->T));
-        const bool taken = g1 == L && c1 == L && g0 == L && c0 == 0 && gb == 0;
-        printf("    CUTLASS GEMMs (of them with the cast inside): fuse 1 %llu (%llu), fuse 0 %llu (%llu), --cast-cutlass 0 %llu; "
-               "expected %llu (%llu), %llu (0), 0  %s\n", g1, c1, g0, c0, gb, L, L, L, taken ? "ok" : "FAIL");
+        const CutlassRun f1 = cutlass_run(ckpt, ref, build_model, 1, 1), f0 = cutlass_run(ckpt, ref, build_model, 0, 1),
+                         cb = cutlass_run(ckpt, ref, build_model, 1, 0);
+        const unsigned long long E = 2 * (unsigned long long)(f1.n[0] / f1.cols[0] / ((size_t)ref->B * ref->T));  // qkv + fc a layer
+        const bool taken = f1.gemms == E && f1.casts == E && f0.gemms == E && f0.casts == 0 && cb.gemms == 0;
+        printf("    CUTLASS GEMMs (of them with the casts inside): fuse 1 %llu (%llu), fuse 0 %llu (%llu), --cast-cutlass 0 %llu; "
+               "expected %llu (%llu), %llu (0), 0  %s\n", f1.gemms, f1.casts, f0.gemms, f0.casts, cb.gemms, E, E, E, taken ? "ok" : "FAIL");
         record(taken);
-        const bool same = memcmp(q1, q0, n * sizeof(float)) == 0 && memcmp(l1, l0, nl * sizeof(float)) == 0;
-        printf("    qkv and logits bit for bit equal with --cast-fuse 1 and 0  %s\n", same ? "ok" : "FAIL");
+        const char* names[3] = {"qkv", "fch", "logits"};
+        bool same = true;
+        for (int i = 0; i < 3; i++) same = same && memcmp(f1.t[i], f0.t[i], f1.n[i] * sizeof(float)) == 0;
+        printf("    qkv, fch and logits bit for bit equal with --cast-fuse 1 and 0  %s\n", same ? "ok" : "FAIL");
         record(same);
-        float* cq = (float*)malloc_check(n * sizeof(float));
-        char err[256];
-        if (tcast_cast_host(&plan_cutlass.site[MATMUL_OUT], q1, cq, (int)(n / cols), (int)cols, -1, 0, NULL, err, sizeof(err)) != 0)
-            die("tcast_cast_host: %s", err);
-        size_t off = 0;
-        for (size_t i = 0; i < n; i++) off += cq[i] != q1[i];
-        printf("    qkv: %zu of %zu values not fixed by the cast  %s\n", off, n, off ? "FAIL" : "ok");
-        record(off == 0);
-        const double dq = rel_l2(q1, qb, n), dl = rel_l2(l1, lb, nl);
-        size_t differ = 0;
-        for (size_t i = 0; i < n; i++) differ += q1[i] != qb[i];
-        printf("    against cuBLASLt + pass: qkv rel L2 %.3e (%zu values differ), logits %.3e; tolerance %.0e  %s\n", dq, differ, dl,
-               TCAST_CUTLASS_TOL, dq < TCAST_CUTLASS_TOL && dl < TCAST_CUTLASS_TOL ? "ok" : "FAIL");
-        record(dq < TCAST_CUTLASS_TOL && dl < TCAST_CUTLASS_TOL);
-        for (float* p : {q1, q0, qb, l1, l0, lb, cq}) free(p);
+        for (int i = 0; i < 2; i++) {
+            float* c = (float*)malloc_check(f1.n[i] * sizeof(float));
+            char err[256];
+            if (tcast_cast_host(&plan_cutlass.site[MATMUL_OUT], f1.t[i], c, (int)(f1.n[i] / f1.cols[i]), (int)f1.cols[i], -1, 0, NULL, err,
+                                sizeof(err)) != 0)
+                die("tcast_cast_host: %s", err);
+            size_t off = 0;
+            for (size_t k = 0; k < f1.n[i]; k++) off += c[k] != f1.t[i][k];
+            printf("    %-6s %zu of %zu values not fixed by the matmul_out cast  %s\n", names[i], off, f1.n[i], off ? "FAIL" : "ok");
+            record(off == 0);
+            free(c);
+        }
+        for (int i = 0; i < 3; i++) {
+            const double d = rel_l2(f1.t[i], cb.t[i], f1.n[i]);
+            size_t differ = 0;
+            for (size_t k = 0; k < f1.n[i]; k++) differ += f1.t[i][k] != cb.t[i][k];
+            printf("    %-6s against cuBLASLt + passes: rel L2 %.3e (%zu of %zu values differ); tolerance %.0e  %s\n", names[i], d, differ,
+                   f1.n[i], TCAST_CUTLASS_TOL, d < TCAST_CUTLASS_TOL ? "ok" : "FAIL");
+            record(d < TCAST_CUTLASS_TOL);
+        }
+        for (int i = 0; i < 3; i++) {
+            free(f1.t[i]);
+            free(f0.t[i]);
+            free(cb.t[i]);
+        }
     }
     void finish(const char* ckpt, const DebugState& ref, BuildModelFn build) {
         check_grid(ckpt, &ref, build);
