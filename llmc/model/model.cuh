@@ -501,8 +501,12 @@ static inline bool gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
     }
     gpt2_stored(m, LAYERNORM_OUT, TS_LNF, -1, a.lnf, N, C);
     prof_mark(m->prof, PROF_MATMUL_FWD, s);
-    if (classifier_reads) matmul_forward_logits(g, a.output, a.lnf, p.wte, N, C, Vp);
-    else matmul_forward(g, a.output, a.lnf, p.wte, NULL, N, C, Vp, NULL);
+    if (classifier_reads) {
+        matmul_forward_logits(g, a.output, a.lnf, p.wte, N, C, Vp);
+    } else {
+        g->out_cast_by_reader = 2;  // (the LM head's GEMM is the training step's: a cast stays a pass after it)
+        matmul_forward(g, a.output, a.lnf, p.wte, NULL, N, C, Vp, NULL);
+    }
     // TensorCast: matmul_forward_logits leaves the MATMUL_OUT boundary to the classifier, which applies
     // only the compile-time boundaries; the run-time casts of the logits are passes here, or the classifier's
     const bool casts_left = classifier_reads && gpt2_logits_cast_by_classifier(m, N, Vp);

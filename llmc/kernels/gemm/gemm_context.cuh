@@ -133,10 +133,11 @@ struct GemmContext {
                                          // 1 = the output's only reader applies its MATMUL_OUT cast as it reads it (the
                                          // model's fused residual + LayerNorm, BoundaryCasts::residual_layernorm), so the
                                          // front does not cast it; 0 = the front casts it (without casts: nothing);
-                                         // 2 = the front casts it, but the output's reader is one that casts it in
-                                         // other runs (a --cast-fuse 0 or --cast-stats step), so the cast stays a pass
-                                         // after the same GEMM those runs use (never boundary_gemm_out's GEMM): which
-                                         // GEMM computes a layer must not depend on those flags (the same bits)
+                                         // 2 = the front casts it as a pass after its own GEMM, never inside
+                                         // boundary_gemm_out's: a projection whose reader casts it in fused runs (here
+                                         // a --cast-fuse 0 or --cast-stats step), or the evaluation's LM head (the
+                                         // training step's is matmul_forward_logits): which GEMM computes a layer must
+                                         // not depend on those flags or on the step kind (the same bits)
     unsigned long long weight_version;   // bumped by gemm_weights_updated (backends cache quantized weights per version)
     int optimizer_steps;                 // optimizer steps so far (the low-precision backends' warm-up)
     int training;                        // 1 during a training forward + backward (delayed-scaling histories advance)

@@ -26,8 +26,9 @@ static constexpr bool kTcastCutlassBuilt = true;  // the CUTLASS kernels are lin
 static constexpr bool kTcastCutlassBuilt = false;
 #endif
 
-// The configuration the trainer runs (dev/cuda/cutlass_tcast_gemm.cu times them all; doc/TCAST.md 5.6).
-static const CutlassTcastConfig TCAST_CUTLASS_CONFIG = CUTLASS_TCAST_coop_128x256_c2x1;
+// The configuration the trainer runs: the faster with the casts (dev/cuda/cutlass_tcast_gemm.cu times them all;
+// doc/TCAST.md 5.6: d12 qkv 0.594 ms against 0.663, fc with GELU 1.75 against 2.38).
+static const CutlassTcastConfig TCAST_CUTLASS_CONFIG = CUTLASS_TCAST_coop_128x128_c2x1;
 
 // The plan's cast of `site` for a tensor with seed id `id` (BOUNDARY_NO_ID or the site off: none, NULL).
 static inline const TcastDataType* tcast_cutlass_site_dt(const TcastRuntime* rt, BoundarySite site, unsigned long long id) {
@@ -65,24 +66,21 @@ static bool tcast_boundary_gemm_out(BoundaryCasts* bc, floatX* out, floatX* pre,
     return true;
 }
 
-// Resolves --cast-cutlass (plan->cutlass: -1 auto, 0, 1) for this binary and the current GPU and, where the path is
-// on and the plan casts MATMUL_OUT, offers it to the GEMM front (rt->casts.gemm_out). `--cast-cutlass 1` where the path
-// cannot run stops with an error naming the flag. Prints one line when it is on. Returns whether it is on.
+// Resolves --cast-cutlass 1 for this binary and the current GPU (stops with an error naming the flag where the path
+// cannot run) and, where the plan casts MATMUL_OUT, offers the path to the GEMM front (rt->casts.gemm_out), with one
+// line saying so. Returns whether it is on. --cast-cutlass 0 (the default): nothing.
 static inline bool tcast_cutlass_attach(TcastRuntime* rt) {
-    const int want = rt->plan.cutlass;
-    if (want == 0 || !rt->plan.site_on[MATMUL_OUT]) return false;
+    if (!rt->plan.cutlass || !rt->plan.site_on[MATMUL_OUT]) return false;
     int dev = 0, major = 0, minor = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    const char* why = !kTcastCutlassBuilt ? "this binary has no CUTLASS kernels (the TCAST=1 build links them where make finds CUTLASS: "
-                                            "make info; NO_CUTLASS=1 leaves them out)"
-                      : (major != 9 || minor != 0) ? "the CUTLASS kernels are sm_90a code: needs a compute capability 9.0 GPU"
-                                                   : NULL;
-    if (why) {
-        if (want == 1) die("--cast-cutlass 1: %s (device %d is %d.%d)", why, dev, major, minor);
-        return false;
-    }
+    if (!kTcastCutlassBuilt)
+        die("--cast-cutlass 1: this binary has no CUTLASS kernels (the TCAST=1 build links them where make finds CUTLASS: make info; "
+            "NO_CUTLASS=1 leaves them out)");
+    if (major != 9 || minor != 0)
+        die("--cast-cutlass 1: the CUTLASS kernels are sm_90a code: needs a compute capability 9.0 GPU (device %d is %d.%d)", dev, major,
+            minor);
     rt->casts.gemm_out = tcast_boundary_gemm_out;
     const char* unsupported = cutlass_tcast_gemm_cast_unsupported(&rt->plan.site[MATMUL_OUT], 0, 32);
     printf("TensorCast: the qkv and fc GEMMs on CUTLASS (%s), the matmul_out cast %s\n", cutlass_tcast_gemm_config_name(TCAST_CUTLASS_CONFIG),

@@ -25,7 +25,7 @@
 //    check_tcast_active asks of them a smaller margin over the uncast head-size-64 state (each case's
 //    numbers at TCAST_CASES, from the GPU run that set them).
 // 4. check_cutlass (--cast-cutlass, doc/TCAST.md 5.6; where the binary has the CUTLASS kernels and the GPU is sm_90,
-//    else a skipped line): a forward under TCAST_CUTLASS_CAST with the CUTLASS GEMMs (casts in their epilogues), again
+//    else a skipped line; the LM head's GEMM keeps cuBLASLt, as the training step's classifier path): a forward under TCAST_CUTLASS_CAST with the CUTLASS GEMMs (casts in their epilogues), again
 //    with --cast-fuse 0 (the same GEMMs, then the passes) and with --cast-cutlass 0 (cuBLASLt, then the passes): every
 //    layer's qkv and fc GEMM ran on CUTLASS (with the casts inside only under --cast-fuse 1), qkv, fch and the logits
 //    bit for bit the same with --cast-fuse 1 and 0, qkv and fch on the matmul_out grid, and close to the cuBLASLt
@@ -97,7 +97,7 @@ static constexpr int TCAST_NUM_CASES = (int)(sizeof(TCAST_CASES) / sizeof(TCAST_
 
 static void tcast_test_plan(TcastPlan* plan, const char* cast, const char* cast_gemm, int lm_head, const GPT2Config* cfg, int B,
                             int T) {
-    TcastOptions o = {cast, cast_gemm, lm_head, 0, 1, -1};  // --cast-fuse 1 and --cast-cutlass -1, the trainer's defaults
+    TcastOptions o = {cast, cast_gemm, lm_head, 0, 1, 0};  // --cast-fuse 1 and --cast-cutlass 0, the trainer's defaults
     tcast_plan_init(plan, &o);
     tcast_plan_check_shapes(plan, cfg->channels, cfg->padded_vocab_size, B, T);
 }
