@@ -30,19 +30,7 @@ const char* const g_names[CUTLASS_TCAST_NUM_CONFIGS] = {
 
 constexpr int kGroup = 32;  // the node's group length (cutlass_tcast_gemm_impl.cuh kTcastGemmTile)
 
-char g_why[512];
 char g_cast_why[384];
-
-// The refusal text: what, then the shape (cutlass_tcast_gemm.h's error format).
-const char* why(int N, int C, int OC, const char* fmt, ...) {
-    char what[384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
-    snprintf(g_why, sizeof(g_why), "%s (N=%d, C=%d, OC=%d)", what, N, C, OC);
-    return g_why;
-}
 
 const char* cast_why(const TcastDataType* dt, const char* fmt, ...) {
     char what[300];
@@ -122,16 +110,16 @@ CutlassTcastCall make_call(const CutlassDevice& info, const void* out, const voi
 // The checks both GEMMs share (shape, alignment of the given pointers, the casts, the device); NULL or why not.
 const char* common_unsupported(int N, int C, int OC, const void* const* ptrs, int nptrs, const TcastDataType* dt, const TcastDataType* dt2,
                                CutlassTcastConfig cfg, CutlassDevice* info) {
-    if (!valid(cfg)) return why(N, C, OC, "no configuration %d (there are %d)", (int)cfg, (int)CUTLASS_TCAST_NUM_CONFIGS);
+    if (!valid(cfg)) return cutlass_why(N, C, OC, "no configuration %d (there are %d)", (int)cfg, (int)CUTLASS_TCAST_NUM_CONFIGS);
     if (N < 0 || C < 8 || OC < 8 || C % 8 != 0 || OC % 8 != 0)
-        return why(N, C, OC, "unsupported shape: needs N >= 0 and C, OC positive multiples of 8");
+        return cutlass_why(N, C, OC, "unsupported shape: needs N >= 0 and C, OC positive multiples of 8");
     for (int i = 0; i < nptrs; i++)
-        if (!cutlass_aligned16(ptrs[i])) return why(N, C, OC, "every tensor must be 16-byte aligned (pointer %d: %p)", i, ptrs[i]);
-    if (const char* c = cutlass_tcast_gemm_cast_unsupported(dt, N, OC)) return why(N, C, OC, "%s", c);
-    if (const char* c = cutlass_tcast_gemm_cast_unsupported(dt2, N, OC)) return why(N, C, OC, "%s", c);
-    if (!cutlass_current_device(info)) return why(N, C, OC, "cannot query the current CUDA device");
+        if (!cutlass_aligned16(ptrs[i])) return cutlass_why(N, C, OC, "every tensor must be 16-byte aligned (pointer %d: %p)", i, ptrs[i]);
+    if (const char* c = cutlass_tcast_gemm_cast_unsupported(dt, N, OC)) return cutlass_why(N, C, OC, "%s", c);
+    if (const char* c = cutlass_tcast_gemm_cast_unsupported(dt2, N, OC)) return cutlass_why(N, C, OC, "%s", c);
+    if (!cutlass_current_device(info)) return cutlass_why(N, C, OC, "cannot query the current CUDA device");
     if (info->cc != 90)
-        return why(N, C, OC, "needs a compute capability 9.0 GPU (sm_90a code), device %d has %d.%d", info->dev, info->cc / 10, info->cc % 10);
+        return cutlass_why(N, C, OC, "needs a compute capability 9.0 GPU (sm_90a code), device %d has %d.%d", info->dev, info->cc / 10, info->cc % 10);
     return nullptr;
 }
 
@@ -140,15 +128,15 @@ const char* common_unsupported(int N, int C, int OC, const void* const* ptrs, in
 const char* cutlass_tcast_gemm_gelu_unsupported(int N, int C, int OC, const void* out, const void* pre, const void* inp, const void* weight,
                                                 const void* bias, const TcastDataType* dt_pre, const TcastDataType* dt_out,
                                                 CutlassTcastConfig cfg) {
-    if (!out || !inp || !weight) return why(N, C, OC, "out, inp and weight must not be NULL");
-    if (pre && pre == out) return why(N, C, OC, "pre and out must be different buffers");
+    if (!out || !inp || !weight) return cutlass_why(N, C, OC, "out, inp and weight must not be NULL");
+    if (pre && pre == out) return cutlass_why(N, C, OC, "pre and out must be different buffers");
     const void* ptrs[5] = {out, pre, inp, weight, bias};
     CutlassDevice info;
     if (const char* w = common_unsupported(N, C, OC, ptrs, 5, dt_pre, dt_out, cfg, &info)) return w;
     if (N == 0) return nullptr;
     const CutlassTcastCall call = make_call(info, out, pre, inp, weight, bias, N, C, OC, dt_pre, 0, dt_out, 0);
     if (const char* st = g_ops[cfg]->can_implement_gelu(call))
-        return why(N, C, OC, "CUTLASS can_implement (configuration %s, GELU epilogue): %s", g_names[cfg], st);
+        return cutlass_why(N, C, OC, "CUTLASS can_implement (configuration %s, GELU epilogue): %s", g_names[cfg], st);
     return nullptr;
 }
 
@@ -160,18 +148,18 @@ void cutlass_tcast_gemm_forward_gelu(__nv_bfloat16* out, __nv_bfloat16* pre, con
     CutlassDevice info;
     cutlass_current_device(&info);  // (asked successfully above)
     const CutlassTcastCall call = make_call(info, out, pre, inp, weight, bias, N, C, OC, dt_pre, seed_pre, dt_out, seed_out);
-    if (const char* msg = g_ops[cfg]->run_gelu(call, stream)) fail(why(N, C, OC, "configuration %s (GELU epilogue): %s", g_names[cfg], msg));
+    if (const char* msg = g_ops[cfg]->run_gelu(call, stream)) fail(cutlass_why(N, C, OC, "configuration %s (GELU epilogue): %s", g_names[cfg], msg));
 }
 
 const char* cutlass_tcast_gemm_unsupported(int N, int C, int OC, const void* out, const void* inp, const void* weight, const void* bias,
                                            const TcastDataType* dt, CutlassTcastConfig cfg) {
-    if (!out || !inp || !weight) return why(N, C, OC, "out, inp and weight must not be NULL");
+    if (!out || !inp || !weight) return cutlass_why(N, C, OC, "out, inp and weight must not be NULL");
     const void* ptrs[4] = {out, inp, weight, bias};
     CutlassDevice info;
     if (const char* w = common_unsupported(N, C, OC, ptrs, 4, dt, nullptr, cfg, &info)) return w;
     if (N == 0) return nullptr;
     const CutlassTcastCall call = make_call(info, out, nullptr, inp, weight, bias, N, C, OC, dt, 0, nullptr, 0);
-    if (const char* st = g_ops[cfg]->can_implement(call)) return why(N, C, OC, "CUTLASS can_implement (configuration %s): %s", g_names[cfg], st);
+    if (const char* st = g_ops[cfg]->can_implement(call)) return cutlass_why(N, C, OC, "CUTLASS can_implement (configuration %s): %s", g_names[cfg], st);
     return nullptr;
 }
 
@@ -182,7 +170,7 @@ void cutlass_tcast_gemm_forward(__nv_bfloat16* out, const __nv_bfloat16* inp, co
     CutlassDevice info;
     cutlass_current_device(&info);  // (cutlass_tcast_gemm_unsupported asked successfully)
     const CutlassTcastCall call = make_call(info, out, nullptr, inp, weight, bias, N, C, OC, dt, seed, nullptr, 0);
-    if (const char* msg = g_ops[cfg]->run(call, stream)) fail(why(N, C, OC, "configuration %s: %s", g_names[cfg], msg));
+    if (const char* msg = g_ops[cfg]->run(call, stream)) fail(cutlass_why(N, C, OC, "configuration %s: %s", g_names[cfg], msg));
 }
 
 void cutlass_tcast_gemm_free(void) {
