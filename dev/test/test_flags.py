@@ -109,6 +109,7 @@ BAD = {
     "--cast-lm-head": ["2", "-1"],
     "--cast-stats": ["-1"],
     "--cast-fuse": ["2", "-1"],
+    "--cast-cutlass": ["2", "-1"],
 }
 
 HELP_LINE = re.compile(r"^\s+(-\S+)\s+(int|float|string)\s")
