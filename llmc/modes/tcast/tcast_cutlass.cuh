@@ -42,7 +42,10 @@ static inline const TcastDataType* tcast_cutlass_site_dt(const TcastRuntime* rt,
 static bool tcast_boundary_gemm_out(BoundaryCasts* bc, floatX* out, floatX* pre, const floatX* inp, const floatX* weight, const floatX* bias,
                                     int N, int C, int OC, unsigned long long w_id, unsigned long long gelu_id, cudaStream_t stream) {
     static_assert(std::is_same<floatX, __nv_bfloat16>::value, "the TensorCast build stores BF16");
-    if (!kTcastCutlassBuilt) return false;
+#if !defined(ENABLE_CUTLASS)
+    (void)bc, (void)out, (void)pre, (void)inp, (void)weight, (void)bias, (void)N, (void)C, (void)OC, (void)w_id, (void)gelu_id, (void)stream;
+    return false;  // (not linked: never offered, tcast_cutlass_attach refuses --cast-cutlass 1 first)
+#else
     TcastRuntime* rt = (TcastRuntime*)bc;
     const CutlassTcastConfig cfg = TCAST_CUTLASS_CONFIG;
     floatX* y = pre ? pre : out;
@@ -64,6 +67,7 @@ static bool tcast_boundary_gemm_out(BoundaryCasts* bc, floatX* out, floatX* pre,
     rt->cutlass_gemms++;
     rt->cutlass_casts += in_epilogue;
     return true;
+#endif
 }
 
 // Resolves --cast-cutlass 1 for this binary and the current GPU (stops with an error naming the flag where the path
@@ -82,8 +86,10 @@ static inline bool tcast_cutlass_attach(TcastRuntime* rt) {
         die("--cast-cutlass 1: the CUTLASS kernels are sm_90a code: needs a compute capability 9.0 GPU (device %d is %d.%d)", dev, major,
             minor);
     rt->casts.gemm_out = tcast_boundary_gemm_out;
+#if defined(ENABLE_CUTLASS)
     const char* unsupported = cutlass_tcast_gemm_cast_unsupported(&rt->plan.site[MATMUL_OUT], 0, 32);
     printf("TensorCast: the qkv and fc GEMMs on CUTLASS (%s), the matmul_out cast %s\n", cutlass_tcast_gemm_config_name(TCAST_CUTLASS_CONFIG),
            unsupported ? "a pass after it (the epilogue does not take this datatype)" : "in the epilogue");
+#endif
     return true;
 }
