@@ -583,12 +583,8 @@ static inline void lowp_diag_write_csv(const char* out_dir, const LowpDiagRow* r
 // reported ("note: ...", cell "fail", flag FAIL) and the diagnosis goes on. Device memory: allocated once for
 // the largest layer (printed), freed before returning. CUDA and cuBLAS errors end the program as everywhere.
 static inline void lowp_diagnose_run(GPT2* model, DataLoader* train, const char* out_dir, int write_csv) {
-    int dev = 0, major = 0, minor = 0;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major * 10 + minor < 89)
-        die("--diagnose 1: needs FP8 tensor cores (compute capability 8.9 or newer); this GPU is %d.%d", major, minor);
+    const int cc = cuda_current_cc(), major = cc / 10, minor = cc % 10;
+    if (cc < 89) die("--diagnose 1: needs FP8 tensor cores (compute capability 8.9 or newer); this GPU is %d.%d", major, minor);
     const double t0 = wall_seconds();
     const GPT2Config* c = &model->config;
     const int B = model->B, T = model->T, N = B * T, L = c->num_layers, C = c->channels, Vp = c->padded_vocab_size;

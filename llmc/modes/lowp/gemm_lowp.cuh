@@ -269,11 +269,8 @@ static inline void gemm_lowp_options_validate(const LowpOptions* opt, int allow_
 // --fp8-cutlass 1 on a GPU other than compute capability 9.0 (the CUTLASS kernels are sm_90a code).
 static inline void gemm_lowp_attach(GemmContext* ctx, const LowpOptions* opt, int allow_fallback, unsigned long long seed) {
     gemm_lowp_options_validate(opt, allow_fallback);
-    int dev = 0, major = 0, minor = 0;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major * 10 + minor < 89 || (opt->block && major != 9)) {
+    const int cc = cuda_current_cc(), major = cc / 10, minor = cc % 10;
+    if (cc < 89 || (opt->block && major != 9)) {
         if (!allow_fallback)
             die("%s needs FP8 tensor cores (compute capability 8.9 or newer%s); this GPU is %d.%d. --fp8-fallback 1 runs BF16 GEMMs instead",
                 GEMM_LOWP_MODE_NAME, opt->block ? ", block scaling: 9.0" : "", major, minor);

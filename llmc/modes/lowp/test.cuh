@@ -264,11 +264,7 @@ struct ModeTest : ModeTestDefaults {
     static const char* cutlass_skipped() {
         if (kLowpTCFP12) return "a TCFP-12 build";
         if (!kLowpCutlassBuilt) return "this build has no CUTLASS kernels: make info";
-        int dev = 0, major = 0, minor = 0;
-        cudaCheck(cudaGetDevice(&dev));
-        cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-        cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-        return major * 10 + minor != 90 ? "the CUTLASS kernels need a compute capability 9.0 GPU" : NULL;
+        return cuda_current_cc() != 90 ? "the CUTLASS kernels need a compute capability 9.0 GPU" : NULL;
     }
     // FP8 builds with the CUTLASS kernels: the whole comparison again with --fp8-cutlass 1 (same states, same tolerances:
     // the header says why), where the GPU runs them (compute capability 9.0); elsewhere a line says it was not run.

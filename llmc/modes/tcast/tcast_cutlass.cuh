@@ -75,16 +75,14 @@ static bool tcast_boundary_gemm_out(BoundaryCasts* bc, floatX* out, floatX* pre,
 // line saying so. Returns whether it is on. --cast-cutlass 0 (the default): nothing.
 static inline bool tcast_cutlass_attach(TcastRuntime* rt) {
     if (!rt->plan.cutlass || !rt->plan.site_on[MATMUL_OUT]) return false;
-    int dev = 0, major = 0, minor = 0;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    int dev = 0;
+    const int cc = cuda_current_cc(&dev);
     if (!kTcastCutlassBuilt)
         die("--cast-cutlass 1: this binary has no CUTLASS kernels (the TCAST=1 build links them where make finds CUTLASS: make info; "
             "NO_CUTLASS=1 leaves them out)");
-    if (major != 9 || minor != 0)
-        die("--cast-cutlass 1: the CUTLASS kernels are sm_90a code: needs a compute capability 9.0 GPU (device %d is %d.%d)", dev, major,
-            minor);
+    if (cc != 90)
+        die("--cast-cutlass 1: the CUTLASS kernels are sm_90a code: needs a compute capability 9.0 GPU (device %d is %d.%d)", dev, cc / 10,
+            cc % 10);
     rt->casts.gemm_out = tcast_boundary_gemm_out;
 #if defined(ENABLE_CUTLASS)
     const char* unsupported = cutlass_tcast_gemm_cast_unsupported(&rt->plan.site[MATMUL_OUT], 0, 32);
