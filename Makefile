@@ -228,6 +228,9 @@ CUTLASS_DGELU_OBJ := $(BUILD)/cutlass/cutlass_fp8_dgelu.o $(patsubst llmc/kernel
 # cutlass_tcast_gemm.cu).
 CUTLASS_TCAST_CONFIG_SRCS := $(wildcard llmc/kernels/gemm/cutlass_tcast_gemm_*.cu)
 CUTLASS_TCAST_OBJ := $(BUILD)/cutlass/cutlass_tcast_gemm.o $(patsubst llmc/kernels/gemm/%.cu,$(BUILD)/cutlass/%.o,$(CUTLASS_TCAST_CONFIG_SRCS))
+# SF16's forward GEMM with the Q1.15 boundary in its epilogue (cutlass_q115_gemm.h: one translation unit, both its
+# instantiations and their host side).
+CUTLASS_Q115_OBJ := $(BUILD)/cutlass/cutlass_q115_gemm.o
 TCAST_CAST_HDRS := $(wildcard llmc/kernels/tcast/tcast_cast*.cuh) llmc/kernels/tcast/tcast_fp8_hw.cuh llmc/kernels/tcast/tcast_stats.cuh \
   $(wildcard llmc/numerics/tcast*.h) llmc/core/cuda_common.cuh llmc/core/cuda_utils.cuh llmc/core/precision.h
 CUTLASS_CHECK = @test -n "$(CUTLASS_INC)" || { echo "error: CUTLASS not found (no cutlass/version.h in CUTLASS_HOME/include, /usr/include, /usr/local/include or the venv's nvidia-cutlass wheel); run scripts/setup_env.sh (it installs nvidia-cutlass==4.2.0.0 into the venv), or set CUTLASS_HOME"; exit 1; }
@@ -255,6 +258,8 @@ $(BUILD)/cutlass/cutlass_tcast_gemm_%.o: llmc/kernels/gemm/cutlass_tcast_gemm_%.
 $(BUILD)/cutlass/cutlass_tcast_gemm.o: llmc/kernels/gemm/cutlass_tcast_gemm_ops.h llmc/kernels/gemm/cutlass_tcast_quant.h \
   llmc/kernels/gemm/cutlass_fp8_dispatch.h $(TCAST_CAST_HDRS)
 $(BUILD)/cutlass/cutlass_fp8_fc.o: llmc/kernels/gemm/cutlass_fp8_fc_ops.h llmc/kernels/gemm/cutlass_fp8_dispatch.h
+$(BUILD)/cutlass/cutlass_q115_gemm.o: llmc/kernels/gemm/cutlass_fp8_common.cuh llmc/kernels/gemm/cutlass_fp8_dispatch.h \
+  llmc/kernels/gemm/gelu_fastmath.cuh llmc/numerics/q115.h
 $(BUILD)/cutlass/cutlass_fp8_dgelu.o: llmc/kernels/gemm/cutlass_fp8_dgelu_ops.h llmc/kernels/gemm/cutlass_fp8_dispatch.h
 $(BUILD)/cutlass/cutlass_%.o: llmc/kernels/gemm/cutlass_%.cu llmc/kernels/gemm/cutlass_%.h Makefile
 	$(CUTLASS_CHECK)
@@ -296,7 +301,7 @@ info:
 	@echo "  CUPTI        $(or $(CUPTI_H),header not found) | $(or $(CUPTI_SO),library not found)"
 	@echo "  cuDNN        $(or $(CUDNN_H),header not found) | $(or $(CUDNN_SO),library not found)$(if $(CUDNN_H), ($(CUDNN_VERSION), $(call origin_of,$(CUDNN_H))))"
 	@echo "  cuDNN front  $(or $(CUDNN_FE_H),cudnn_frontend.h not found)$(if $(CUDNN_FE_H), ($(CUDNN_FE_VERSION), $(call origin_of,$(CUDNN_FE_H))))"
-	@echo "  CUTLASS      $(or $(CUTLASS_INC),cutlass/version.h not found)$(if $(CUTLASS_H), ($(CUTLASS_VERSION), $(call origin_of,$(CUTLASS_H))))$(if $(filter 1,$(FP8)),; FP8 trainer: $(if $(TRAINER_CUTLASS),links the fused-epilogue kernels (--fp8-cutlass),without them (--fp8-cutlass refused)$(if $(filter 1,$(NO_CUTLASS)),: NO_CUTLASS=1)))$(if $(filter 1,$(TCAST)),; TCAST trainer: $(if $(TRAINER_CUTLASS),links the matmul_out cast GEMM (--cast-cutlass),without it (--cast-cutlass 1 refused)$(if $(filter 1,$(NO_CUTLASS)),: NO_CUTLASS=1)))"
+	@echo "  CUTLASS      $(or $(CUTLASS_INC),cutlass/version.h not found)$(if $(CUTLASS_H), ($(CUTLASS_VERSION), $(call origin_of,$(CUTLASS_H))))$(if $(filter 1,$(FP8)),; FP8 trainer: $(if $(TRAINER_CUTLASS),links the fused-epilogue kernels (--fp8-cutlass),without them (--fp8-cutlass refused)$(if $(filter 1,$(NO_CUTLASS)),: NO_CUTLASS=1)))$(if $(filter 1,$(TCAST)),; TCAST trainer: $(if $(TRAINER_CUTLASS),links the matmul_out cast GEMM (--cast-cutlass),without it (--cast-cutlass 1 refused)$(if $(filter 1,$(NO_CUTLASS)),: NO_CUTLASS=1)))$(if $(filter 1,$(ENABLE_Q115)),; SF16 trainer: $(if $(TRAINER_CUTLASS),links the Q1.15 epilogue GEMM (--q115-cutlass),without it (--q115-cutlass: the passes)$(if $(filter 1,$(NO_CUTLASS)),: NO_CUTLASS=1)))"
 	@echo "  attention    $(if $(filter 1,$(USE_CUDNN)),cuDNN fused SDPA,built-in flash kernels)$(if $(filter command line environment,$(origin USE_CUDNN)), (USE_CUDNN=$(USE_CUDNN)), (default for this mode$(if $(HAVE_CUDNN),, and no cuDNN found)))"
 	@echo "  CUDA variant $(VARIANT): $(strip $(CUDA_MODE_FLAGS))$(if $(TRAINER_CUTLASS_FLAGS), (trainer and test also $(TRAINER_CUTLASS_FLAGS))), sm_$(GPU_ARCH)"
 	@echo "  python       $(PYTHON)"
@@ -353,9 +358,11 @@ test: env-torch $(HOST_TEST_BINS) $(TCAST_CLI) $(BUILD)/cpu/test_gpt2 $(BUILD)/c
 # The FP8=1 trainer and test link the CUTLASS fc / fcproj-dgrad kernels where CUTLASS is found (unless NO_CUTLASS=1):
 # -DENABLE_CUTLASS, read only by llmc/modes/lowp/lowp_cutlass.cuh (--fp8-cutlass 1; refused in a build without them).
 # Likewise the TCAST=1 trainer and test link the BF16 GEMM with the MATMUL_OUT cast in its epilogue: -DENABLE_CUTLASS,
-# read only by llmc/modes/tcast/tcast_cutlass.cuh (--cast-cutlass).
-TRAINER_CUTLASS := $(if $(and $(filter 1,$(FP8) $(TCAST)),$(CUTLASS_INC)),$(if $(filter 1,$(NO_CUTLASS)),,1))
-TRAINER_CUTLASS_OBJ := $(if $(TRAINER_CUTLASS),$(if $(filter 1,$(TCAST)),$(CUTLASS_TCAST_OBJ),$(CUTLASS_FC_OBJ) $(CUTLASS_DGELU_OBJ)))
+# read only by llmc/modes/tcast/tcast_cutlass.cuh (--cast-cutlass); and the ENABLE_Q115=1 trainer and test the BF16
+# GEMM with the Q1.15 boundary in its epilogue, read only by llmc/modes/sf16/sf16_cutlass.cuh (--q115-cutlass).
+TRAINER_CUTLASS := $(if $(and $(filter 1,$(FP8) $(TCAST) $(ENABLE_Q115)),$(CUTLASS_INC)),$(if $(filter 1,$(NO_CUTLASS)),,1))
+TRAINER_CUTLASS_OBJ := $(if $(TRAINER_CUTLASS),$(if $(filter 1,$(TCAST)),$(CUTLASS_TCAST_OBJ),$(if $(filter 1,$(FP8)),$(CUTLASS_FC_OBJ) \
+  $(CUTLASS_DGELU_OBJ))) $(if $(filter 1,$(ENABLE_Q115)),$(CUTLASS_Q115_OBJ)))
 TRAINER_CUTLASS_FLAGS := $(if $(TRAINER_CUTLASS),-DENABLE_CUTLASS)
 CUDA_TARGETS := $(BUILD)/$(VARIANT)/train_gpt2cu $(BUILD)/$(VARIANT)/test_gpt2cu
 $(BUILD)/$(VARIANT)/%cu: %.cu $(CUDA_DEPS) $(USE_CUDNN_OBJ) $(TRAINER_CUTLASS_OBJ)
@@ -373,7 +380,7 @@ cuda: $(CUDA_TARGETS) cuda-dev
 CUDA_DEV_ALL := $(patsubst dev/cuda/%.cu,%,$(wildcard dev/cuda/*.cu))
 # harnesses of CUTLASS kernels: in the default list only where CUTLASS is found (make build/<variant>/dev/<name>
 # without it stops with the CUTLASS error)
-CUTLASS_HARNESSES := cutlass_fp8 cutlass_fp8_dgelu cutlass_tcast_gemm
+CUTLASS_HARNESSES := cutlass_fp8 cutlass_fp8_dgelu cutlass_tcast_gemm cutlass_q115_gemm
 HARNESSES ?= $(if $(CUTLASS_INC),$(CUDA_DEV_ALL),$(filter-out $(CUTLASS_HARNESSES),$(CUDA_DEV_ALL)))
 ifneq ($(filter-out $(CUDA_DEV_ALL),$(HARNESSES)),)
   $(error HARNESSES: no dev/cuda/<name>.cu for $(filter-out $(CUDA_DEV_ALL),$(HARNESSES)) (have: $(CUDA_DEV_ALL)))
@@ -391,6 +398,8 @@ $(BUILD)/$(VARIANT)/dev/cutlass_fp8_dgelu: $(CUTLASS_DGELU_OBJ) dev/cuda/fp8_gem
 $(BUILD)/$(VARIANT)/dev/cutlass_fp8_dgelu: HARNESS_OBJS := $(CUTLASS_DGELU_OBJ)
 $(BUILD)/$(VARIANT)/dev/cutlass_tcast_gemm: $(CUTLASS_TCAST_OBJ)
 $(BUILD)/$(VARIANT)/dev/cutlass_tcast_gemm: HARNESS_OBJS := $(CUTLASS_TCAST_OBJ)
+$(BUILD)/$(VARIANT)/dev/cutlass_q115_gemm: $(CUTLASS_Q115_OBJ)
+$(BUILD)/$(VARIANT)/dev/cutlass_q115_gemm: HARNESS_OBJS := $(CUTLASS_Q115_OBJ)
 
 # Idle gaps between the kernels of a step: a CUPTI library loaded through CUDA_INJECTION64_PATH (usage
 # in dev/tools/kernel_gaps.cpp; rpath to the CUPTI it was built against) and the probe with a known

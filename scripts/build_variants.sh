@@ -40,6 +40,8 @@ VARIANTS=(
 #     like the FP8 layer (cutlass_fp8_dgelu compares with today's producer, which reads floatX: BF16 builds only).
 #   cutlass_tcast_gemm: the CUTLASS BF16 GEMM with the TensorCast MATMUL_OUT cast in its epilogue, in the TCAST=1 build
 #     (it compares with that build's cast pass).
+#   cutlass_q115_gemm: the CUTLASS BF16 GEMM with the Q1.15 boundary in its epilogue, in q115 and q115_tf (it compares with
+#     that build's boundary passes; q115_tf's chain has the Q1.31 step).
 #   tcast_producers in bf16: the cast kernels and producers it checks compile the same in any BF16 build (it
 #     includes no mode's hooks: only the TensorCast runtime, llmc/modes/tcast/tcast_runtime.cuh, for its GEMM-front
 #     check), so the TCAST build adds only its own compile time; gemm_algos (the cuBLASLt algorithm
@@ -63,6 +65,7 @@ lowp_producers bf16
 cutlass_fp8    bf16
 cutlass_fp8_dgelu bf16
 cutlass_tcast_gemm tcast
+cutlass_q115_gemm q115 q115_tf
 tcast          tcast
 tcast_producers bf16
 gemm_algos     bf16

@@ -174,42 +174,15 @@ void cutlass_run(CutlassTcastConfig cfg, floatX* out, const floatX* inp, const f
 
 // (a): y against float64 on sampled rows.
 void check_plain(const Case& c, const Inputs& in, const floatX* y, const char* label) {
-    const std::vector<int> rows = pick_rows(c.N, (double)c.C * c.OC, 1234 + c.N);
-    const std::vector<float> got = download_rows(y, c.OC, rows);
-    ErrAcc acc;
-    size_t bad = 0, special_bad = 0;
-    for (size_t ri = 0; ri < rows.size(); ri++) {
-        const int n = rows[ri];
-        for (int o = 0; o < c.OC; o++) {
-            double s = 0, sa = fabs((double)in.bias[o]);
-            for (int k = 0; k < c.C; k++) {
-                const double p = (double)in.inp[(size_t)n * c.C + k] * in.w[(size_t)o * c.C + k];
-                s += p;
-                sa += fabs(p);
-            }
-            const double ref = s + in.bias[o];
-            const float v = got[ri * c.OC + o];
-            if (!isfinite(ref)) {  // "special": Inf / NaN bias columns
-                if (isnan(ref) ? !isnan(v) : v != (float)ref) special_bad++;
-                continue;
-            }
-            acc.add(v, ref);
-            if (!(fabs((double)v - ref) <= ldexp(fabs(ref), -8) + ldexp(sa, -16))) {
-                if (bad < 4) printf("      [%d, %d]: %.9g, float64 %.9g (S %.3g)\n", n, o, v, ref, sa);
-                bad++;
-            }
-        }
-    }
-    CompareResult r = acc.result(4e-3);
-    r.ok = r.ok && bad == 0 && special_bad == 0;
+    const GemmRowsResult g = gemm_rows_vs_float64(y, in.inp, in.w, in.bias, c.N, c.C, c.OC, 1234 + c.N, 4e-3);
     if (c.kind == TINY) {  // products below 2^-126: whether wgmma keeps fp32 subnormals is not this kernel's choice
-        printf("      (a) not asserted for tiny inputs: rel %.3e, %zu elements beyond the normal-range bound\n", r.rel, bad);
+        printf("      (a) not asserted for tiny inputs: rel %.3e, %zu elements beyond the normal-range bound\n", g.r.rel, g.bad);
         return;
     }
     char name[160];
-    snprintf(name, sizeof(name), "(a) %s vs float64 (%zu rows)", label, rows.size());
-    tally.check(name, r, 4e-3);
-    if (bad || special_bad) printf("      %zu elements beyond the per-element bound, %zu wrong Inf / NaN\n", bad, special_bad);
+    snprintf(name, sizeof(name), "(a) %s vs float64 (%zu rows)", label, g.rows);
+    tally.check(name, g.r, 4e-3);
+    if (g.bad || g.special_bad) printf("      %zu elements beyond the per-element bound, %zu wrong Inf / NaN\n", g.bad, g.special_bad);
 }
 
 void run_case(const Case& c, CutlassTcastConfig cfg, uint64_t seed) {

@@ -347,3 +347,47 @@ static inline std::vector<float> download_rows(const T* d, size_t ld, const std:
     for (size_t i = 0; i < tmp.size(); i++) out[i] = (float)tmp[i];
     return out;
 }
+
+// A BF16 linear layer's output y (N, OC) = inp (N, C) · w (OC, C)ᵀ + bias (OC; empty: none), all row-major, the inputs
+// as host copies of their floatX values, against float64 on rows picked by pick_rows(N, C * OC, seed): per element
+// |y - ref| <= 2^-8 |ref| + 2^-16 S (S = Σ|inp · w| + |bias|: one floatX rounding plus fp32 accumulation), and the
+// norm-relative error (result(tol)); where the reference is not finite (Inf / NaN bias columns) y must be that value
+// exactly (special_bad counts the others). Prints up to 4 elements beyond the bound.
+struct GemmRowsResult {
+    CompareResult r;
+    size_t rows, bad, special_bad;
+};
+static inline GemmRowsResult gemm_rows_vs_float64(const floatX* y, const std::vector<float>& inp, const std::vector<float>& w,
+                                                  const std::vector<float>& bias, int N, int C, int OC, uint64_t seed, double tol) {
+    const std::vector<int> rows = pick_rows(N, (double)C * OC, seed);
+    const std::vector<float> got = download_rows(y, OC, rows);
+    ErrAcc acc;
+    GemmRowsResult res = {};
+    res.rows = rows.size();
+    for (size_t ri = 0; ri < rows.size(); ri++) {
+        const int n = rows[ri];
+        for (int o = 0; o < OC; o++) {
+            const double b = bias.empty() ? 0.0 : (double)bias[o];
+            double s = 0, sa = fabs(b);
+            for (int k = 0; k < C; k++) {
+                const double p = (double)inp[(size_t)n * C + k] * w[(size_t)o * C + k];
+                s += p;
+                sa += fabs(p);
+            }
+            const double ref = s + b;
+            const float v = got[ri * OC + o];
+            if (!isfinite(ref)) {
+                if (isnan(ref) ? !isnan(v) : v != (float)ref) res.special_bad++;
+                continue;
+            }
+            acc.add(v, ref);
+            if (!(fabs((double)v - ref) <= ldexp(fabs(ref), -8) + ldexp(sa, -16))) {
+                if (res.bad < 4) printf("      [%d, %d]: %.9g, float64 %.9g (S %.3g)\n", n, o, v, ref, sa);
+                res.bad++;
+            }
+        }
+    }
+    res.r = acc.result(tol);
+    res.r.ok = res.r.ok && res.bad == 0 && res.special_bad == 0;
+    return res;
+}
