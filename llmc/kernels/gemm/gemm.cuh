@@ -225,6 +225,8 @@ static inline bool gemm_dgelu_fused_for(int C) { return C <= GEMM_DGELU_FUSED_MA
 // GEMM and GELU + cast in one kernel: 0.832 vs 0.906 ms at d12, H200).
 // Requirements: every pointer 16-byte aligned, C and OC multiples of 16 / sizeof(floatX), out and
 // pre_gelu not overlapping the inputs; violations end the program with "error: matmul_forward: ...".
+// SF16 (a per-value MATMUL_OUT boundary): the boundary is a pass after the GEMM (with GELU: the GELU kernel quantizes
+// pre_gelu first), unless the mode attached ctx->boundary_gemm and it takes the call (the boundary in its epilogue).
 // ctx->out_cast_by_reader (reset here): 1 leaves the TensorCast MATMUL_OUT cast of out to its reader (out is
 // stored uncast); an error with pre_gelu (the GELU reads out); 2: the cast is a pass here, never inside the mode's GEMM.
 // No scratch. Deterministic (fixed cached algorithm per shape).
@@ -268,6 +270,11 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
     // be the mode's, with the casts in its epilogue
     if (!done && cast && !reader_may_cast &&
         boundary_gemm_out(ctx->casts, out, pre_gelu, inp, weight, bias, N, C, OC, pre_id, site_gelu ? gelu_id : BOUNDARY_NO_ID, ctx->stream))
+        return;
+    // a per-value boundary (SF16) may be applied in the epilogue of the mode's own GEMM (GemmBoundaryGemm): then the
+    // GEMM and the pass below (with GELU: the GELU kernel that quantizes pre_gelu) are that one call
+    if (!done && bound && !cast && !ctx->lowp && ctx->boundary_gemm &&
+        ctx->boundary_gemm->forward(ctx, out, pre_gelu, inp, weight, bias, N, C, OC))
         return;
     if (!done) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
     if (site_gelu) {

@@ -126,8 +126,22 @@ struct GemmLowpBackend {
     void (*destroy)(GemmContext* ctx);   // frees the backend (gemm_context_free calls it)
 };
 
+// A mode's forward GEMM that applies the per-value MATMUL_OUT boundary (boundary_value<MATMUL_OUT>) in its epilogue
+// (SF16: llmc/modes/sf16/sf16_cutlass.cuh, --q115-cutlass): the bits of the base backend's GEMM followed by the front's
+// boundary pass, but for the GEMM's accumulation order. pre_gelu NULL: out (N, OC) = boundary(inp · weightᵀ + bias);
+// else pre_gelu = that and out = gemm_gelu_stored(pre_gelu) (gemm_gelu_apply<true>'s values). Row-major floatX, shapes
+// and pointers as matmul_forward checked them. Returns false, having done nothing, where it does not take the call (the
+// front then runs its GEMM and the pass). Asynchronous on ctx->stream.
+struct GemmBoundaryGemm {
+    void* state;
+    bool (*forward)(GemmContext* ctx, floatX* out, floatX* pre_gelu, const floatX* inp, const floatX* weight, const floatX* bias, int N,
+                    int C, int OC);
+    void (*destroy)(GemmContext* ctx);  // frees the hook's state (gemm_context_free calls it; may be NULL)
+};
+
 struct GemmContext {
     GemmLowpBackend* lowp;               // NULL: every GEMM on the base backend
+    GemmBoundaryGemm* boundary_gemm;     // NULL: the MATMUL_OUT boundary (where not the identity) is a pass after the GEMM
     BoundaryCasts* casts;                // whole-tensor MATMUL_OUT casts a mode attached (TensorCast); NULL: none
     int out_cast_by_reader;              // set by the caller for the next matmul_forward call only, which resets it:
                                          // 1 = the output's only reader applies its MATMUL_OUT cast as it reads it (the
@@ -248,6 +262,8 @@ void gemm_context_free(GemmContext* ctx) {
     cudaCheck(cudaStreamSynchronize(ctx->stream));
     if (ctx->lowp && ctx->lowp->destroy) ctx->lowp->destroy(ctx);
     ctx->lowp = NULL;
+    if (ctx->boundary_gemm && ctx->boundary_gemm->destroy) ctx->boundary_gemm->destroy(ctx);
+    ctx->boundary_gemm = NULL;
     for (int i = 0; i < ctx->num_plans; i++) gemm_plan_destroy(&ctx->plans[i]);
     ctx->num_plans = 0;
     cudaCheck(cudaFree(ctx->workspace));

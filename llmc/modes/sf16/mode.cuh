@@ -3,7 +3,8 @@
 // llmc/modes/sf16/traits.cuh. What the module adds at run time is the diagnostic --q115-stats N: every N
 // steps (and on the first), one extra forward on the step's batch with the boundary counters on, and per
 // site the fraction of values clipped at +-1 and of non-zero values flushed to 0 (printed, and logged as
-// `s:<step> q115:<site> clip:... flush:...`).
+// `s:<step> q115:<site> clip:... flush:...`). And --q115-cutlass (default 1): the forward GEMMs apply the MATMUL_OUT
+// boundary in a CUTLASS epilogue instead of a pass after cuBLASLt (llmc/modes/sf16/sf16_cutlass.cuh).
 #pragma once
 
 #include <limits.h>
@@ -11,6 +12,7 @@
 
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/modes/mode_defaults.cuh"
+#include "llmc/modes/sf16/sf16_cutlass.cuh"
 
 // Switch the boundary counters on (1) or off (0) for the kernels enqueued after this call on `stream`.
 static inline void sf16_stats_set(int on, cudaStream_t stream) {
@@ -32,12 +34,29 @@ static inline void sf16_boundary_stats(GPT2* m, const int* inputs, const int* ta
 }
 
 struct Mode : ModeDefaults {
-    int q115_stats = 0;  // --q115-stats N (0 = off)
+    int q115_stats = 0;    // --q115-stats N (0 = off)
+    int q115_cutlass = 1;  // --q115-cutlass 0|1
+    bool cutlass_on = false;
 
     int flags(CliFlag* f) {
         f[0] = {"--q115-stats", CLI_INT, &q115_stats,
                 "every N steps print per boundary the fraction clipped at +-1 / flushed to 0 (0 = off)", 0, INT_MAX, NULL};
-        return 1;
+        f[1] = {"--q115-cutlass", CLI_INT, &q115_cutlass,
+                "1: the matmul_out boundary in the epilogue of a CUTLASS GEMM (sm_90, binaries built with CUTLASS; else the pass), "
+                "0: cuBLASLt GEMM and a pass",
+                0, 1, NULL};
+        return 2;
+    }
+
+    void attach_parameters(GPT2* m) { cutlass_on = sf16_cutlass_attach(m, q115_cutlass, true); }
+
+    void print_config(const GPT2* m) const {
+        (void)m;
+        if (cutlass_on) printf("SF16: the matmul_out boundary in the epilogue of a CUTLASS GEMM (%s)\n", sf16_cutlass_describe());
+    }
+    void describe(const GPT2* m, char* out, size_t n) const {
+        (void)m;
+        snprintf(out, n, " q115_cutlass=%d", cutlass_on ? 1 : 0);
     }
 
     // --q115-stats on the current train batch (rank 0): the statistics of the step just taken (1-based step + 1).
