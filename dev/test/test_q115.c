@@ -414,6 +414,64 @@ static void test_chain(void) {
           (long long)diff_unexplained, (long long)diff);
 }
 
+// On the values SF16 stores (BF16) the chains collapse to one rounding, which boundary_stored_value relies on
+// (llmc/modes/sf16/traits.cuh, stored_value): for every BF16 x (NaN: NaN), simulate_q115(simulate_q131(x)) ==
+// simulate_q115(x) (the Q1.31 step moves a BF16 value only at |x| >= 1 or |x| < 2^-24, where the Q1.15 clamp and
+// flush agree) and simulate_q115 is idempotent, so MATMUL_OUT then LOGITS is one simulate_q115 in both SF16 builds.
+static void test_stored_chains(void) {
+    int bad_chain = 0, bad_idem = 0, bad_three = 0, nan_bad = 0;
+    for (uint32_t b = 0; b < 65536; b++) {
+        const float x = bf16_to_float((uint16_t)b);
+        const float one = simulate_q115(x);
+        if (isnan(x)) {
+            nan_bad += !isnan(one) || !isnan(simulate_q115(simulate_q131(x)));
+            continue;
+        }
+        bad_chain += !same_bits(simulate_q115(simulate_q131(x)), one);
+        bad_idem += !same_bits(simulate_q115(one), one);
+        bad_three += !same_bits(simulate_q115(simulate_q115(simulate_q131(x))), one);
+    }
+    CHECK(bad_chain == 0, "%d BF16 values where simulate_q115(simulate_q131(x)) != simulate_q115(x)", bad_chain);
+    CHECK(bad_idem == 0, "%d BF16 values where simulate_q115 is not idempotent", bad_idem);
+    CHECK(bad_three == 0, "%d BF16 values where the true-forward logit chain is not one simulate_q115", bad_three);
+    CHECK(nan_bad == 0, "%d BF16 NaNs not kept NaN by the chains", nan_bad);
+}
+
+// simulate_q115_code (the code as a float, no final product) is float_to_q115 for every non-NaN float of
+// 2^-18 <= |x| < 4 and every 97th bit pattern elsewhere, NaN -> NaN; and simulate_q115_code_pow2(raw, s) is
+// simulate_q115_code(raw * s) for the powers of two s = 2^-10 .. 2^4 (the attention's 1/sqrt(HS) for HS = 4^k is one)
+// on 4M random raw values across binades, the threshold / s boundary and ties.
+static void test_code_paths(void) {
+    long long bad = 0, bad_pow2 = 0, checked = 0;
+    for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 97) {
+        const float x = f_from_bits((uint32_t)u);
+        const float c = simulate_q115_code(x);
+        if (isnan(x)) { bad += !isnan(c); continue; }
+        bad += c != (float)float_to_q115(x);
+        checked++;
+    }
+    for (uint32_t sign = 0; sign < 2; sign++)
+        for (uint32_t u = 0x36800000u; u < 0x40800000u; u += 13) {
+            const float x = f_from_bits(u | (sign << 31));
+            bad += simulate_q115_code(x) != (float)float_to_q115(x);
+            checked++;
+        }
+    for (int e = -10; e <= 4; e++) {
+        const float sc = ldexpf(1.0f, e);
+        for (int i = 0; i < 4000000 / 15; i++) {
+            const uint64_t r = rng_next();
+            float raw;
+            if (i % 4 == 0) raw = (Q115_OVERFLOW_THRESHOLD / sc) * (1.0f + ((int)(r % 7) - 3) * ldexpf(1.0f, -23));  // the clamp edge
+            else if (i % 4 == 1) raw = ((float)(int)(r % 65536) - 32768.0f + 0.5f) / 32768.0f / sc;  // ties
+            else raw = ldexpf((float)(r >> 40) / 16777216.0f, (int)(r % 48) - 30 - e);
+            if (r & (1ull << 20)) raw = -raw;
+            bad_pow2 += !same_bits(simulate_q115_code_pow2(raw, sc), simulate_q115_code(raw * sc));
+        }
+    }
+    CHECK(bad == 0, "simulate_q115_code differs from float_to_q115 at %lld of %lld floats", bad, checked);
+    CHECK(bad_pow2 == 0, "simulate_q115_code_pow2(raw, s) differs from simulate_q115_code(raw * s) %lld times", bad_pow2);
+}
+
 // simulate_q115_fast (the device path, compiled here for the host) equals the integer path bit for bit:
 // every float with 2^-18 <= |x| < 4 (all ties, the clamp boundary and the grid, 2 x 20 binades, each
 // value once), and every 97th bit pattern elsewhere (subnormals, large values, Inf). NaN in, NaN out.
@@ -501,6 +559,8 @@ int main(void) {
     test_linear_sweep();
     test_ordered_sweep();
     test_chain();
+    test_stored_chains();
+    test_code_paths();
     test_references();
     test_fast_path();
     return test_summary();

@@ -46,6 +46,30 @@ __device__ __forceinline__ float boundary_value(float v) {
     return ModeBoundary::template value<Site, Count>(v);
 }
 
+// The boundary in units of the mode's grid, for kernels that keep a quantity scaled (the attention's scores and
+// probabilities, attention_tile.cuh): boundary_value_units<Site>(v) * boundary_unit() == boundary_value<Site>(v)
+// exactly (SF16: the Q1.15 code as a float and 2^-15, one instruction fewer; identity modes: v and 1).
+// boundary_scaled_value_units<Site, Count, kPow2>(raw, scale) is boundary_value_units<Site, Count>(raw * scale), where
+// the caller promises with kPow2 that scale is a power of two, which lets a mode fold it into its rounding.
+__host__ __device__ constexpr float boundary_unit() { return ModeBoundary::kUnit; }
+template <BoundarySite Site, bool Count = true>
+__device__ __forceinline__ float boundary_value_units(float v) {
+    return ModeBoundary::template value_units<Site, Count>(v);
+}
+template <BoundarySite Site, bool Count, bool kPow2>
+__device__ __forceinline__ float boundary_scaled_value_units(float raw, float scale) {
+    return ModeBoundary::template scaled_value_units<Site, Count, kPow2>(raw, scale);
+}
+
+// A floatX value v read from storage as it crosses the boundaries Sites... in order (e.g. a logit the LM head stored,
+// read by the classifier: MATMUL_OUT, then LOGITS), only the last one counted in the mode's statistics: the hooks one
+// after the other, which a mode may compute in one step on stored values (SF16: one Q1.15 rounding). v must be a
+// floatX value (SF16's argument for the shortcut: llmc/modes/sf16/traits.cuh).
+template <BoundarySite... Sites>
+__device__ __forceinline__ float boundary_stored_value(float v) {
+    return ModeBoundary::template stored_value<Sites...>(v);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Whole-tensor casts, attached at run time (struct filled by the mode that owns it).
 

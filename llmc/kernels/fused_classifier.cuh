@@ -108,10 +108,9 @@ __device__ __forceinline__ void classifier_merge(float& m, float& s, float m2, f
 // A logit as the softmax reads it: the LM head's MATMUL_OUT boundary, then the LOGITS read boundary.
 // The first is idempotent on logits that matmul_forward already stored quantized, and supplies the
 // boundary when the training step skipped that pass (matmul_forward_logits); it never counts toward
-// --q115-stats, whose forward stores the logits through matmul_forward.
-__device__ __forceinline__ float classifier_logit(float x) {
-    return boundary_value<LOGITS>(boundary_value<MATMUL_OUT, false>(x));
-}
+// --q115-stats, whose forward stores the logits through matmul_forward. x is a stored (floatX) logit, so the mode
+// may take both boundaries in one step (boundary_stored_value; SF16: one Q1.15 rounding for the two or three).
+__device__ __forceinline__ float classifier_logit(float x) { return boundary_stored_value<MATMUL_OUT, LOGITS>(x); }
 
 // Read packet i of a row as floats through the boundaries (classifier_logit).
 __device__ __forceinline__ void classifier_load(float (&x)[x128::size], const floatX* row, int i) {

@@ -9,5 +9,12 @@ struct ModeBoundary {
     static constexpr bool kIdentity = true;
     template <BoundarySite Site, bool Count>
     __device__ __forceinline__ static float value(float v) { return v; }
+    template <BoundarySite... Sites>
+    __device__ __forceinline__ static float stored_value(float v) { return v; }
+    static constexpr float kUnit = 1.0f;
+    template <BoundarySite Site, bool Count>
+    __device__ __forceinline__ static float value_units(float v) { return v; }
+    template <BoundarySite Site, bool Count, bool kPow2>
+    __device__ __forceinline__ static float scaled_value_units(float raw, float scale) { return raw * scale; }
     static bool stats_active() { return false; }
 };

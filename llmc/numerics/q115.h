@@ -140,21 +140,46 @@ Q115_HD float simulate_q115(float x) {
 // if an operand is NaN, unlike fminf / fmaxf; on the host the comparisons fail), so a NaN comes out (on
 // the device the canonical NaN, not the input's payload). The *_rn intrinsics keep nvcc from fusing or
 // reordering the three operations; the host uses volatile for the same purpose.
-Q115_HD float simulate_q115_fast(float x) {
-    const float t = Q115_OVERFLOW_THRESHOLD;
-#if defined(__CUDA_ARCH__)
+// x clamped to +-lim, NaN passing through (PTX min.NaN / max.NaN on the device; compare-selects on the host, where
+// the comparisons with NaN fail).
+Q115_HD float q115_clamp_(float x, float lim) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     float c;
-#if __CUDA_ARCH__ >= 800
-    asm("max.NaN.f32 %0, %1, %2;" : "=f"(c) : "f"(x), "f"(-t));
-    asm("min.NaN.f32 %0, %0, %1;" : "+f"(c) : "f"(t));
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(c) : "f"(x), "f"(-lim));
+    asm("min.NaN.f32 %0, %0, %1;" : "+f"(c) : "f"(lim));
+    return c;
 #else
-    c = x > t ? t : (x < -t ? -t : x);
+    return x > lim ? lim : (x < -lim ? -lim : x);
 #endif
-    return __fmul_rn(__fadd_rn(__fmaf_rn(c, Q115_SCALE, Q115_RINT_MAGIC_), -Q115_RINT_MAGIC_), 1.0f / Q115_SCALE);
+}
+
+// round(c * k) to an integer, ties to even, for |c * k| < 2^22: the FMA with 1.5 * 2^23 and the exact subtraction.
+Q115_HD float q115_rint_scaled_(float c, float k) {
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(__fmaf_rn(c, k, Q115_RINT_MAGIC_), -Q115_RINT_MAGIC_);
 #else
-    const float c = x > t ? t : (x < -t ? -t : x);
-    volatile float shifted = c * Q115_SCALE + Q115_RINT_MAGIC_;
-    return (shifted - Q115_RINT_MAGIC_) * (1.0f / Q115_SCALE);
+    volatile float shifted = c * k + Q115_RINT_MAGIC_;
+    return shifted - Q115_RINT_MAGIC_;
+#endif
+}
+
+// The Q1.15 code of x as a float: float_to_q115(x) for every non-NaN x, NaN -> NaN; simulate_q115_fast without its
+// final product by 2^-15 (4 instructions), for callers that keep values in units of 2^-15 (the SF16 attention scores
+// and probabilities, llmc/modes/sf16/traits.cuh value_units). simulate_q115_fast(x) == simulate_q115_code(x) * 2^-15.
+Q115_HD float simulate_q115_code(float x) { return q115_rint_scaled_(q115_clamp_(x, Q115_OVERFLOW_THRESHOLD), Q115_SCALE); }
+
+// simulate_q115_code(raw * s) for s a power of two with 2^-20 <= s <= 2^20, one instruction fewer: the clamp moves to
+// raw (|raw * s| > t exactly when |raw| > t / s, both exact) and s joins the rounding FMA's factor (c * (s * 2^15) =
+// (c * s) * 2^15 exactly). Another s gives wrong results: callers pass powers of two only (dev/test/test_q115.c).
+Q115_HD float simulate_q115_code_pow2(float raw, float s) {
+    return q115_rint_scaled_(q115_clamp_(raw, Q115_OVERFLOW_THRESHOLD / s), s * Q115_SCALE);
+}
+
+Q115_HD float simulate_q115_fast(float x) {
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(simulate_q115_code(x), 1.0f / Q115_SCALE);
+#else
+    return simulate_q115_code(x) * (1.0f / Q115_SCALE);
 #endif
 }
 

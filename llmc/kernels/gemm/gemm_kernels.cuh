@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(256) gemm_gelu_forward_kernel(floatX* __restri
         x128 p = load128(pre + i * x128::size);
         if constexpr (BOUND_PRE) {
             #pragma unroll
-            for (int k = 0; k < x128::size; k++) p[k] = (floatX)boundary_value<MATMUL_OUT>((float)p[k]);
+            for (int k = 0; k < x128::size; k++) p[k] = (floatX)boundary_stored_value<MATMUL_OUT>((float)p[k]);
             store128(pre + i * x128::size, p);
         }
         x128 o;
@@ -199,7 +199,7 @@ __global__ void gemm_boundary_kernel(floatX* x, size_t packets) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < packets; i += (size_t)gridDim.x * blockDim.x) {
         x128 v = load128(x + i * x128::size);
         #pragma unroll
-        for (int k = 0; k < x128::size; k++) v[k] = (floatX)boundary_value<MATMUL_OUT>((float)v[k]);
+        for (int k = 0; k < x128::size; k++) v[k] = (floatX)boundary_stored_value<MATMUL_OUT>((float)v[k]);
         store128(x + i * x128::size, v);
     }
 }

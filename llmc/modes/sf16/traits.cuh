@@ -55,6 +55,36 @@ struct ModeBoundary {
         if (Count && boundary_stats_enabled) boundary_count(Site, v);
         return simulate_q115(v);
     }
+    // A BF16 value read from storage through Sites... in order, the last one counted (boundary_stored_value): one
+    // simulate_q115, which on a BF16 value is the chain in both builds (simulate_q131 then simulate_q115 is
+    // simulate_q115 there, and simulate_q115 is idempotent: dev/test/test_q115.c checks all 65536 BF16 values); the
+    // chain itself while the counters are on, so the statistics see each site's input as before.
+    template <BoundarySite First, BoundarySite... Rest>
+    __device__ __forceinline__ static float stored_value(float v) {
+        if (boundary_stats_enabled) return stored_chain<First, Rest...>(v);
+        return simulate_q115(v);
+    }
+    template <BoundarySite First, BoundarySite... Rest>
+    __device__ __forceinline__ static float stored_chain(float v) {
+        if constexpr (sizeof...(Rest) == 0) return value<First, true>(v);
+        else return stored_chain<Rest...>(value<First, false>(v));
+    }
+    // The hook in units of the Q1.15 grid (boundary_value_units): value<Site, Count>(v) / 2^-15, i.e. the code as a
+    // float, without the final product (simulate_q115_code); and of raw * scale for a power-of-two scale with the scale
+    // folded into the clamp and the rounding (simulate_q115_code_pow2), except while counting (the counters see
+    // raw * scale as value would).
+    static constexpr float kUnit = 1.0f / Q115_SCALE;
+    template <BoundarySite Site, bool Count>
+    __device__ __forceinline__ static float value_units(float v) {
+        if constexpr (kSf16TrueForward && Site == MATMUL_OUT) v = simulate_q131(v);
+        if (Count && boundary_stats_enabled) boundary_count(Site, v);
+        return simulate_q115_code(v);
+    }
+    template <BoundarySite Site, bool Count, bool kPow2>
+    __device__ __forceinline__ static float scaled_value_units(float raw, float scale) {
+        if constexpr (Count || !kPow2 || (kSf16TrueForward && Site == MATMUL_OUT)) return value_units<Site, Count>(raw * scale);
+        else return simulate_q115_code_pow2(raw, scale);
+    }
     // True while the counters are on (llmc/modes/sf16/mode.cuh sf16_stats_set).
     static bool stats_active() { return boundary_stats_host_enabled != 0; }
 };
