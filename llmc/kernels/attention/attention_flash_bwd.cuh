@@ -137,9 +137,9 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
                 attn_tc_step_q<false, ATTN_TC_BWD, STAGED>(s, stage, scale, wr0, k0, T, lse2, lse2v, tc, rbase, lane, -1, kb);
                 attn_tc_ds(s, dp, Dr);
             } else if (k0 + BC - 1 > wr0) {
-                attn_dq_ds<true>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
+                attn_dq_ds<true, attn_scale_pow2<HS>()>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
             } else {
-                attn_dq_ds<false>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
+                attn_dq_ds<false, attn_scale_pow2<HS>()>(s, dp, lse2, Dr, scale, k0 + 2 * tq, wr0 + g);
             }
             uint32_t dsa[WM][BC / 16][4];
             attn_c_to_a<WM, NS>(dsa, s);
@@ -278,9 +278,9 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
                 attn_tc_step_k<STAGED>(s, tc_tile, active, scale, wrow, kw0, qb, k0, T, L, tc, (uint64_t)bh * (uint64_t)T, lane,
                                        sKept + buf * ATTN_TC_KEPT_K);
             } else if (qb < kw1) {  // mask only where some query of the tile precedes some key of the warp
-                attn_dkv_p<true>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
+                attn_dkv_p<true, attn_scale_pow2<HS>()>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
             } else {
-                attn_dkv_p<false>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
+                attn_dkv_p<false, attn_scale_pow2<HS>()>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
             }
             if (active) attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane);
         }

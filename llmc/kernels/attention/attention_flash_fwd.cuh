@@ -41,6 +41,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
     constexpr int KS = HS / 16;  // k-steps of Q.K^T
     constexpr int NS = BC / 8;   // n-tiles of S (keys)
     constexpr int NO = HS / 8;   // n-tiles of O (head dims)
+    constexpr bool POW2 = attn_scale_pow2<HS>();  // scale = 1 / sqrt(HS) is a power of two (attention_tile.cuh)
     static_assert(HS % 16 == 0 && BC % 16 == 0, "tile sizes must be multiples of 16");
     static_assert(!TC || BC == 64, "TC: the cast tiles hold key tiles of 64 keys (no casting group crosses one)");
 
@@ -73,7 +74,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
 
     uint32_t qf[WM][KS][4];
     float o[WM][NO][4];
-    float m[WM][2], l[WM][2];  // running max (natural units) and this thread's partial row sum
+    float m[WM][2], l[WM][2];  // running max (in the scores' units, attn_score) and this thread's partial row sum
     #pragma unroll
     for (int mi = 0; mi < WM; mi++) {
         #pragma unroll
@@ -99,9 +100,9 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                 attn_tc_step_q<CNT, ATTN_TC_FWD_STATS, false>(s, stage, scale, wr0, k0, T, no_lse, 0.f, tc, rbase, lane, ATTN_TC_SCORES, no_kb);
                 attn_fwd_softmax<false, PL, false, true>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
             } else if (k0 + BC - 1 > wr0) {  // only tiles crossing the diagonal (some key after some row of the warp) pay for the mask
-                attn_fwd_softmax<true, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+                attn_fwd_softmax<true, PL, CNT, false, POW2>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
             } else {
-                attn_fwd_softmax<false, PL, CNT>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+                attn_fwd_softmax<false, PL, CNT, false, POW2>(s, o, m, l, scale, k0 + 2 * tq, wr0 + g);
             }
 
             if constexpr (!PL) {
@@ -121,7 +122,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
         for (int mi = 0; mi < WM; mi++)
             #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
-                const float L = m[mi][hh] + logf(attn_quad_sum(l[mi][hh]));
+                const float L = attn_from_units(m[mi][hh]) + logf(attn_quad_sum(l[mi][hh]));
                 const int row = wr0 + mi * 16 + g + 8 * hh;
                 if (live && tq == 0 && row < T) lse[(size_t)bh * T + row] = L;
                 lse2[mi][hh] = L * ATTN_LOG2E;
@@ -147,9 +148,9 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                 if constexpr (TC) {  // s <- P^ (the score groups' scales read, the probability groups' found and kept)
                     attn_tc_step_q<CNT, ATTN_TC_FWD_OUT, false>(s, stage, scale, wr0, k0, T, lse2, lse2v, tc, rbase, lane, ATTN_TC_PROBS, kb);
                 } else if (k0 + BC - 1 > wr0) {
-                    attn_fwd_p_lse<true, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
+                    attn_fwd_p_lse<true, CNT, POW2>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
                 } else {
-                    attn_fwd_p_lse<false, CNT>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
+                    attn_fwd_p_lse<false, CNT, POW2>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
                 }
 
                 uint32_t pa[WM][BC / 16][4];
@@ -158,7 +159,8 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
             }
             __syncthreads();  // everyone is done with buffer `buf` before it is refilled
         }
-        if (live) attn_store_tile<WM, HS, AMAX, TC>(sQ + wrow * LDS, o, 1.f, out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
+        // o holds O / unit (attn_fwd_p_lse)
+        if (live) attn_store_tile<WM, HS, AMAX, TC>(sQ + wrow * LDS, o, boundary_unit(), out + (size_t)b * T * C + h * HS, C, wr0, T, lane, amax);
     } else {
         if (live) {
             float inv[WM][2];
@@ -169,7 +171,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                     const float sum = attn_quad_sum(l[mi][hh]);
                     inv[mi][hh] = 1.f / sum;
                     const int row = wr0 + mi * 16 + g + 8 * hh;
-                    if (tq == 0 && row < T) lse[(size_t)bh * T + row] = m[mi][hh] + logf(sum);
+                    if (tq == 0 && row < T) lse[(size_t)bh * T + row] = attn_from_units(m[mi][hh]) + logf(sum);
                     #pragma unroll
                     for (int n = 0; n < NO; n++) {
                         o[mi][n][2 * hh] *= inv[mi][hh];

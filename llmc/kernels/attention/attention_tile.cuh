@@ -17,18 +17,39 @@
 #include "llmc/kernels/attention/attention_common.cuh"
 
 // The two hooked quantities, one expression each, shared by every kernel (tensor-core path: exp2 on
-// the SFU with lse2 = lse * log2(e)). raw = the fp32 dot product q.k, shat = attn_score(raw, scale).
+// the SFU with lse2 = lse * log2(e)). raw = the fp32 dot product q.k.
+// Scores are kept in units of the mode's boundary grid (boundary_unit(): 2^-15 in SF16, 1 elsewhere), which saves the
+// quantizer's final product: su = attn_score(raw, scale) with su * unit == boundary_value<ATTN_SCORES>(raw * scale)
+// exactly, and every exp2 argument takes ATTN_LOG2E_U = log2(e) * unit instead of log2(e), which gives the same fp32
+// values (the FMA's product is exact, and a power-of-two factor commutes with the rounding). So s^ and P^ are those of
+// the unscaled expressions bit for bit. POW2: scale is a power of two (1 / sqrt(HS) for HS = 4^k, attn_scale_pow2; the
+// launchers pass exactly 1 / sqrtf(HS)), which the boundary folds into its clamp and rounding.
 // CNT: whether the hooks may count --q115-stats (boundary.cuh): true only in the forward kernels'
 // counting instantiation, never in the backward, so that training kernels carry no statistics code.
-template <bool CNT>
-__device__ __forceinline__ float attn_score(float raw, float scale) { return boundary_value<ATTN_SCORES, CNT>(raw * scale); }
-template <bool CNT>
-__device__ __forceinline__ float attn_prob(float shat, float lse2) {
-    return boundary_value<ATTN_PROBS, CNT>(attn_exp2(fmaf(shat, ATTN_LOG2E, -lse2)));
+constexpr float ATTN_LOG2E_U = ATTN_LOG2E * boundary_unit();
+template <int HS>
+__host__ __device__ constexpr bool attn_scale_pow2() { return HS > 0 && (HS & (HS - 1)) == 0 && (HS & 0x55555555) != 0; }
+// u * unit (a running max or an accumulator kept in units), without the product where the unit is 1.
+__device__ __forceinline__ float attn_from_units(float u) {
+    if constexpr (boundary_unit() == 1.0f) return u;
+    else return u * boundary_unit();
+}
+template <bool CNT, bool POW2>
+__device__ __forceinline__ float attn_score(float raw, float scale) {
+    return boundary_scaled_value_units<ATTN_SCORES, CNT, POW2>(raw, scale);
 }
 template <bool CNT>
+__device__ __forceinline__ float attn_prob(float su, float lse2) {
+    return boundary_value<ATTN_PROBS, CNT>(attn_exp2(fmaf(su, ATTN_LOG2E_U, -lse2)));
+}
+// P^ in units (the forward's second pass: P.V then accumulates O / unit, stored times unit).
+template <bool CNT>
+__device__ __forceinline__ float attn_prob_units(float su, float lse2) {
+    return boundary_value_units<ATTN_PROBS, CNT>(attn_exp2(fmaf(su, ATTN_LOG2E_U, -lse2)));
+}
+template <bool CNT, bool POW2>
 __device__ __forceinline__ float attn_prob_from_lse(float raw, float scale, float lse2) {
-    return attn_prob<CNT>(attn_score<CNT>(raw, scale), lse2);
+    return attn_prob<CNT>(attn_score<CNT, POW2>(raw, scale), lse2);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -276,9 +297,11 @@ __device__ __forceinline__ float attn_quad_sum(float v) {
 // not yet normalized probabilities exp(s - m_new) in s. Rows span the 4 lanes of a quad.
 // STATS (pass 1 of the two-pass forward): only m and l are updated; o and s are left alone.
 // PRE (TC kernels): s already holds the hooked scores s^, masked entries -inf (attn_tc_cast_q).
-template <bool MASK, bool STATS, bool CNT, bool PRE = false, int WM, int NS, int NO>
+// m holds the running max in the scores' units (attn_score); lse = attn_from_units(m) + log(l).
+template <bool MASK, bool STATS, bool CNT, bool PRE = false, bool POW2 = false, int WM, int NS, int NO>
 __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&o)[WM][NO][4], float (&m)[WM][2],
                                                  float (&l)[WM][2], float scale, int col0, int row0) {
+    static_assert(!PRE || boundary_unit() == 1.0f, "PRE: the TensorCast kernels' s^ is in natural units");
     #pragma unroll
     for (int mi = 0; mi < WM; mi++)
         #pragma unroll
@@ -289,7 +312,7 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
             for (int n = 0; n < NS; n++)
                 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    float v = PRE ? s[mi][n][2 * hh + e] : attn_score<CNT>(s[mi][n][2 * hh + e], scale);
+                    float v = PRE ? s[mi][n][2 * hh + e] : attn_score<CNT, POW2>(s[mi][n][2 * hh + e], scale);
                     if (!PRE && MASK && col0 + n * 8 + e > row) v = -INFINITY;
                     s[mi][n][2 * hh + e] = v;
                     mx = fmaxf(mx, v);
@@ -299,7 +322,7 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
             // The first tile holds key 0 <= row for every row, so m_new is finite from the start
             // and exp2(-inf) = 0 cleanly discards the empty initial state.
             const float m_new = fmaxf(m[mi][hh], mx);
-            const float alpha = attn_exp2((m[mi][hh] - m_new) * ATTN_LOG2E);
+            const float alpha = attn_exp2((m[mi][hh] - m_new) * ATTN_LOG2E_U);
             m[mi][hh] = m_new;
             if constexpr (!STATS) {
                 #pragma unroll
@@ -308,13 +331,13 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
                     o[mi][n][2 * hh + 1] *= alpha;
                 }
             }
-            const float mb = m_new * ATTN_LOG2E;
+            const float mb = m_new * ATTN_LOG2E_U;
             float sum = 0.f;
             #pragma unroll
             for (int n = 0; n < NS; n++)
                 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    const float p = attn_exp2(fmaf(s[mi][n][2 * hh + e], ATTN_LOG2E, -mb));
+                    const float p = attn_exp2(fmaf(s[mi][n][2 * hh + e], ATTN_LOG2E_U, -mb));
                     sum += p;
                     if constexpr (!STATS) s[mi][n][2 * hh + e] = boundary_value<ATTN_PROBS, CNT>(p);
                 }
@@ -322,18 +345,18 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
         }
 }
 
-// Forward pass 2 of the two-pass mode: s <- P^ = boundary(exp(s^ - lse)), the normalized hooked
-// probabilities, computed with the backward's expression (attn_score, attn_prob); masked entries
-// give 0. The mask is applied to s^ before the probability hook, like pass 1 does before the
-// softmax, so that the hook (and its --q115-stats counters) never sees a future key's value.
-template <bool MASK, bool CNT, int WM, int NS>
+// Forward pass 2 of the two-pass mode: s <- P^ / unit = boundary(exp(s^ - lse)) / unit, the normalized hooked
+// probabilities in units (attn_prob_units; the caller stores O times boundary_unit()), computed with the backward's
+// expression (attn_score, attn_prob); masked entries give 0. The mask is applied to s^ before the probability hook,
+// like pass 1 does before the softmax, so that the hook (and its --q115-stats counters) never sees a future key's value.
+template <bool MASK, bool CNT, bool POW2, int WM, int NS>
 __device__ __forceinline__ void attn_fwd_p_lse(float (&s)[WM][NS][4], const float (&lse2)[WM][2], float scale,
                                                int col0, int row0) {
     attn_frag_each<WM, NS>([&](int mi, int n, int r) {
         const bool masked = MASK && attn_masked<false>(col0, row0, mi, n, r);
-        float v = attn_score<CNT>(s[mi][n][r], scale);
+        float v = attn_score<CNT, POW2>(s[mi][n][r], scale);
         if (masked) v = -INFINITY;  // exp2(-inf) = 0
-        float p = attn_prob<CNT>(v, lse2[mi][r >> 1]);
+        float p = attn_prob_units<CNT>(v, lse2[mi][r >> 1]);
         if (masked) p = 0.f;  // whatever the hook makes of 0
         s[mi][n][r] = p;
     });
@@ -341,11 +364,11 @@ __device__ __forceinline__ void attn_fwd_p_lse(float (&s)[WM][NS][4], const floa
 
 // Backward, query-major (dQ kernel): s <- dS = P^ * (dP - D) with P^ = boundary(exp(s^ - lse))
 // recomputed by attn_prob_from_lse; lse2 = lse*log2(e) and D per row, masked entries give 0.
-template <bool MASK, int WM, int NS>
+template <bool MASK, bool POW2, int WM, int NS>
 __device__ __forceinline__ void attn_dq_ds(float (&s)[WM][NS][4], const float (&dp)[WM][NS][4], const float (&lse2)[WM][2],
                                            const float (&D)[WM][2], float scale, int col0, int row0) {
     attn_frag_each<WM, NS>([&](int mi, int n, int r) {
-        float p = attn_prob_from_lse<false>(s[mi][n][r], scale, lse2[mi][r >> 1]);
+        float p = attn_prob_from_lse<false, POW2>(s[mi][n][r], scale, lse2[mi][r >> 1]);
         if (MASK && attn_masked<false>(col0, row0, mi, n, r)) p = 0.f;
         s[mi][n][r] = p * (dp[mi][n][r] - D[mi][r >> 1]);
     });
@@ -353,10 +376,10 @@ __device__ __forceinline__ void attn_dq_ds(float (&s)[WM][NS][4], const float (&
 
 // Backward, key-major (dK/dV kernel): s <- P^T (attn_prob_from_lse with lse[query]), rows are keys and
 // columns queries; L points at the lse values of the query tile (L[0] is query col0 - 2*tq).
-template <bool MASK, int WM, int NS>
+template <bool MASK, bool POW2, int WM, int NS>
 __device__ __forceinline__ void attn_dkv_p(float (&s)[WM][NS][4], const float* L, float scale, int col0, int row0, int tq) {
     attn_frag_each_col<WM, NS, true>(L, tq, [&](int mi, int n, int r, float lq2) {
-        float p = attn_prob_from_lse<false>(s[mi][n][r], scale, lq2);
+        float p = attn_prob_from_lse<false, POW2>(s[mi][n][r], scale, lq2);
         if (MASK && attn_masked<true>(col0, row0, mi, n, r)) p = 0.f;
         s[mi][n][r] = p;
     });
