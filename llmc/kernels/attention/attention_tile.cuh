@@ -29,10 +29,12 @@
 constexpr float ATTN_LOG2E_U = ATTN_LOG2E * boundary_unit();
 template <int HS>
 __host__ __device__ constexpr bool attn_scale_pow2() { return HS > 0 && (HS & (HS - 1)) == 0 && (HS & 0x55555555) != 0; }
-// u * unit (a running max or an accumulator kept in units), without the product where the unit is 1.
+// u * unit (a running max kept in units), without the product where the unit is 1. The product is exact and written
+// __fmul_rn, so that --use_fast_math cannot contract it with an addition after it (lse = m + log(l): an FMA on m * unit
+// would round log(l)'s product where the unscaled expression's FMA does not, and lse moved by an ulp now and then).
 __device__ __forceinline__ float attn_from_units(float u) {
     if constexpr (boundary_unit() == 1.0f) return u;
-    else return u * boundary_unit();
+    else return __fmul_rn(u, boundary_unit());
 }
 template <bool CNT, bool POW2>
 __device__ __forceinline__ float attn_score(float raw, float scale) {
