@@ -101,28 +101,7 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
     return in;
 }
 
-bool guard_ok(const floatX* out, size_t n) {
-    std::vector<uint16_t> g(kGuard);
-    cudaCheck(cudaMemcpy(g.data(), out + n, kGuard * sizeof(uint16_t), cudaMemcpyDeviceToHost));
-    for (uint16_t v : g)
-        if (v != 0xFFFFu) return false;
-    return true;
-}
-
-// Differing elements of two device (n) BF16 buffers (n padded to whole words by the guard); prints the first few.
-size_t mismatches(const floatX* a, const floatX* b, size_t n, bool print) {
-    const size_t words = device_mismatch(a, b, (n + (n & 1)) * 2);
-    if (!words || !print) return words;
-    std::vector<uint16_t> ha(n), hb(n);
-    cudaCheck(cudaMemcpy(ha.data(), a, n * 2, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(hb.data(), b, n * 2, cudaMemcpyDeviceToHost));
-    for (size_t i = 0, shown = 0; i < n && shown < 4; i++)
-        if (ha[i] != hb[i]) {
-            printf("      [%zu]: kernel 0x%04x, reference 0x%04x\n", i, (unsigned)ha[i], (unsigned)hb[i]);
-            shown++;
-        }
-    return words;
-}
+bool guard_ok(const floatX* out, size_t n) { return device_guard_poisoned(out, n, kGuard); }
 
 void sync() {
     cudaCheck(cudaStreamSynchronize(g_stream));
@@ -149,17 +128,17 @@ void run_case(const Case& c, uint64_t seed, bool gelu) {
     snprintf(label, sizeof(label), "(a) mode off vs float64 (%zu rows)", g.rows);
     tally.check(label, g.r, 4e-3);
     if (g.bad || g.special_bad) printf("      %zu elements beyond the per-element bound, %zu wrong Inf / NaN\n", g.bad, g.special_bad);
-    tally.check("(a) second run bitwise equal, guards", mismatches(y.ptr, y2.ptr, n, false) == 0 && guard_ok(y.ptr, n) && guard_ok(y2.ptr, n));
+    tally.check("(a) second run bitwise equal, guards", device_mismatch16(y.ptr, y2.ptr, n, c.OC, false) == 0 && guard_ok(y.ptr, n) && guard_ok(y2.ptr, n));
     // (b) mode M against the pass on y
     poison_all(out, ref);
     cutlass_q115_gemm_forward(out.ptr, nullptr, inp.ptr, w.ptr, b, c.N, c.C, c.OC, kMode, g_stream);
     cudaCheck(cudaMemcpyAsync(ref.ptr, y.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice, g_stream));
     gemm_boundary_apply(ref.ptr, n, g_stream);
     sync();
-    const size_t bad = mismatches(out.ptr, ref.ptr, n, true);
+    const size_t bad = device_mismatch16(out.ptr, ref.ptr, n, c.OC, true);
     tally.check("(b) boundary = the pass, bit for bit", bad == 0 && guard_ok(out.ptr, n));
     if (n >= 1024) {
-        const size_t moved = mismatches(out.ptr, y.ptr, n, false);
+        const size_t moved = device_mismatch16(out.ptr, y.ptr, n, c.OC, false);
         printf("      control: the boundary changed %zu of %zu element pairs\n", moved, (n + 1) / 2);
         tally.check("(b) control: the boundary acts", moved > 0);
     }
@@ -170,7 +149,7 @@ void run_case(const Case& c, uint64_t seed, bool gelu) {
     cudaCheck(cudaMemcpyAsync(pre_ref.ptr, y.ptr, n * sizeof(floatX), cudaMemcpyDeviceToDevice, g_stream));
     gemm_gelu_apply<true>(ref.ptr, pre_ref.ptr, n, g_stream);
     sync();
-    const size_t bad_pre = mismatches(pre.ptr, pre_ref.ptr, n, true), bad_out = mismatches(out.ptr, ref.ptr, n, true);
+    const size_t bad_pre = device_mismatch16(pre.ptr, pre_ref.ptr, n, c.OC, true), bad_out = device_mismatch16(out.ptr, ref.ptr, n, c.OC, true);
     if (bad_pre || bad_out) printf("      differing element pairs: pre %zu, out %zu\n", bad_pre, bad_out);
     tally.check("(g) GELU form = the fc route, bit for bit", bad_pre == 0 && bad_out == 0 && guard_ok(pre.ptr, n) && guard_ok(out.ptr, n));
 }

@@ -139,31 +139,11 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
     return in;
 }
 
-// Guard elements after out still poisoned (0xFFFF)?
-bool guard_ok(const floatX* out, size_t n) {
-    std::vector<uint16_t> g(kGuard);
-    cudaCheck(cudaMemcpy(g.data(), out + n, kGuard * sizeof(uint16_t), cudaMemcpyDeviceToHost));
-    for (uint16_t v : g)
-        if (v != 0xFFFFu) return false;
-    return true;
-}
+// Guard elements after out still poisoned?
+bool guard_ok(const floatX* out, size_t n) { return device_guard_poisoned(out, n, kGuard); }
 
-// Differing 32-bit words (element pairs) between two device (N, OC) outputs, N * OC even, counted on the device;
-// with print, the first few differing elements.
-size_t mismatches(const floatX* a, const floatX* b, int N, int OC, bool print) {
-    const size_t n = (size_t)N * OC;
-    const size_t bad = device_mismatch(a, b, n * 2);
-    if (!bad || !print) return bad;
-    std::vector<uint16_t> ha(n), hb(n);
-    cudaCheck(cudaMemcpy(ha.data(), a, n * 2, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(hb.data(), b, n * 2, cudaMemcpyDeviceToHost));
-    for (size_t i = 0, shown = 0; i < n && shown < 4; i++)
-        if (ha[i] != hb[i]) {
-            printf("      [%zu, %zu]: kernel 0x%04x, pass 0x%04x\n", i / OC, i % OC, (unsigned)ha[i], (unsigned)hb[i]);
-            shown++;
-        }
-    return bad;
-}
+// Differing element pairs between two device (N, OC) outputs; with print, the first few differing elements.
+size_t mismatches(const floatX* a, const floatX* b, int N, int OC, bool print) { return device_mismatch16(a, b, (size_t)N * OC, OC, print); }
 
 void cutlass_run(CutlassTcastConfig cfg, floatX* out, const floatX* inp, const floatX* w, const floatX* bias, const Case& c,
                  const TcastDataType* dt, uint64_t seed) {

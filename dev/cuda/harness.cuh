@@ -316,6 +316,34 @@ static inline size_t device_mismatch(const void* a, const void* b, size_t bytes)
     });
 }
 
+// Whether the `guard` elements after the first n of a device buffer of T still hold poison()'s all-ones bytes (an
+// output written past its end shows here).
+template <typename T>
+static inline bool device_guard_poisoned(const T* p, size_t n, size_t guard) {
+    std::vector<unsigned char> g(guard * sizeof(T));
+    cudaCheck(cudaMemcpy(g.data(), p + n, g.size(), cudaMemcpyDeviceToHost));
+    for (unsigned char b : g)
+        if (b != 0xFFu) return false;
+    return true;
+}
+
+// Differing 16-bit elements of two device buffers of n elements (BF16 / FP16 outputs), compared on the device in 32-bit
+// words (so for odd n the element after the last must exist in both: a guard), counted in words; with print, the first
+// four differing elements as "[row, column]" of a row-major (*, cols) matrix.
+static inline size_t device_mismatch16(const void* a, const void* b, size_t n, size_t cols, bool print) {
+    const size_t words = device_mismatch(a, b, (n + (n & 1)) * 2);
+    if (!words || !print) return words;
+    std::vector<uint16_t> ha(n), hb(n);
+    cudaCheck(cudaMemcpy(ha.data(), a, n * 2, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(hb.data(), b, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0, shown = 0; i < n && shown < 4; i++)
+        if (ha[i] != hb[i]) {
+            printf("      [%zu, %zu]: 0x%04x, reference 0x%04x\n", i / cols, i % cols, (unsigned)ha[i], (unsigned)hb[i]);
+            shown++;
+        }
+    return words;
+}
+
 // `count` distinct sorted row indices in [0, total), always with 0 and total - 1 (all rows when
 // total * cost_per_row <= budget or total <= count): which rows a float64 reference checks.
 static inline std::vector<int> pick_rows(int total, double cost_per_row, uint64_t seed, int count = 64, double budget = 2e8) {

@@ -129,12 +129,7 @@ struct ModeTest : ModeTestDefaults {
         record(taken);
         const char* names[4] = {"qkv", "fch", "fch_gelu", "logits"};
         for (int i = 0; i < 4; i++) {
-            const double d = rel_l2(on.t[i], off.t[i], on.n[i]);
-            size_t differ = 0;
-            for (size_t k = 0; k < on.n[i]; k++) differ += on.t[i][k] != off.t[i][k];
-            printf("    %-8s against cuBLASLt + passes: rel L2 %.3e (%zu of %zu values differ); tolerance %.0e  %s\n", names[i], d, differ,
-                   on.n[i], SF16_CUTLASS_TOL, d < SF16_CUTLASS_TOL ? "ok" : "FAIL");
-            record(d < SF16_CUTLASS_TOL);
+            record_close(names[i], on.t[i], off.t[i], on.n[i], SF16_CUTLASS_TOL, "cuBLASLt + passes");
             free(on.t[i]);
             free(off.t[i]);
         }
