@@ -440,7 +440,8 @@ static void test_stored_chains(void) {
 // simulate_q115_code (the code as a float, no final product) is float_to_q115 for every non-NaN float of
 // 2^-18 <= |x| < 4 and every 97th bit pattern elsewhere, NaN -> NaN; and simulate_q115_code_pow2(raw, s) is
 // simulate_q115_code(raw * s) for the powers of two s = 2^-10 .. 2^4 (the attention's 1/sqrt(HS) for HS = 4^k is one)
-// on 4M random raw values across binades, the threshold / s boundary and ties.
+// on 4M random raw values across binades, the threshold / s boundary and ties; simulate_q115_code_nonneg is
+// simulate_q115_code on its domain (floats >= -(1 - 2^-15), NaN), and not below it.
 static void test_code_paths(void) {
     long long bad = 0, bad_pow2 = 0, checked = 0;
     for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 97) {
@@ -468,6 +469,24 @@ static void test_code_paths(void) {
             bad_pow2 += !same_bits(simulate_q115_code_pow2(raw, sc), simulate_q115_code(raw * sc));
         }
     }
+    // the probabilities' form, on floats >= -(1 - 2^-15) and NaN: every 7th bit pattern of both signs down to the clamp
+    // edge, and every pattern within 4096 of each end of the negative range (the edge itself, -0)
+    long long bad_nonneg = 0;
+    const uint32_t neg_edge = bits_of(-Q115_OVERFLOW_THRESHOLD);
+    for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 7) {
+        const uint32_t b = (uint32_t)u;
+        if (b > neg_edge) continue;  // below -(1 - 2^-15): outside the precondition
+        const float x = f_from_bits(b);
+        if (isnan(x)) bad_nonneg += !isnan(simulate_q115_code_nonneg(x));
+        else bad_nonneg += !same_bits(simulate_q115_code_nonneg(x), simulate_q115_code(x));
+    }
+    for (uint32_t d = 0; d < 4096; d++) {
+        const float a = f_from_bits(neg_edge - d), z = f_from_bits(0x80000000u + d);
+        bad_nonneg += !same_bits(simulate_q115_code_nonneg(a), simulate_q115_code(a));
+        bad_nonneg += !same_bits(simulate_q115_code_nonneg(z), simulate_q115_code(z));
+    }
+    CHECK(bad_nonneg == 0, "simulate_q115_code_nonneg differs from simulate_q115_code at %lld floats >= -(1 - 2^-15)", bad_nonneg);
+    CHECK(!same_bits(simulate_q115_code_nonneg(-2.0f), simulate_q115_code(-2.0f)), "control: below the clamp the forms differ");
     CHECK(bad == 0, "simulate_q115_code differs from float_to_q115 at %lld of %lld floats", bad, checked);
     CHECK(bad_pow2 == 0, "simulate_q115_code_pow2(raw, s) differs from simulate_q115_code(raw * s) %lld times", bad_pow2);
 }

@@ -6,7 +6,7 @@
 typedef enum {
     MATMUL_OUT,     // output of a linear layer (after bias)
     ATTN_SCORES,    // scaled q·k scores as the softmax reads them
-    ATTN_PROBS,     // softmax probabilities before they multiply V
+    ATTN_PROBS,     // softmax probabilities before they multiply V (exp outputs: >= +0 or NaN, which a mode may rely on)
     LOGITS,         // classifier logits as the softmax reads them
     LAYERNORM_OUT,  // normalized, affine-transformed LayerNorm output
     RESIDUAL_OUT,   // residual stream after an add

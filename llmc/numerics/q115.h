@@ -168,6 +168,19 @@ Q115_HD float q115_rint_scaled_(float c, float k) {
 // and probabilities, llmc/modes/sf16/traits.cuh value_units). simulate_q115_fast(x) == simulate_q115_code(x) * 2^-15.
 Q115_HD float simulate_q115_code(float x) { return q115_rint_scaled_(q115_clamp_(x, Q115_OVERFLOW_THRESHOLD), Q115_SCALE); }
 
+// simulate_q115_code(x) for x >= -(1 - 2^-15) or NaN, one instruction fewer: only the upper clamp (min.NaN on the
+// device), since the lower one changes nothing there. For the attention probabilities, exp2 outputs (>= +0 or NaN:
+// the SF16 traits' ATTN_PROBS site); dev/test/test_q115.c checks it on every such float.
+Q115_HD float simulate_q115_code_nonneg(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float c;
+    asm("min.NaN.f32 %0, %1, %2;" : "=f"(c) : "f"(x), "f"(Q115_OVERFLOW_THRESHOLD));
+#else
+    const float c = x > Q115_OVERFLOW_THRESHOLD ? Q115_OVERFLOW_THRESHOLD : x;
+#endif
+    return q115_rint_scaled_(c, Q115_SCALE);
+}
+
 // simulate_q115_code(raw * s) for s a power of two with 2^-20 <= s <= 2^20, one instruction fewer: the clamp moves to
 // raw (|raw * s| > t exactly when |raw| > t / s, both exact) and s joins the rounding FMA's factor (c * (s * 2^15) =
 // (c * s) * 2^15 exactly). Another s gives wrong results: callers pass powers of two only (dev/test/test_q115.c).

@@ -43,7 +43,7 @@
 //     row sum, so it must see the normalized value): pass 1 is the online max/sum over s^ only (no
 //     P.V, V not loaded) and yields lse; pass 2 streams the key tiles again, recomputes s^ and
 //     P^ = boundary_value<ATTN_PROBS>(exp(s^ - lse)) with exactly the expression the backward uses
-//     (attn_prob_from_lse / attn_gen_prob_from_lse, lse read back as the stored fp32 value), and
+//     (attn_prob_units / attn_gen_prob_from_lse, lse read back as the stored fp32 value), and
 //     accumulates O = sum P^ V in fp32: no running max, no rescaling, no final division. Costs one
 //     more Q.K^T per tile (3 instead of 2 tile matmuls); deterministic like the single pass.
 // The backward always recomputes P^ from lse the same way, so in PL mode forward and backward use

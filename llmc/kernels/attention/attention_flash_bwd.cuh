@@ -148,7 +148,8 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
         __syncthreads();  // everyone is done with buffer `buf` before it is refilled
     }
 
-    if (live) attn_store_tile<WM, HS, AMAX, TC>(sQ + wrow * LDS, dq, scale, dqkv + (size_t)b * T * C3 + h * HS, C3, wr0, T, lane, amax);
+    // dq holds dQ / unit (attn_dq_ds; the TC kernels' unit is 1)
+    if (live) attn_store_tile<WM, HS, AMAX, TC>(sQ + wrow * LDS, dq, scale * boundary_unit(), dqkv + (size_t)b * T * C3 + h * HS, C3, wr0, T, lane, amax);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -289,8 +290,9 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
 
     if (live) {
         floatX* gdqkv = dqkv + (size_t)b * T * C3 + h * HS;
-        attn_store_tile<WM, HS, AMAX, TC>(sK + wrow * LDS, dk, scale, gdqkv + C, C3, kw0, T, lane, amax);
-        attn_store_tile<WM, HS, AMAX, TC>(sV + wrow * LDS, dv, 1.f, gdqkv + 2 * C, C3, kw0, T, lane, amax);
+        // dk, dv hold dK / unit and dV / unit (attn_dkv_p; the TC kernels' unit is 1)
+        attn_store_tile<WM, HS, AMAX, TC>(sK + wrow * LDS, dk, scale * boundary_unit(), gdqkv + C, C3, kw0, T, lane, amax);
+        attn_store_tile<WM, HS, AMAX, TC>(sV + wrow * LDS, dv, boundary_unit(), gdqkv + 2 * C, C3, kw0, T, lane, amax);
     }
 }
 

@@ -40,18 +40,18 @@ template <bool CNT, bool POW2>
 __device__ __forceinline__ float attn_score(float raw, float scale) {
     return boundary_scaled_value_units<ATTN_SCORES, CNT, POW2>(raw, scale);
 }
-template <bool CNT>
-__device__ __forceinline__ float attn_prob(float su, float lse2) {
-    return boundary_value<ATTN_PROBS, CNT>(attn_exp2(fmaf(su, ATTN_LOG2E_U, -lse2)));
-}
-// P^ in units (the forward's second pass: P.V then accumulates O / unit, stored times unit).
+// P^ in units: P^ / unit. Every product that takes P^ (P.V in the forward's second pass, dV += P^T dO, dS = P^ (dP - D)
+// and through dS dQ and dK) then accumulates its result / unit, and the kernel's store multiplies by unit once per
+// output element instead of once per score: a power-of-two factor commutes with the BF16 conversion of the mma
+// operands and with every fp32 product and sum, so the stored values are the same bits (doc/SF16.md, "in units").
 template <bool CNT>
 __device__ __forceinline__ float attn_prob_units(float su, float lse2) {
     return boundary_value_units<ATTN_PROBS, CNT>(attn_exp2(fmaf(su, ATTN_LOG2E_U, -lse2)));
 }
-template <bool CNT, bool POW2>
-__device__ __forceinline__ float attn_prob_from_lse(float raw, float scale, float lse2) {
-    return attn_prob<CNT>(attn_score<CNT, POW2>(raw, scale), lse2);
+// The backward's P^ / unit, recomputed from the dot product and the stored lse (lse2 = lse * log2(e)).
+template <bool POW2>
+__device__ __forceinline__ float attn_prob_units_from_lse(float raw, float scale, float lse2) {
+    return attn_prob_units<false>(attn_score<false, POW2>(raw, scale), lse2);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -349,7 +349,7 @@ __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&
 
 // Forward pass 2 of the two-pass mode: s <- P^ / unit = boundary(exp(s^ - lse)) / unit, the normalized hooked
 // probabilities in units (attn_prob_units; the caller stores O times boundary_unit()), computed with the backward's
-// expression (attn_score, attn_prob); masked entries give 0. The mask is applied to s^ before the probability hook,
+// expression (attn_score, attn_prob_units); masked entries give 0. The mask is applied to s^ before the probability hook,
 // like pass 1 does before the softmax, so that the hook (and its --q115-stats counters) never sees a future key's value.
 template <bool MASK, bool CNT, bool POW2, int WM, int NS>
 __device__ __forceinline__ void attn_fwd_p_lse(float (&s)[WM][NS][4], const float (&lse2)[WM][2], float scale,
@@ -364,24 +364,26 @@ __device__ __forceinline__ void attn_fwd_p_lse(float (&s)[WM][NS][4], const floa
     });
 }
 
-// Backward, query-major (dQ kernel): s <- dS = P^ * (dP - D) with P^ = boundary(exp(s^ - lse))
-// recomputed by attn_prob_from_lse; lse2 = lse*log2(e) and D per row, masked entries give 0.
+// Backward, query-major (dQ kernel): s <- dS / unit = P^ / unit * (dP - D) with P^ = boundary(exp(s^ - lse))
+// recomputed by attn_prob_units_from_lse (the kernel stores dQ times unit); lse2 = lse*log2(e) and D per row, masked
+// entries give 0.
 template <bool MASK, bool POW2, int WM, int NS>
 __device__ __forceinline__ void attn_dq_ds(float (&s)[WM][NS][4], const float (&dp)[WM][NS][4], const float (&lse2)[WM][2],
                                            const float (&D)[WM][2], float scale, int col0, int row0) {
     attn_frag_each<WM, NS>([&](int mi, int n, int r) {
-        float p = attn_prob_from_lse<false, POW2>(s[mi][n][r], scale, lse2[mi][r >> 1]);
+        float p = attn_prob_units_from_lse<POW2>(s[mi][n][r], scale, lse2[mi][r >> 1]);
         if (MASK && attn_masked<false>(col0, row0, mi, n, r)) p = 0.f;
         s[mi][n][r] = p * (dp[mi][n][r] - D[mi][r >> 1]);
     });
 }
 
-// Backward, key-major (dK/dV kernel): s <- P^T (attn_prob_from_lse with lse[query]), rows are keys and
-// columns queries; L points at the lse values of the query tile (L[0] is query col0 - 2*tq).
+// Backward, key-major (dK/dV kernel): s <- P^T / unit (attn_prob_units_from_lse with lse[query]; the kernel stores dK
+// and dV times unit), rows are keys and columns queries; L points at the lse values of the query tile (L[0] is query
+// col0 - 2*tq).
 template <bool MASK, bool POW2, int WM, int NS>
 __device__ __forceinline__ void attn_dkv_p(float (&s)[WM][NS][4], const float* L, float scale, int col0, int row0, int tq) {
     attn_frag_each_col<WM, NS, true>(L, tq, [&](int mi, int n, int r, float lq2) {
-        float p = attn_prob_from_lse<false, POW2>(s[mi][n][r], scale, lq2);
+        float p = attn_prob_units_from_lse<POW2>(s[mi][n][r], scale, lq2);
         if (MASK && attn_masked<true>(col0, row0, mi, n, r)) p = 0.f;
         s[mi][n][r] = p;
     });

@@ -1,7 +1,8 @@
 // sf16_cutlass.cuh - SF16's MATMUL_OUT boundary in the epilogue of a CUTLASS GEMM (--q115-cutlass, issue 27 deliverable
 // 2; doc/SF16.md "Speed"): the qkv, attention-projection, fc and fc-projection forward GEMMs run as one Hopper BF16
-// GEMM each whose epilogue adds the bias, rounds to BF16 and applies the Q1.15 boundary (Q1.31 first under
-// SF16_TRUE_FORWARD), and for the fc layer also stores the quantized pre-activation and applies GELU and the GELU_OUT
+// GEMM each whose epilogue adds the bias, rounds to BF16 and applies the Q1.15 boundary (under SF16_TRUE_FORWARD too:
+// the Q1.31 step before it changes no BF16 value's Q1.15 result, so the epilogue computes simulate_q115 alone;
+// cutlass_q115_gemm.cu says why), and for the fc layer also stores the quantized pre-activation and applies GELU and the GELU_OUT
 // boundary (llmc/kernels/gemm/cutlass_q115_gemm.h), instead of cuBLASLt's GEMM followed by the boundary pass / the
 // GELU kernel. The same boundary bits of the GEMM's own BF16 output (dev/cuda/cutlass_q115_gemm.cu checks them), so
 // only the GEMM's accumulation order differs from --q115-cutlass 0.

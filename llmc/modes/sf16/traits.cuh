@@ -72,13 +72,15 @@ struct ModeBoundary {
     // The hook in units of the Q1.15 grid (boundary_value_units): value<Site, Count>(v) / 2^-15, i.e. the code as a
     // float, without the final product (simulate_q115_code); and of raw * scale for a power-of-two scale with the scale
     // folded into the clamp and the rounding (simulate_q115_code_pow2), except while counting (the counters see
-    // raw * scale as value would).
+    // raw * scale as value would). The probabilities are exp outputs (>= +0 or NaN), whose lower clamp changes nothing:
+    // simulate_q115_code_nonneg, one instruction fewer.
     static constexpr float kUnit = 1.0f / Q115_SCALE;
     template <BoundarySite Site, bool Count>
     __device__ __forceinline__ static float value_units(float v) {
         if constexpr (kSf16TrueForward && Site == MATMUL_OUT) v = simulate_q131(v);
         if (Count && boundary_stats_enabled) boundary_count(Site, v);
-        return simulate_q115_code(v);
+        if constexpr (Site == ATTN_PROBS) return simulate_q115_code_nonneg(v);
+        else return simulate_q115_code(v);
     }
     template <BoundarySite Site, bool Count, bool kPow2>
     __device__ __forceinline__ static float scaled_value_units(float raw, float scale) {
