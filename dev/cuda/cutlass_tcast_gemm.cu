@@ -459,6 +459,7 @@ int main(int argc, char** argv) {
         time_shape("d12 proj 65536x768>768", 65536, 768, 768, seed + 12, &gctx, &rows);
         time_shape("d24 qkv 32768x1024>3072", 32768, 1024, 3072, seed + 13, &gctx, &rows);
         time_gelu_shape("d12 fc 65536x768>3072", 65536, 768, 3072, seed + 14, &gctx, &rows);
+        time_gelu_shape("d24 fc 32768x1024>4096", 32768, 1024, 4096, seed + 15, &gctx, &rows);
         print_table(rows);
         gemm_context_free(&gctx);
     }

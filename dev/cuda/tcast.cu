@@ -489,6 +489,56 @@ static void check_fp8_host_pairs(Tally& tally) {
     }
 }
 
+// Host: the branch-free group step tcast_rne_group_fast (the CUTLASS epilogue's) against the general steps it stands
+// for (tcast_exp_scale, then tcast_rne_param, as TcastQRne::scale / param do), on every type of the list with every
+// round mode: for every amax whose bits are a BF16 magnitude pattern and every float32 exponent field with 64 random
+// mantissas (zero, subnormals, Inf and NaN patterns included), a fast verdict (ok = 2) must be the general step's ok =
+// 2 group with the same scale and constants; and where the general step is a fast group with a normal amax and the type
+// has rne_group, the fast step must take it too (else the epilogue would fall back for nothing). A type without
+// rne_group must get no fast verdict.
+static void check_rne_group_fast(Tally& tally, const std::vector<std::string>& types) {
+    HostRng r(12345);
+    std::vector<uint32_t> amaxes;
+    for (uint32_t h = 0; h < 32768; h++) amaxes.push_back(h << 16);
+    for (uint32_t e = 0; e < 256; e++)
+        for (int i = 0; i < 64; i++) amaxes.push_back((e << 23) | (r.u32() & 0x7FFFFFu));
+    size_t fast_types = 0, taken = 0, bad = 0, missed = 0;
+    for (const std::string& t : types)
+        for (const char* mod : {"", "@stochastic", "@nearest", "@zero", "@midmax"}) {
+            TcastDataType dt;
+            char err[256];
+            if (tcast_parse_datatype((t + mod).c_str(), &dt, err, sizeof(err)) != 0) continue;  // a modifier the type refuses
+            const TcastKernelArgs k = tcast_kernel_args(dt, 0);
+            fast_types += k.rne_group != 0;
+            for (uint32_t a : amaxes) {
+                const TcastRneParam f = tcast_rne_group_fast(k, a);
+                TcastGroupScale g = tcast_unscaled_group();
+                if (dt.has_scale) {
+                    int overflow = 0;
+                    g.s = a >= TCAST_F32_INF ? 0 : tcast_exp_scale(&dt.number, &dt.scale.scale, dt.scale_mode, tcast_f32_from_bits(a), &overflow);
+                    g.mode = a >= TCAST_F32_INF || overflow ? TCAST_GROUP_NAN : TCAST_GROUP_EXP;
+                }
+                const TcastRneParam w = tcast_rne_param(k, g);
+                const bool normal = (a >> 23) >= 1 && (a >> 23) <= 254;
+                if (f.ok == 2) {
+                    taken++;
+                    if ((!k.rne_group || w.ok != 2 || w.code != f.code || tcast_f32_bits(w.down) != tcast_f32_bits(f.down) ||
+                         tcast_f32_bits(w.up) != tcast_f32_bits(f.up)) && bad++ < 4)
+                        detail("%s%s amax %08x: fast ok 2 s %d, general ok %d s %d", t.c_str(), mod, a, f.code, w.ok, w.code);
+                } else if (f.ok != 0) {
+                    if (bad++ < 4) detail("%s%s amax %08x: fast ok %d (0 or 2 only)", t.c_str(), mod, a, f.ok);
+                } else if (k.rne_group && w.ok == 2 && normal && dt.has_scale && g.mode == TCAST_GROUP_EXP) {
+                    if (missed++ < 4) detail("%s%s amax %08x: general step takes it (s %d), the fast step does not", t.c_str(), mod, a, w.code);
+                }
+            }
+        }
+    char name[160];
+    snprintf(name, sizeof(name), "tcast_rne_group_fast: %zu types with rne_group, %zu fast groups, all the general step's", fast_types, taken);
+    tally.check(name, bad == 0 && fast_types > 0 && taken > 0);
+    snprintf(name, sizeof(name), "tcast_rne_group_fast: takes every fast group with a normal amax (%zu missed)", missed);
+    tally.check(name, missed == 0);
+}
+
 // All 65536 BF16 patterns as a 256 x 256 tensor: in order (rows of consecutive patterns: whole packets of
 // finite values, of NaN / Inf, and mixed ones), or shuffled; finite: NaN / Inf patterns turned into finite ones
 // (top exponent bit cleared), so that per-tensor and channel groups are not all NaN.
@@ -749,6 +799,8 @@ int main(int argc, char** argv) {
     check_fp8_primitive<TCAST_FP8_E4M3>(tally, fp8_seed);
     check_fp8_primitive<TCAST_FP8_E5M2>(tally, fp8_seed + 1);
     check_fp8_host_pairs(tally);
+    printf("\n== the branch-free RNE group step (tcast_rne_group_fast, the CUTLASS epilogue cast) against the general steps ==\n");
+    check_rne_group_fast(tally, types);
 
     printf("\n== FP8 element formats on planted tensors (every BF16 pattern; tiles with ties, subnormals, saturation edges "
            "at 15 scales), dim 1 and 0, hardware step then float32 step ==\n");

@@ -177,6 +177,32 @@ CUTLASS_DEVICE void tcast_epi_cast_groups(TcastKernelArgs const& k, uint32_t (&b
         // the quad's lanes hold the rest of each group (header comment): tcast_lanes_cast's merge over lanes 1, 2
         for_each(make_int_sequence<G>{}, [&](auto g) { Q::merge(acc[decltype(g)::value], Q::shfl_xor(acc[decltype(g)::value], 1)); });
         for_each(make_int_sequence<G>{}, [&](auto g) { Q::merge(acc[decltype(g)::value], Q::shfl_xor(acc[decltype(g)::value], 2)); });
+        if constexpr (Q::kFastRuns) {
+            // The common case (an @max exponent scale, RNE, every group of the thread a fast group): the branch-free
+            // group step and one run over all the thread's groups, so that the groups' dependent chains interleave
+            // (per group, the general steps below branch on the scale and the run, which serialized them: the
+            // epilogue runs on the tile's math warps alone, latency-bound).
+            if (k.rne_group) {
+                TcastRneParam pf[G];
+                bool fast = true;
+                for_each(make_int_sequence<G>{}, [&](auto g) {
+                    pf[decltype(g)::value] = tcast_rne_group_fast(k, acc[decltype(g)::value]);
+                    fast = fast && pf[decltype(g)::value].ok == 2;
+                });
+                if (fast) {
+                    Q::with_step(k, [&](auto step) {
+                        for_each(make_int_sequence<G>{}, [&](auto g) {
+                            for_each(make_int_sequence<P / 2>{}, [&](auto j) {
+                                constexpr int E0 = Map::member(decltype(g)::value, 2 * decltype(j)::value);
+                                constexpr int E1 = Map::member(decltype(g)::value, 2 * decltype(j)::value + 1);
+                                decltype(step)::fast2(k, pf[decltype(g)::value], b[E0], b[E1]);
+                            });
+                        });
+                    });
+                    return;
+                }
+            }
+        }
         for_each(make_int_sequence<G>{}, [&](auto g) { p[decltype(g)::value] = Q::param(k, Q::scale(k, acc[decltype(g)::value])); });
     } else {
         const typename Q::Param pu = Q::param(k, tcast_unscaled_group());

@@ -49,6 +49,7 @@ typedef struct {
     int rne_fp8;       // TcastFp8: the RNE path rounds runs of an exponent-scaled group with tcast_fp8x2_round (rne = 1, an
                        // exponent scale, F exactly e4m3fn / e5m2), or TCAST_FP8_NONE: with tcast_rne_elem's float32
                        // arithmetic (same bits)
+    int rne_group;     // 1: rne, and an exponent scale of mode @max: the group step may be tcast_rne_group_fast's
 } TcastKernelArgs;
 
 static inline TcastKernelArgs tcast_kernel_args(const TcastDataType& dt, uint64_t seed) {
@@ -80,6 +81,7 @@ static inline TcastKernelArgs tcast_kernel_args(const TcastDataType& dt, uint64_
         k.rne_top = dt.has_scale ? 0xFFFFFFFFu : (uint32_t)(f.emax + 128) << 23;
         // only exponent-scaled groups can be finite as a whole (TcastRneParam::ok = 2), which the kernels' runs need
         k.rne_fp8 = dt.has_scale && tcast_fp8_hw_enabled() ? tcast_fp8_of(f) : TCAST_FP8_NONE;
+        k.rne_group = dt.has_scale && dt.scale.scale.kind == TCAST_KIND_EXPONENT && dt.scale_mode == TCAST_SCALE_MAX;
     }
     return k;
 }
@@ -221,6 +223,27 @@ static inline HOST_DEVICE TcastRneParam tcast_rne_param(const TcastKernelArgs& k
     if (p.ok && g.mode == TCAST_GROUP_EXP) p.ok = 2;
     p.down = tcast_f32_from_bits(p.ok ? (uint32_t)(127 - s) << 23 : 0u);
     p.up = tcast_f32_from_bits(p.ok ? (uint32_t)(127 + s) << 23 : 0u);
+    return p;
+}
+
+// The group step of the RNE path for an exponent scale of mode @max (k.rne_group), branch-free (selects only, so that
+// a caller with several groups per thread can interleave them): tcast_rne_param(k, g) with g the group scale of
+// 4.3 / 4a (tcast_exp_scale: s = floor(log2 amax) - emax, at least the scale's emin; a NaN group above its emax)
+// wherever that is a fast group (ok = 2) and amax is a normal float32; else ok = 0 (down, up 0): a zero, subnormal,
+// Inf or NaN amax, the NaN group, or a scale the RNE path refuses, for which the caller takes the general steps
+// (TcastQRne::scale and param). amax: the bits of the group's largest |x| (sign clear: TcastQExp's accumulator).
+// dev/test/test_tcast.c checks it against the general steps.
+static inline HOST_DEVICE TcastRneParam tcast_rne_group_fast(const TcastKernelArgs& k, uint32_t amax) {
+    const int ea = (int)(amax >> 23);
+    int s = ea - 127 - k.emax;
+    s = s < k.dt.scale.scale.emin ? k.dt.scale.scale.emin : s;
+    const bool ok = k.rne_group && ea >= 1 && ea <= 254 && s <= k.dt.scale.scale.emax && s >= -126 && s <= 126 &&
+                    k.emin + s + 127 - k.mbits >= 2 && k.emax + s + 127 <= 254;
+    TcastRneParam p;
+    p.code = s;
+    p.ok = ok ? 2 : 0;
+    p.down = tcast_f32_from_bits(ok ? (uint32_t)(127 - s) << 23 : 0u);
+    p.up = tcast_f32_from_bits(ok ? (uint32_t)(127 + s) << 23 : 0u);
     return p;
 }
 

@@ -26,9 +26,12 @@ static constexpr bool kTcastCutlassBuilt = true;  // the CUTLASS kernels are lin
 static constexpr bool kTcastCutlassBuilt = false;
 #endif
 
-// The configuration the trainer runs: the faster with the casts (dev/cuda/cutlass_tcast_gemm.cu times them all;
-// doc/TCAST.md 5.6: d12 qkv 0.594 ms against 0.663, fc with GELU 1.75 against 2.38).
-static const CutlassTcastConfig TCAST_CUTLASS_CONFIG = CUTLASS_TCAST_coop_128x128_c2x1;
+// The configurations the trainer runs, the faster with the casts for each epilogue (dev/cuda/cutlass_tcast_gemm.cu times
+// them all; doc/TCAST.md 5.6, session 8, H100: qkv d12 0.417 ms on 128x256 against 0.486 on 128x128, d24 0.365 against
+// 0.401; fc with GELU and both casts d12 0.966 on 128x128 against 1.142 on 128x256). A GELU layer's fallback (its plain
+// GEMM, then the GELU-sites kernel) takes the GELU configuration, whose mainloop gives the same y.
+static const CutlassTcastConfig TCAST_CUTLASS_CONFIG = CUTLASS_TCAST_coop_128x256_c2x1;
+static const CutlassTcastConfig TCAST_CUTLASS_CONFIG_GELU = CUTLASS_TCAST_coop_128x128_c2x1;
 
 // The plan's cast of `site` for a tensor with seed id `id` (BOUNDARY_NO_ID or the site off: none, NULL).
 static inline const TcastDataType* tcast_cutlass_site_dt(const TcastRuntime* rt, BoundarySite site, unsigned long long id) {
@@ -47,7 +50,7 @@ static bool tcast_boundary_gemm_out(BoundaryCasts* bc, floatX* out, floatX* pre,
     return false;  // (not linked: never offered, tcast_cutlass_attach refuses --cast-cutlass 1 first)
 #else
     TcastRuntime* rt = (TcastRuntime*)bc;
-    const CutlassTcastConfig cfg = TCAST_CUTLASS_CONFIG;
+    const CutlassTcastConfig cfg = pre ? TCAST_CUTLASS_CONFIG_GELU : TCAST_CUTLASS_CONFIG;
     floatX* y = pre ? pre : out;
     if (cutlass_tcast_gemm_unsupported(N, C, OC, y, inp, weight, bias, NULL, cfg)) return false;
     if (pre && cutlass_tcast_gemm_gelu_unsupported(N, C, OC, out, pre, inp, weight, bias, NULL, NULL, cfg)) return false;
@@ -86,7 +89,8 @@ static inline bool tcast_cutlass_attach(TcastRuntime* rt) {
     rt->casts.gemm_out = tcast_boundary_gemm_out;
 #if defined(ENABLE_CUTLASS)
     const char* unsupported = cutlass_tcast_gemm_cast_unsupported(&rt->plan.site[MATMUL_OUT], 0, 32);
-    printf("TensorCast: the qkv and fc GEMMs on CUTLASS (%s), the matmul_out cast %s\n", cutlass_tcast_gemm_config_name(TCAST_CUTLASS_CONFIG),
+    printf("TensorCast: the qkv and fc GEMMs on CUTLASS (%s, fc %s), the matmul_out cast %s\n", cutlass_tcast_gemm_config_name(TCAST_CUTLASS_CONFIG),
+           cutlass_tcast_gemm_config_name(TCAST_CUTLASS_CONFIG_GELU),
            unsupported ? "a pass after it (the epilogue does not take this datatype)" : "in the epilogue");
 #endif
     return true;
