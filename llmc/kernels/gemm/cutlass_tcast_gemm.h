@@ -4,8 +4,8 @@
 // the rows), without the pass's read and write of the output; and the fc layer's GEMM with its GELU and both site
 // casts in the epilogue (cutlass_tcast_gemm_forward_gelu, below). On CUTLASS (one translation unit per configuration,
 // cutlass_tcast_gemm_<name>.cu on cutlass_tcast_gemm_impl.cuh, and this dispatcher, cutlass_tcast_gemm.cu, compiled
-// into $(BUILD)/cutlass/ for sm_90a); this header has no CUTLASS types. Caller today: dev/cuda/cutlass_tcast_gemm.cu
-// (the trainer is not wired to it yet).
+// into $(BUILD)/cutlass/ for sm_90a); this header has no CUTLASS types. Callers: the trainer's --cast-cutlass 1
+// (llmc/modes/tcast/tcast_cutlass.cuh) and the harness dev/cuda/cutlass_tcast_gemm.cu.
 //
 // Per element (n, o), n < N (tokens), o < OC:
 //   acc(n, o) = Σ_c inp[n, c] · weight[o, c]      fp32 accumulation on the tensor cores (wgmma), one CTA per tile over
