@@ -5,7 +5,7 @@
 #                                            sf16_curves mgpu mgpu_bench mgpu_lowp (NGPU GPUs, default 2) lowp
 #                                            lowp_curves lowp_knobs data tcast tcast_bench tcast_curves tstats
 #                                            sweep mgpu_net speed gaps producers kernel_table same cudnn cutlass
-#                                            cutlass_rerun
+#                                            cutlass_rerun tcast_cutlass
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -496,6 +496,43 @@ if has_stage tcast_bench; then
         tag=$(echo "$run" | tr -c 'a-z0-9' _)
         timeout 200 "build/${r[0]}/train_gpt2cu" "${BENCH_ARGS[@]}" -x 23 "${r[@]:1}" > "$OUT/tcast_bench_$tag.log" 2>&1
         row "step d12 B=64 $run" "$(med "$OUT/tcast_bench_$tag.log") $(grep -m1 '^error' "$OUT/tcast_bench_$tag.log")"
+    done
+fi
+
+if has_stage tcast_cutlass; then
+    # issue 26, doc/TCAST.md 5.6: the TensorCast build's CUTLASS GEMMs with the matmul_out cast (and the fc layer's GELU
+    # and gelu_out cast) in the epilogue (--cast-cutlass 1). Builds the TCAST trainer and the CUTLASS harness (CUTLASS_HOME
+    # or the venv's headers); the harness (bits on small shapes with --quick, then the timing table against cuBLASLt +
+    # the pass / GELU-sites kernel), d4 loss lines (--cast-cutlass 0 == 1, and with 1 --cast-fuse 0 == 1), then the d12
+    # B=64 / d24 B=32 steps of the BF16 build and of --cast all=mxfp8e4 with --cast-cutlass 0 and 1, twice, interleaved.
+    make -j"${BUILD_JOBS:-16}" --no-print-directory build/tcast/train_gpt2cu build/tcast/dev/cutlass_tcast_gemm build/bf16/train_gpt2cu \
+        TCAST=1 > "$OUT/tcast_cutlass_build.log" 2>&1
+    rc=$?
+    row "tcast_cutlass build" "rc=$rc $(make --no-print-directory info TCAST=1 | grep -io 'cutlass[^;]*' | head -n1)"
+    timeout 300 build/tcast/dev/cutlass_tcast_gemm --quick > "$OUT/tcast_cutlass_harness.log" 2>&1
+    rc=$?
+    row "cutlass_tcast_gemm --quick" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/tcast_cutlass_harness.log" | tail -n1) rc=$rc"
+    grep -A40 '^==== timing' "$OUT/tcast_cutlass_harness.log" | grep -E 'cuBLASLt \+|\+ (2x )?mxfp8e4'
+    keep4() { grep -E '^step +[0-9]+(/| \| val)' "$1" | awk -F'|' '{print $1 "|" $2 "|" $3}'; }
+    for k in "c0|--cast-cutlass 0" "c1|--cast-cutlass 1" "c1f0|--cast-cutlass 1 --cast-fuse 0"; do
+        # shellcheck disable=SC2086
+        timeout 120 build/tcast/train_gpt2cu -e d4 -b 8 -t 256 -x 12 -v 4 -s 0 --cast all=mxfp8e4 ${k#*|} > "$OUT/tcast_cutlass_d4_${k%%|*}.log" 2>&1
+    done
+    a=$(keep4 "$OUT/tcast_cutlass_d4_c0.log"); b=$(keep4 "$OUT/tcast_cutlass_d4_c1.log"); c=$(keep4 "$OUT/tcast_cutlass_d4_c1f0.log")
+    if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$b" = "$c" ]; then row "tcast_cutlass d4 loss lines" "ok ($(grep -c . <<< "$a") lines: c0 == c1 == c1 fuse 0)"
+    else row "tcast_cutlass d4 loss lines" "FAIL"; diff <(echo "$a") <(echo "$b") | head -3; diff <(echo "$b") <(echo "$c") | head -3; fi
+    for rep in 1 2; do
+        for cfg in "d12 64" "d24 32"; do
+            set -- $cfg
+            gi=(-i "data/gutenberg/gutenberg_train_*.bin" -e "$1" -b "$2" -t 1024 -x "${CUTLASS_STEPS:-24}" -v 0 -s 0)
+            timeout 200 build/bf16/train_gpt2cu "${gi[@]}" > "$OUT/tcast_cutlass_$1_bf16_$rep.log" 2>&1
+            row "bf16 $1 B=$2 ($rep)" "$(med "$OUT/tcast_cutlass_$1_bf16_$rep.log")"
+            for c in 0 1; do
+                log="$OUT/tcast_cutlass_$1_c${c}_$rep.log"
+                timeout 200 build/tcast/train_gpt2cu "${gi[@]}" --cast all=mxfp8e4 --cast-cutlass $c > "$log" 2>&1
+                row "tcast $1 B=$2 all=mxfp8e4 --cast-cutlass $c ($rep)" "$(med "$log") $(grep -m1 '^error' "$log" | cut -c1-90)"
+            done
+        done
     done
 fi
 
