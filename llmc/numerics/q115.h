@@ -170,7 +170,7 @@ Q115_HD float simulate_q115_code(float x) { return q115_rint_scaled_(q115_clamp_
 
 // simulate_q115_code(x) for x >= -(1 - 2^-15) or NaN, one instruction fewer: only the upper clamp (min.NaN on the
 // device), since the lower one changes nothing there. For the attention probabilities, exp2 outputs (>= +0 or NaN:
-// the SF16 traits' ATTN_PROBS site); dev/test/test_q115.c checks it on every such float.
+// the SF16 traits' ATTN_PROBS site); dev/test/test_q115.c checks it on every 7th such float and the domain's edges.
 Q115_HD float simulate_q115_code_nonneg(float x) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     float c;

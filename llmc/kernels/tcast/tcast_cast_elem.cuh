@@ -232,7 +232,7 @@ static inline HOST_DEVICE TcastRneParam tcast_rne_param(const TcastKernelArgs& k
 // wherever that is a fast group (ok = 2) and amax is a normal float32; else ok = 0 (down, up 0): a zero, subnormal,
 // Inf or NaN amax, the NaN group, or a scale the RNE path refuses, for which the caller takes the general steps
 // (TcastQRne::scale and param). amax: the bits of the group's largest |x| (sign clear: TcastQExp's accumulator).
-// dev/test/test_tcast.c checks it against the general steps.
+// dev/cuda/tcast.cu (check_rne_group_fast, host side) checks it against the general steps.
 static inline HOST_DEVICE TcastRneParam tcast_rne_group_fast(const TcastKernelArgs& k, uint32_t amax) {
     const int ea = (int)(amax >> 23);
     int s = ea - 127 - k.emax;
