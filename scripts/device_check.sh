@@ -301,7 +301,9 @@ if has_stage sf16; then
         rc=$?
         row "test_gpt2cu $v" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/test_gpt2cu_$v.log" | tail -n1) rc=$rc"
     done
-    for v in bf16 q115 q115_tf; do
+    # bf16_flash (VARIANTS="... bf16_flash"): the BF16 step with the same built-in attention SF16 runs (doc/SF16.md)
+    for v in bf16 bf16_flash q115 q115_tf; do
+        [ -x "build/$v/train_gpt2cu" ] || { [ $v = bf16_flash ] && continue; }
         log="$OUT/bench_sf16_$v.log"
         timeout 200 "build/$v/train_gpt2cu" -e d12 -b 64 -t 1024 -x 23 -v 0 -s 0 -l 6e-4 \
             -i "data/gutenberg/gutenberg_train_*.bin" > "$log" 2>&1
