@@ -35,6 +35,8 @@ TABLE="$OUT/table.txt"
 : > "$TABLE"
 row() { printf '%-34s %s\n' "$1" "$2" | tee -a "$TABLE"; }
 has_stage() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+# the loss / norm of every step line and every val loss line of a training log, timings dropped (equality checks)
+loss_lines() { grep -E '^step +[0-9]+(/| \| val)' "$1" | awk -F'|' '{print $1 "|" $2 "|" $3}'; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 row "device" "$(head -n1 "$OUT/gpu.txt")"
@@ -166,8 +168,7 @@ if has_stage same; then
             # shellcheck disable=SC2086
             timeout 300 "$bin" -e d6 -b 16 -t 256 -x 30 -l 1e-3 -u 10 -v 10 -m 4 -s 0 $knobs > "$OUT/same_${tag}_$side.log" 2>&1
         done
-        keep() { grep -E '^step +[0-9]+(/| \| val)' "$1" | awk -F'|' '{print $1 "|" $2 "|" $3}'; }
-        a=$(keep "$OUT/same_${tag}_base.log"); b=$(keep "$OUT/same_${tag}_new.log")
+        a=$(loss_lines "$OUT/same_${tag}_base.log"); b=$(loss_lines "$OUT/same_${tag}_new.log")
         n=$(grep -c . <<< "$a")
         if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$n" -ge 33 ]; then row "same $v $knobs" "ok ($n loss / norm / val lines identical)"
         else row "same $v $knobs" "FAIL"; diff <(echo "$a") <(echo "$b") | head -5; tail -3 "$OUT/same_${tag}_new.log"; fi
@@ -515,12 +516,11 @@ if has_stage tcast_cutlass; then
     rc=$?
     row "cutlass_tcast_gemm --quick" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/tcast_cutlass_harness.log" | tail -n1) rc=$rc"
     grep -A40 '^==== timing' "$OUT/tcast_cutlass_harness.log" | grep -E 'cuBLASLt \+|\+ (2x )?mxfp8e4'
-    keep4() { grep -E '^step +[0-9]+(/| \| val)' "$1" | awk -F'|' '{print $1 "|" $2 "|" $3}'; }
     for k in "c0|--cast-cutlass 0" "c1|--cast-cutlass 1" "c1f0|--cast-cutlass 1 --cast-fuse 0"; do
         # shellcheck disable=SC2086
         timeout 120 build/tcast/train_gpt2cu -e d4 -b 8 -t 256 -x 12 -v 4 -s 0 --cast all=mxfp8e4 ${k#*|} > "$OUT/tcast_cutlass_d4_${k%%|*}.log" 2>&1
     done
-    a=$(keep4 "$OUT/tcast_cutlass_d4_c0.log"); b=$(keep4 "$OUT/tcast_cutlass_d4_c1.log"); c=$(keep4 "$OUT/tcast_cutlass_d4_c1f0.log")
+    a=$(loss_lines "$OUT/tcast_cutlass_d4_c0.log"); b=$(loss_lines "$OUT/tcast_cutlass_d4_c1.log"); c=$(loss_lines "$OUT/tcast_cutlass_d4_c1f0.log")
     if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$b" = "$c" ]; then row "tcast_cutlass d4 loss lines" "ok ($(grep -c . <<< "$a") lines: c0 == c1 == c1 fuse 0)"
     else row "tcast_cutlass d4 loss lines" "FAIL"; diff <(echo "$a") <(echo "$b") | head -3; diff <(echo "$b") <(echo "$c") | head -3; fi
     for rep in 1 2; do
