@@ -227,8 +227,9 @@ static void trainer_print_config(Trainer* t) {
     print_config_rule();
     printf("numeric config: %s\n", t->numeric);
     t->mode.print_config(&m);
-    char scales[64] = "";  // the attention group scales the TensorCast casts keep (gpt2_allocate_attention_scales), if any
+    char scales[96] = "";  // the attention group scales the TensorCast casts keep and the backward's dS workspace (gpt2_allocate_attention_scales), if any
     if (m.att_scales) snprintf(scales, sizeof(scales), ", attention group scales %.0f", (double)m.att_scales_layer * config.num_layers / mib);
+    if (m.att_ds) snprintf(scales + strlen(scales), sizeof(scales) - strlen(scales), ", attention dS %.0f", (double)m.att_ds_bytes / mib);
     printf("memory plan (MiB): params %.0f, grads %.0f, AdamW m+v %.0f, master %.0f, activations %.0f%s; device %.0f free of %.0f\n",
            n * sizeof(floatX) / mib, n * sizeof(floatX) / mib, 2.0 * n * sizeof(float) / mib,
            m.master_weights ? n * sizeof(float) / mib : 0.0, m.acts_bytes / mib, scales, free_b / mib, total_b / mib);

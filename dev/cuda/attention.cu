@@ -247,6 +247,10 @@ struct Buffers {
     // both sites whatever the configuration (attention_tcast_scales_bytes), n_scales bytes rounded up to 4 words
     uint8_t* scales = nullptr;
     size_t n_scales = 0;
+    // the backward's dS workspace (attention_backward_ds_bytes) wherever the tensor-core kernels can run, also in a
+    // cuDNN build (attention_backward_builtin), so that backward() runs the trainer's dS-handed schedule
+    void* ds = nullptr;
+    size_t n_ds = 0;
     std::vector<float> qkv_ref, dout_ref;  // floatX-rounded inputs, widened
 
     Buffers(const Shape& s, uint64_t seed) : sh(s) {
@@ -270,6 +274,10 @@ struct Buffers {
             n_scales = (2 * attention_tcast_site_scale_bytes(s.B, s.T, s.NH) + 15) / 16 * 16;
             cudaCheck(cudaMalloc(&scales, n_scales));
         }
+        if (sizeof(floatX) == 2 && (s.HS == 64 || s.HS == 128)) {
+            n_ds = (size_t)s.B * s.NH * attn_ds_frags(s.T) * kAttnDsFragBytes;
+            cudaCheck(cudaMalloc(&ds, n_ds));
+        }
         cudaCheck(cudaMemcpy(qkv, h_qkv.data(), n_qkv * sizeof(floatX), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(dout, h_dout.data(), n_out * sizeof(floatX), cudaMemcpyHostToDevice));
     }
@@ -281,6 +289,7 @@ struct Buffers {
         cudaCheck(cudaFree(lse));
         cudaCheck(cudaFree(scratch));
         cudaCheck(cudaFree(scales));
+        cudaCheck(cudaFree(ds));
     }
     // (the scales with kTcScalePoison: a byte the backward would take for a valid but wrong group scale, so that a
     // kept scale the forward failed to write changes the backward's bits; 0xFF would only send its tile to the
@@ -290,18 +299,53 @@ struct Buffers {
         cudaCheck(cudaMemset(lse, 0xFF, n_lse * sizeof(float)));
         if (scales) cudaCheck(cudaMemset(scales, kTcScalePoison, n_scales));
     }
+    // (the dS workspace too: a fragment the dQ kernel reads but the dK/dV kernel did not write makes NaNs in dQ)
     void poison_bwd() {
         cudaCheck(cudaMemset(dqkv, 0xFF, n_qkv * sizeof(floatX)));
         cudaCheck(cudaMemset(scratch, 0xFF, n_lse * sizeof(float)));
+        if (ds) cudaCheck(cudaMemset(ds, 0xFF, n_ds));
     }
     int C() const { return sh.NH * sh.HS; }
     void forward(cudaStream_t st, unsigned int* amax = nullptr) {
         attention_forward(out, lse, qkv, sh.B, sh.T, C(), sh.NH, st, amax, 0, scales);
     }
     void backward(cudaStream_t st, unsigned int* amax = nullptr) {
-        attention_backward(dqkv, scratch, dout, qkv, out, lse, sh.B, sh.T, C(), sh.NH, st, amax, 0, scales);
+        attention_backward(dqkv, scratch, dout, qkv, out, lse, sh.B, sh.T, C(), sh.NH, st, amax, 0, scales, ds);
+    }
+    // The built-in kernels' backward in one schedule (attention_flash_bwd.cuh): dS handed on (the workspace), or
+    // recomputed in the dQ kernel (none); seed: the TensorCast casts' (no other build reads it).
+    void backward_builtin(cudaStream_t st, bool ds_handed, uint64_t seed = 0, unsigned int* amax = nullptr) {
+        attention_backward_builtin(dqkv, scratch, dout, qkv, out, lse, sh.B, sh.T, C(), sh.NH, st, amax, seed, scales,
+                                   ds_handed ? ds : nullptr);
     }
 };
+
+// The two schedules of the built-in backward give the same dqkv and D bit for bit (attention_flash_bwd.cuh): the
+// dS-handed one into poisoned outputs and a poisoned workspace (a fragment read but never written makes NaNs), then
+// the recomputing one; on the forward outputs in buf. Prints one line; false if they differ or NaNs are left.
+static bool check_bwd_schedules(Buffers& buf, cudaStream_t st, uint64_t seed, const char* what) {
+    if (!buf.ds) return true;
+    buf.poison_bwd();
+    buf.backward_builtin(st, true, seed);
+    cudaCheck(cudaStreamSynchronize(st));
+    const std::vector<floatX> a = to_host(buf.dqkv, buf.n_qkv);
+    const std::vector<float> da = to_host(buf.scratch, buf.n_lse);
+    buf.poison_bwd();
+    buf.backward_builtin(st, false, seed);
+    cudaCheck(cudaStreamSynchronize(st));
+    const std::vector<floatX> b = to_host(buf.dqkv, buf.n_qkv);
+    const std::vector<float> db = to_host(buf.scratch, buf.n_lse);
+    const int C = buf.C(), C3 = 3 * C;
+    size_t diff_q = 0, diff_kv = 0;
+    for (size_t i = 0; i < a.size(); i++)
+        if (memcmp(&a[i], &b[i], sizeof(floatX)) != 0) ((i % C3) < (size_t)C ? diff_q : diff_kv)++;
+    const size_t nan = count_nan(a);
+    const bool d_same = memcmp(da.data(), db.data(), da.size() * sizeof(float)) == 0;
+    const bool ok = diff_q == 0 && diff_kv == 0 && nan == 0 && d_same;
+    printf("    backward schedules (%s): dS handed vs recomputed: dQ %zu, dK/dV %zu of %zu values differ, D %s, NaN left %zu: %s\n",
+           what, diff_q, diff_kv, a.size(), d_same ? "same" : "DIFFERS", nan, ok ? "same bits" : "DIFFER");
+    return ok;
+}
 
 // ------------------------------------------------------------------------------------------------
 // One shape: correctness, determinism, timing
@@ -317,6 +361,8 @@ struct Result {
     float fwd_amax_ms = -1, bwd_amax_ms = -1;  // the same kernels with the amax output
     float fwd_ms = -1, bwd_ms = -1;
     float builtin_fwd_ms = -1, builtin_bwd_ms = -1;  // cuDNN builds: the built-in kernels on the same buffers
+    float bwd_ds_ms = -1, bwd_rc_ms = -1;  // the built-in backward's two schedules (dS handed, dQ recomputed)
+    bool sched_ok = true;                  // ... giving the same bits (check_bwd_schedules)
     // Plain builds only: the forced two-pass forward (kProbsFromLse = true) on the same inputs.
     bool two_pass = false, det2 = false;
     double e_out2 = 0, e_lse2 = 0, m_out2 = 0, m_lse2 = 0;
@@ -431,8 +477,9 @@ static Result run_shape(const Shape& sh, uint64_t seed, bool timing, cudaStream_
 
     const double tol = tolerance();
     auto ok = [&](double e) { return e == e && e <= tol; };
+    res.sched_ok = check_bwd_schedules(buf, st, 0, "built-in");
     res.pass = ok(res.e_out) && ok(res.e_lse) && ok(res.e_dq) && ok(res.e_dk) && ok(res.e_dv) && res.det && res.amax_ok &&
-               res.nan_out == 0 && res.nan_lse == 0 && res.nan_dqkv == 0;
+               res.nan_out == 0 && res.nan_lse == 0 && res.nan_dqkv == 0 && res.sched_ok;
     if (res.two_pass) res.pass &= ok(res.e_out2) && ok(res.e_lse2) && res.det2 && res.nan2 == 0;
 
     // Same rule as the launchers' dispatch (cudaMalloc pointers are always 16-byte aligned).
@@ -454,12 +501,15 @@ static Result run_shape(const Shape& sh, uint64_t seed, bool timing, cudaStream_
         res.fwd_amax_ms = time_median_ms([&] { buf.forward(st, d_amax); }, 5, 25, st);
         res.bwd_amax_ms = time_median_ms([&] { buf.backward(st, d_amax + 1); }, 5, 25, st);
         if (res.two_pass) res.fwd2_ms = time_median_ms(forward2, 5, 25, st);
+        if (buf.ds) {
+            res.bwd_ds_ms = time_median_ms([&] { buf.backward_builtin(st, true); }, 5, 25, st);
+            res.bwd_rc_ms = time_median_ms([&] { buf.backward_builtin(st, false); }, 5, 25, st);
+        }
         if constexpr (kAttentionCudnn) {
             res.builtin_fwd_ms = time_median_ms([&] {
                 attention_forward_mode<kAttnProbsFromLse>(buf.out, buf.lse, buf.qkv, sh.B, T, C, sh.NH, st); }, 5, 25, st);
             res.builtin_bwd_ms = time_median_ms([&] {
-                attention_backward_builtin(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, T, C, sh.NH, st,
-                                           nullptr, 0); }, 5, 25, st);
+                buf.backward_builtin(st, true); }, 5, 25, st);
         }
     }
     cudaCheck(cudaFree(d_amax));
@@ -1203,6 +1253,8 @@ struct TcErr {
 //        the format times |v|. The probe (tc_run_probe) checks the same casts bit for bit.
 //   lse: per row |gpu - ref| <= 1e-4 max(1, |ref|), at most 1% of the rows beyond.
 //   dq, dk, dv: norm-relative <= 5e-2 (2e-2 is the plain bf16 harness tolerance, plus the same flips).
+// The backwards above run the trainer's schedule (dS handed from the dK/dV kernel to the dQ kernel); (k0) the
+// recomputing schedule gives the same dqkv and D bit for bit (check_bwd_schedules).
 // Then the group scales the forward keeps for the backward (doc/TCAST.md 6, round 4; the forwards above write them
 // into scales poisoned with kTcScalePoison, the backwards read them), bit for bit:
 //   (k1) the harness's all-staged backward (attention_backward_*_tc_cast<..., STAGED = true>: no register path, every
@@ -1228,7 +1280,7 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
         buf.poison_bwd();
         attention_forward(buf.out, buf.lse, buf.qkv, B, T, C, NH, st, rep ? d_amax : nullptr, seed, buf.scales);
         attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, rep ? d_amax + 1 : nullptr, seed,
-                           buf.scales);
+                           buf.scales, buf.ds);
         cudaCheck(cudaStreamSynchronize(st));
         h_out[rep] = to_host(buf.out, buf.n_out);
         h_lse[rep] = to_host(buf.lse, buf.n_lse);
@@ -1236,7 +1288,9 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
     }
     const bool det = same_bits(h_out[0], h_out[1]) && same_bits(h_lse[0], h_lse[1]) && same_bits(h_dqkv[0], h_dqkv[1]);
     const std::vector<float> h_D = to_host(buf.scratch, buf.n_lse);
-    // (k1) the all-staged backward
+    // (k0) the recomputing schedule (dQ kernel with its own casts) gives the dS-handed schedule's bits
+    const bool k0 = check_bwd_schedules(buf, st, seed, "TC");
+    // (k1) the all-staged backward (the recomputing schedule)
     buf.poison_bwd();
     attention_backward_dq_tc_cast<ATTN_TC_DQ_CFG, true>(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, NH, st, nullptr,
                                                         seed, buf.scales);
@@ -1253,7 +1307,7 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
     attention_tcast_stats(d_st, d_st + 1);
     attention_forward(buf.out, buf.lse, buf.qkv, B, T, C, NH, st, nullptr, seed, buf.scales);
     attention_tcast_stats(NULL, NULL);
-    attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, nullptr, seed, buf.scales);
+    attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, nullptr, seed, buf.scales, buf.ds);
     cudaCheck(cudaStreamSynchronize(st));
     cudaCheck(cudaFree(d_st));
     const bool k2 = same_bits(to_host(buf.out, buf.n_out), h_out[1]) && same_bits(to_host(buf.lse, buf.n_lse), h_lse[1]) &&
@@ -1282,7 +1336,7 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
             const uint8_t bad = (uint8_t)(good[0] - 1);
             for (int h = 0; h < halves; h++) cudaCheck(cudaMemcpy(p + (size_t)h * T, &bad, 1, cudaMemcpyHostToDevice));
             buf.poison_bwd();
-            attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, nullptr, seed, buf.scales);
+            attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, nullptr, seed, buf.scales, buf.ds);
             cudaCheck(cudaStreamSynchronize(st));
             n_caught += !same_bits(to_host(buf.dqkv, buf.n_qkv), h_dqkv[1]);
             for (int h = 0; h < halves; h++) cudaCheck(cudaMemcpy(p + (size_t)h * T, &good[h], 1, cudaMemcpyHostToDevice));
@@ -1322,7 +1376,7 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
     const bool fwd_ok = eo.nonfinite == 0 && el.nonfinite == 0 && eo.frac() <= 0.01 && eo.rel() <= 5e-2 && eo.maxabs <= 2 * vmax &&
                         el.frac() <= 0.01;
     const bool bwd_ok = eq.nonfinite + ek.nonfinite + ev.nonfinite == 0 && eq.rel() <= 5e-2 && ek.rel() <= 5e-2 && ev.rel() <= 5e-2;
-    const bool pass = fwd_ok && bwd_ok && det && amax_ok && nan == 0 && k1 && k2 && k3;
+    const bool pass = fwd_ok && bwd_ok && det && amax_ok && nan == 0 && k0 && k1 && k2 && k3;
     char corrupt[32] = "-";
     if (cs.corrupt) snprintf(corrupt, sizeof corrupt, "%d/%d caught", n_caught, n_corrupt);
     printf("tcast case %2d scores=%-22s probs=%-20s B=%d T=%-4d NH=%d HS=%-3d heads %2zu | out rel %.2e beyond-tight %.1e max %.1e | "
@@ -1884,6 +1938,7 @@ struct TcTiming {
     TcCase c;
     bool cudnn = false;  // cuDNN's attention (no cast), not the built-in kernels
     float fwd_ms = -1.f, bwd_ms = -1.f;
+    float bwd_rc_ms = -1.f;  // the built-in backward in the recomputing schedule (bwd_ms: dS handed, the trainer's)
 };
 static TcTiming tc_timing[6];  // the cases of run_tcast_suite's timing, then cuDNN
 static Shape tc_timing_shape;
@@ -1896,18 +1951,20 @@ static void tc_timing_table() {
     const TcTiming& p = tc_timing[0];
     printf("\nTensorCast attention vs plain, shape (B,NH,T,HS) = (%d,%d,%d,%d), median of 25, TFLOP/s with FLOPs counted "
            "causal (fwd 2*B*NH*T^2*HS, bwd 2.5x; the two-pass forward's extra Q.K^T not counted):\n", sh.B, sh.NH, sh.T, sh.HS);
-    printf("%-32s | %9s | %9s | %9s | %9s | %9s | %6s | %6s | %12s\n", "attention", "fwd ms", "fwd TF/s", "bwd ms", "bwd TF/s",
-           "f+b TF/s", "fwd x", "bwd x", "fwd+bwd x");
+    printf("%-32s | %9s | %9s | %9s | %9s | %9s | %6s | %6s | %12s | %14s\n", "attention", "fwd ms", "fwd TF/s", "bwd ms", "bwd TF/s",
+           "f+b TF/s", "fwd x", "bwd x", "fwd+bwd x", "bwd ms (rc dQ)");
     for (const TcTiming& t : tc_timing) {
         if (t.fwd_ms <= 0) continue;
         char name[64];
         if (t.cudnn) snprintf(name, sizeof name, "cuDNN (no cast)");
         else if (!t.c.scores && !t.c.probs) snprintf(name, sizeof name, "plain (no cast, built-in)");
         else snprintf(name, sizeof name, "scores=%s probs=%s", tc_name(t.c.scores), tc_name(t.c.probs));
-        printf("%-32s | %9.4f | %9.1f | %9.4f | %9.1f | %9.1f | %6.2f | %6.2f | %12.2f\n", name, t.fwd_ms,
+        char rc[32] = "-";
+        if (t.bwd_rc_ms > 0) snprintf(rc, sizeof rc, "%.4f", t.bwd_rc_ms);
+        printf("%-32s | %9.4f | %9.1f | %9.4f | %9.1f | %9.1f | %6.2f | %6.2f | %12.2f | %14s\n", name, t.fwd_ms,
                fwd_flops(sh) / (t.fwd_ms * 1e-3) / 1e12, t.bwd_ms, bwd_flops(sh) / (t.bwd_ms * 1e-3) / 1e12,
                (fwd_flops(sh) + bwd_flops(sh)) / ((t.fwd_ms + t.bwd_ms) * 1e-3) / 1e12, t.fwd_ms / p.fwd_ms, t.bwd_ms / p.bwd_ms,
-               (t.fwd_ms + t.bwd_ms) / (p.fwd_ms + p.bwd_ms));
+               (t.fwd_ms + t.bwd_ms) / (p.fwd_ms + p.bwd_ms), rc);
     }
     const double both = (tc_timing[1].fwd_ms + tc_timing[1].bwd_ms) / (p.fwd_ms + p.bwd_ms);
     printf("bar (issue 26): both sites cast, fwd+bwd <= 1.50x plain: %s (%.2fx)\n", both <= 1.5 ? "met" : "NOT met", both);
@@ -1986,9 +2043,9 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
             }, 5, 25, st);
             tc_timing[k].bwd_ms = time_median_ms([&] {
                 if (cudnn) attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
-                else attention_backward_builtin(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, sh.B, sh.T, C, sh.NH, st,
-                                                nullptr, 7, buf.scales);
+                else buf.backward_builtin(st, true, 7);
             }, 5, 25, st);
+            if (!cudnn) tc_timing[k].bwd_rc_ms = time_median_ms([&] { buf.backward_builtin(st, false, 7); }, 5, 25, st);
         }
         tc_timing_shape = sh;
         tc_unconfigure(st);
@@ -2394,12 +2451,13 @@ int main(int argc, char** argv) {
     std::vector<Result> results;
     for (size_t i = 0; i < shapes.size(); i++) results.push_back(run_shape(shapes[i], 1000 + 7919 * i, timing, st));
 
-    printf("\n%-20s | %-9s | %-9s | %-13s | %-9s | %-11s | %-9s | %-11s | %-9s | %-19s | %s\n", "shape (B,T,NH,HS)", "fwd err",
-           "bwd err", "deterministic", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s", "2pass ms", "fwd/bwd + amax ms", "result");
+    printf("\n%-20s | %-9s | %-9s | %-13s | %-9s | %-11s | %-9s | %-11s | %-9s | %-19s | %-17s | %s\n", "shape (B,T,NH,HS)", "fwd err",
+           "bwd err", "deterministic", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s", "2pass ms", "fwd/bwd + amax ms",
+           "built-in bwd ds/rc", "result");
     bool all_pass = true;
     int n_pass = 0, n_fail = 0;
     for (const Result& r : results) {
-        char name[64], fms[32] = "-", ftf[32] = "-", bms[32] = "-", btf[32] = "-", f2ms[32] = "-", ams[48] = "-";
+        char name[64], fms[32] = "-", ftf[32] = "-", bms[32] = "-", btf[32] = "-", f2ms[32] = "-", ams[48] = "-", sms[48] = "-";
         snprintf(name, sizeof name, "(%d,%d,%d,%d)", r.sh.B, r.sh.T, r.sh.NH, r.sh.HS);
         if (r.fwd_ms >= 0) {
             snprintf(fms, sizeof fms, "%.4f", r.fwd_ms);
@@ -2409,16 +2467,19 @@ int main(int argc, char** argv) {
         }
         if (r.fwd2_ms >= 0) snprintf(f2ms, sizeof f2ms, "%.4f", r.fwd2_ms);
         if (r.fwd_amax_ms >= 0) snprintf(ams, sizeof ams, "%.4f / %.4f", r.fwd_amax_ms, r.bwd_amax_ms);
+        if (r.bwd_ds_ms >= 0) snprintf(sms, sizeof sms, "%.4f / %.4f", r.bwd_ds_ms, r.bwd_rc_ms);
         const double fe = std::max(std::max(r.e_out, r.e_lse), std::max(r.e_out2, r.e_lse2));
         const double be = std::max(r.e_dq, std::max(r.e_dk, r.e_dv));
-        printf("%-20s | %.3e | %.3e | %-13s | %9s | %11s | %9s | %11s | %9s | %19s | %s\n", name, fe, be,
-               r.det && (!r.two_pass || r.det2) ? "yes" : "NO", fms, ftf, bms, btf, f2ms, ams, r.pass ? "PASS" : "FAIL");
+        printf("%-20s | %.3e | %.3e | %-13s | %9s | %11s | %9s | %11s | %9s | %19s | %17s | %s\n", name, fe, be,
+               r.det && (!r.two_pass || r.det2) ? "yes" : "NO", fms, ftf, bms, btf, f2ms, ams, sms, r.pass ? "PASS" : "FAIL");
         all_pass &= r.pass;
         (r.pass ? n_pass : n_fail)++;
     }
     printf("(err: max over out/lse (and the forced two-pass out/lse in plain builds) resp. dq/dk/dv of |gpu - ref| / |ref|;\n"
            " 2pass ms: forced two-pass forward in plain builds (in SF16 builds fwd ms is the two-pass forward);\n"
            " + amax: the same passes with the amax output the FP8 backend asks for;\n"
+           " built-in bwd ds/rc: the built-in kernels' backward with dS handed from the dK/dV kernel (the trainer's) / with dQ\n"
+           " recomputing it (the schedules' bits compared per shape above);\n"
            " FLOPs counted causal: fwd 2*B*NH*T^2*HS, bwd 2.5x fwd, the two-pass forward's extra Q.K^T not counted)\n");
     if (kAttentionCudnn && timing) {
         printf("\nbackends (%s vs the built-in flash kernels), TFLOP/s:\n%-20s | %-10s | %-10s | %-10s | %-10s\n",

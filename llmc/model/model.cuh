@@ -124,6 +124,8 @@ struct GPT2 {
     uint8_t* att_scales;     // (L, attention_tcast_scales_bytes(B,T,NH)) the group scales each layer's attention forward
                              // keeps for its backward, beside att_lse (TensorCast attention casts); NULL: none kept
     size_t att_scales_layer; // bytes per layer (of the allocated B x T)
+    void* att_ds;            // attention_backward's dS workspace (attention_backward_ds_bytes; NULL: none needed), all layers
+    size_t att_ds_bytes;
     EncoderBackwardWorkspace encoder_ws;
     GemmContext gemm;
     cudaStream_t stream;
@@ -247,6 +249,8 @@ static inline size_t gpt2_activation_bytes(const GPT2Config* c, int B, int T, in
     return bytes;
 }
 
+static inline void gpt2_allocate_attention_scales(GPT2* m);
+
 // Allocate activations for micro-batch B x T (once; later calls may use any B*T within it).
 static inline void gpt2_allocate_activations(GPT2* m, int B, int T, int recompute, int gelu_fusion) {
     const GPT2Config* c = &m->config;
@@ -282,6 +286,7 @@ static inline void gpt2_allocate_activations(GPT2* m, int B, int T, int recomput
     if (norm_floats > m->scratch_floats) m->scratch_floats = norm_floats;
     cudaCheck(cudaMalloc(&m->scratch, m->scratch_floats * sizeof(float)));
     encoder_backward_workspace_create(&m->encoder_ws, B * T, c->channels, c->padded_vocab_size);
+    gpt2_allocate_attention_scales(m);  // (the dS workspace; the scales once a mode configures attention casts)
 }
 
 // The buffer of the group scales the attention forward keeps for its backward (attention_tcast_scales_bytes: the
@@ -290,11 +295,18 @@ static inline void gpt2_allocate_activations(GPT2* m, int B, int T, int recomput
 // each layer's backward reads what its forward wrote. Call after gpt2_allocate_activations and after the attention
 // casts are configured (the mode's attach does both in order); again after a reconfiguration. Nothing (NULL) when
 // the configuration keeps no scales, which is every run but TensorCast's with such a datatype at an attention site.
+// Also (re)allocates the attention backward's dS workspace for this configuration (attention_backward_ds_bytes: where
+// the built-in kernels run, not on cuDNN), one buffer for every layer's backward; gpt2_allocate_activations calls it once
+// before any mode configures casts.
 static inline void gpt2_allocate_attention_scales(GPT2* m) {
     if (m->att_scales) cudaCheck(cudaFree(m->att_scales));
     m->att_scales = NULL;
     m->att_scales_layer = attention_tcast_scales_bytes(m->B, m->T, m->config.num_heads);
     if (m->att_scales_layer) cudaCheck(cudaMalloc(&m->att_scales, m->att_scales_layer * m->config.num_layers));
+    if (m->att_ds) cudaCheck(cudaFree(m->att_ds));
+    m->att_ds = NULL;
+    m->att_ds_bytes = attention_backward_ds_bytes(m->B, m->T, m->config.num_heads, m->config.channels / m->config.num_heads);
+    if (m->att_ds_bytes) cudaCheck(cudaMalloc(&m->att_ds, m->att_ds_bytes));
 }
 
 // Layer l's slice of att_scales (NULL: none kept). A call's B x T (B*T <= the allocated, T <= its T) needs no more
@@ -646,7 +658,7 @@ static inline float gpt2_forward_backward(GPT2* m, const int* inputs, const int*
         floatX* dqkv = a.dbt4c;  // (B,T,3C) fits in the (B,T,4C) scratch
         prof_mark(m->prof, PROF_ATTENTION_BWD, s);
         attention_backward(dqkv, m->scratch, a.dbtc, qkv, atty, lse, B, T, C, NH, s, gemm_amax_slot(g, dqkv, 3 * BTC),
-                           boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)), gpt2_attention_scales(m, l));
+                           boundary_attention_seed(m->casts, gpt2_cast_id(l, CAST_ID_ATTN)), gpt2_attention_scales(m, l), m->att_ds);
         floatX* ln1 = gpt2_layernorm_input(m, l, 1, B, T);
         prof_mark(m->prof, PROF_MATMUL_BWD, s);
         matmul_backward(g, a.dbtc, gr.qkvw + (size_t)l * 3 * C * C, gr.qkvb + l * 3 * C, dqkv, ln1,
@@ -817,6 +829,7 @@ static inline void gpt2_free(GPT2* m) {
     free(m->segments);
     cudaFree(m->acts_memory);
     cudaFree(m->att_scales);
+    cudaFree(m->att_ds);
     cudaFree(m->inputs);
     cudaFree(m->targets);
     cudaFree(m->scratch);

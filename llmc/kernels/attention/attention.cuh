@@ -19,7 +19,9 @@
 // thread with a fixed summation order. The backward runs two kernels (the FlashAttention-2 backward
 // accumulates dQ with atomic adds instead): first one parallel over query tiles that computes D and
 // dQ, then one parallel over key tiles that computes dK and dV. S and P are recomputed in both, which costs 7
-// instead of 5 tile matmuls, the price of bit-reproducible gradients.
+// instead of 5 tile matmuls, the price of bit-reproducible gradients. Given a dS workspace (T^2 / 2 floatX a head),
+// the key-tile kernel stores the dS it computes for dK and the query-tile kernel only multiplies it by K (5 + 1 tile
+// matmuls, no second S, P, dP or cast): the same bits, one dS write and read more (attention_flash_bwd.cuh).
 //
 // Two implementations, picked automatically by the launchers:
 //   * tensor-core path (floatX = bf16 or fp16, HS = 64 or 128, 16-byte aligned pointers):
@@ -127,6 +129,9 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 #define ATTN_DQ_CFG_128 128, 1, 4, 32, 1
 #define ATTN_DKV_CFG_64 64, 1, 8, 64, true, 1
 #define ATTN_DKV_CFG_128 128, 1, 4, 32, false, 1
+// The dQ kernel of the dS-handed schedule (attn_bwd_dq_ds_kernel): HS, WM, NW, key tile, MINB.
+#define ATTN_DQ_DS_CFG_64 64, 1, 4, 64, 1
+#define ATTN_DQ_DS_CFG_128 128, 1, 4, 32, 1
 // TC (TensorCast) instantiations, HS = 64 only: one configuration per kernel, set by measurement. Today's are
 // the plain kernels' (ATTN_*_CFG_64 above); dev/cuda/attention --tc-sweep (TCAST build) times its candidates
 // (TcSweepFwd / TcSweepDq / TcSweepDkv) against them on the d12 shape, checks that each gives the default's
@@ -182,14 +187,27 @@ static inline bool attn_forward_tc_dispatch(T* out, float* lse, const T* qkv, in
     return false;
 }
 
+// ds: NULL (the recomputing schedule: the dQ kernel, then the dK/dV kernel) or a dS workspace of
+// attention_backward_ds_bytes (the dS-handed schedule: D, the dK/dV kernel storing dS, dQ from it;
+// attention_flash_bwd.cuh). The same dqkv bit for bit either way.
 template <bool CASTS = kModeAttentionCasts, typename T>
 static inline bool attn_backward_tc_dispatch(T* dqkv, float* Dbuf, const T* dout, const T* qkv, const T* out,
                                              const float* lse, int B, int Tn, int NH, int HS, cudaStream_t stream,
-                                             unsigned int* amax, uint64_t tcast_seed = 0, uint8_t* tcast_scales = nullptr) {
+                                             unsigned int* amax, uint64_t tcast_seed = 0, uint8_t* tcast_scales = nullptr,
+                                             void* ds = nullptr) {
     if constexpr (sizeof(T) == 2) {
+        uint4* dsf = static_cast<uint4*>(ds);
+        if (dsf && !attn_aligned16(dsf)) die("attention_backward: the dS workspace must be 16-byte aligned");
         if constexpr (CASTS) {
             if (attention_tcast_active()) {
                 attn_tc_require_tc(HS, attn_aligned16(dqkv) && attn_aligned16(dout) && attn_aligned16(qkv) && attn_aligned16(out));
+                if (dsf) {
+                    attention_backward_d<64>(Dbuf, dout, out, B, Tn, NH, stream);
+                    attention_backward_dkv_tc_cast<ATTN_TC_DKV_CFG>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, tcast_seed,
+                                                                    tcast_scales, dsf);
+                    attention_backward_dq_ds<ATTN_DQ_DS_CFG_64>(dqkv, dsf, qkv, B, Tn, NH, stream, amax);
+                    return true;
+                }
                 attention_backward_dq_tc_cast<ATTN_TC_DQ_CFG>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax, tcast_seed,
                                                               tcast_scales);
                 attention_backward_dkv_tc_cast<ATTN_TC_DKV_CFG>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, tcast_seed,
@@ -200,16 +218,29 @@ static inline bool attn_backward_tc_dispatch(T* dqkv, float* Dbuf, const T* dout
         (void)tcast_seed, (void)tcast_scales;
         if (!attn_aligned16(dqkv) || !attn_aligned16(dout) || !attn_aligned16(qkv) || !attn_aligned16(out)) return false;
         if (HS == 64) {
+            if (dsf) {
+                attention_backward_d<64>(Dbuf, dout, out, B, Tn, NH, stream);
+                attention_backward_dkv_tc<ATTN_DKV_CFG_64>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, dsf);
+                attention_backward_dq_ds<ATTN_DQ_DS_CFG_64>(dqkv, dsf, qkv, B, Tn, NH, stream, amax);
+                return true;
+            }
             attention_backward_dq_tc<ATTN_DQ_CFG_64>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax);
             attention_backward_dkv_tc<ATTN_DKV_CFG_64>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax);
             return true;
         }
         if (HS == 128) {
+            if (dsf) {
+                attention_backward_d<128>(Dbuf, dout, out, B, Tn, NH, stream);
+                attention_backward_dkv_tc<ATTN_DKV_CFG_128>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, dsf);
+                attention_backward_dq_ds<ATTN_DQ_DS_CFG_128>(dqkv, dsf, qkv, B, Tn, NH, stream, amax);
+                return true;
+            }
             attention_backward_dq_tc<ATTN_DQ_CFG_128>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax);
             attention_backward_dkv_tc<ATTN_DKV_CFG_128>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax);
             return true;
         }
     }
+    (void)ds;
     return false;
 }
 
@@ -331,10 +362,10 @@ void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T,
 static inline void attention_backward_builtin(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv,
                                               const floatX* out, const float* lse, int B, int T, int C, int NH,
                                               cudaStream_t stream, unsigned int* amax, uint64_t tcast_seed,
-                                              uint8_t* tcast_scales = nullptr) {
+                                              uint8_t* tcast_scales = nullptr, void* ds = nullptr) {
     attn_check_shape(B, T, C, NH);
     const int HS = C / NH;
-    if (attn_backward_tc_dispatch(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax, tcast_seed, tcast_scales)) return;
+    if (attn_backward_tc_dispatch(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax, tcast_seed, tcast_scales, ds)) return;
     attention_backward_generic(dqkv, scratch, dout, qkv, out, lse, B, T, NH, HS, stream, amax);
 }
 
@@ -354,11 +385,15 @@ static inline void attention_backward_builtin(floatX* dqkv, float* scratch, cons
 // TensorCast build: recomputes the forward's cast s^ and P^ bit for bit (same tcast_seed as the forward, and
 // tcast_scales as the forward left it: the group scales are read, not found again) and passes the gradients
 // straight through both casts.
+// ds: NULL, or a workspace of attention_backward_ds_bytes(B, T, NH, C / NH) bytes (16-byte aligned; contents
+// overwritten) in which the tensor-core kernels hand dS from the dK/dV kernel to the dQ kernel instead of computing it
+// twice (attention_flash_bwd.cuh): the same dqkv bit for bit, less time (doc/benchmarks.md). Ignored by the generic
+// kernels and cuDNN (their size there is 0).
 // USE_CUDNN=1: cuDNN's fused SDPA backward with its deterministic algorithm, scratch not used; where an
 // attention site is cast, the built-in kernels, as the forward (attention_uses_cudnn).
 void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv, const floatX* out,
                         const float* lse, int B, int T, int C, int NH, cudaStream_t stream, unsigned int* amax = nullptr,
-                        uint64_t tcast_seed = 0, uint8_t* tcast_scales = nullptr) {
+                        uint64_t tcast_seed = 0, uint8_t* tcast_scales = nullptr, void* ds = nullptr) {
     if constexpr (kAttentionCudnn) {
         if (attention_uses_cudnn()) {
             attn_check_shape(B, T, C, NH);
@@ -367,5 +402,14 @@ void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const 
             return;
         }
     }
-    attention_backward_builtin(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream, amax, tcast_seed, tcast_scales);
+    attention_backward_builtin(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream, amax, tcast_seed, tcast_scales, ds);
+}
+
+// Bytes of attention_backward's dS workspace for a (B, T, NH, HS) call of this run: B NH ceil(T/16) (ceil(T/16) + 1) / 2
+// fragments of 512 bytes (d12, B = 64, T = 1024: 818 MiB; one buffer serves every layer) where the tensor-core kernels
+// run (16-bit storage, HS 64 or 128, not on cuDNN: attention_uses_cudnn, so call it after the mode configured its
+// casts), else 0 (no workspace needed). Grows as T^2.
+static inline size_t attention_backward_ds_bytes(int B, int T, int NH, int HS) {
+    if (sizeof(floatX) != 2 || (HS != 64 && HS != 128) || attention_uses_cudnn() || B <= 0 || T <= 0 || NH <= 0) return 0;
+    return (size_t)B * NH * attn_ds_frags(T) * kAttnDsFragBytes;
 }

@@ -2,6 +2,18 @@
 // 128): part 1 over query tiles (D and dQ), part 2 over key tiles (dK and dV), each with its amax and
 // TensorCast (TC) instantiations, and their launchers. Two kernels instead of atomics keep the
 // gradients bit-deterministic (attention.cuh).
+//
+// Two schedules (attention_backward picks by whether the caller gives a dS workspace):
+//   recompute  part 1 computes D and dQ, recomputing S, the hooks / casts, P^, dP and dS itself; then part 2.
+//   dS handed  D alone (attn_bwd_d_kernel), then part 2, which also stores the dS it computes for dK (one 16 x 16
+//              bf16 A fragment per 16 queries x 16 keys at or below the diagonal, transposed in registers by
+//              movmatrix), then dQ = scale sum_j dS_j K_j from those fragments (attn_bwd_dq_ds_kernel): no S, no
+//              exp, no casts, no dP in the dQ kernel.
+// Both give the same dQ bit for bit: part 2's dS^T = P^T (dP^T - D) is part 1's dS = P^ (dP - D) element for
+// element (the same fp32 dot products out of the same mma with the operands swapped, the same expressions; the
+// probe and the TC checks of dev/cuda/attention.cu already rely on it for P^), rounded to floatX the same way, and
+// the dS K products accumulate in the same key order (tile by tile, 16 keys per mma); dev/cuda/attention.cu
+// compares the two schedules' dqkv on every shape and site configuration.
 #pragma once
 
 #include <stdint.h>
@@ -9,6 +21,57 @@
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/kernels/attention/attention_tile.cuh"
 #include "llmc/kernels/attention/attention_tcast_cast.cuh"
+
+// ------------------------------------------------------------------------------------------------
+// D_row = sum_d dO[row, d] O[row, d] in fp32 (0 for row >= T): 8 lanes per row (lanes 8i..8i+7 of the warp), each
+// summing HS/64 chunks of 8 elements with fmaf, then a fixed xor tree over the 8; every one of them returns the sum.
+// gdO, gO: the head's first element, row stride C. The one expression of D in both schedules.
+template <int HS>
+__device__ __forceinline__ float attn_row_d(const floatX* gdO, const floatX* gO, int C, int row, int T, int lane) {
+    constexpr int CPR = HS / 8;
+    float acc = 0.f;
+    if (row < T) {
+        #pragma unroll
+        for (int i = 0; i < CPR / 8; i++) {
+            const int col = ((lane & 7) + 8 * i) * 8;
+            const uint4 dv = *reinterpret_cast<const uint4*>(gdO + (size_t)row * C + col);
+            const uint4 ov = *reinterpret_cast<const uint4*>(gO + (size_t)row * C + col);
+            const uint32_t du[4] = {dv.x, dv.y, dv.z, dv.w}, ou[4] = {ov.x, ov.y, ov.z, ov.w};
+            #pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float2 a = attn_unpack<floatX>(du[k]), c = attn_unpack<floatX>(ou[k]);
+                acc = fmaf(a.x, c.x, acc);
+                acc = fmaf(a.y, c.y, acc);
+            }
+        }
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+    return acc;
+}
+
+// The dS workspace of the dS-handed schedule: per (b, h), per 16-query block qi and 16-key block kj <= qi (above the
+// diagonal dS is zero and nothing is stored), one 16 x 16 A fragment of dS (rows queries, columns keys, as
+// mma.m16n8k16 takes its A operand): 32 lanes x 16 bytes, lane l's four registers; fragments in the order
+// (b h, qi, kj). n16 = ceil(T / 16) blocks a head.
+__host__ __device__ __forceinline__ size_t attn_ds_frags(int T) {
+    const size_t n16 = ((size_t)T + 15) / 16;
+    return n16 * (n16 + 1) / 2;
+}
+__host__ __device__ __forceinline__ size_t attn_ds_frag(int qi, int kj) { return (size_t)qi * (qi + 1) / 2 + kj; }
+constexpr size_t kAttnDsFragBytes = 32 * sizeof(uint4);
+
+// D only (the dS-handed schedule runs it before the dK/dV kernel, which reads D): Dbuf (B, NH, T) fp32 <- D of
+// every row, as attn_row_d. Block = 8 warps, 4 rows a warp.
+template <int HS>
+__global__ void __launch_bounds__(256) attn_bwd_d_kernel(float* __restrict__ Dbuf, const floatX* __restrict__ dout,
+                                                         const floatX* __restrict__ out, int T, int NH) {
+    const int C = NH * HS, bh = blockIdx.y, b = bh / NH, h = bh % NH, lane = threadIdx.x % 32;
+    const int row = blockIdx.x * 32 + (threadIdx.x / 32) * 4 + (lane >> 3);
+    const float d = attn_row_d<HS>(dout + (size_t)b * T * C + h * HS, out + (size_t)b * T * C + h * HS, C, row, T, lane);
+    if ((lane & 7) == 0 && row < T) Dbuf[(size_t)bh * T + row] = d;
+}
 
 // ------------------------------------------------------------------------------------------------
 // Tensor-core backward, part 1: D and dQ. CTA = one (b, h) and BR = 16*WM*NW query rows; warp w owns
@@ -35,7 +98,7 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
                       const float* __restrict__ lse, int T, int NH, float scale, unsigned int* __restrict__ amax,
                       AttnTcastArgs tc) {
     constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
-    constexpr int KS = HS / 16, NS = BC / 8, NO = HS / 8, CPR = HS / 8;
+    constexpr int KS = HS / 16, NS = BC / 8, NO = HS / 8;
     static_assert(HS % 64 == 0 && BC % 16 == 0, "HS must be a multiple of 64, BC of 16");
     static_assert(!TC || BC == 64, "TC: the cast tiles hold key tiles of 64 keys (no casting group crosses one)");
 
@@ -75,25 +138,7 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
         #pragma unroll
         for (int pass = 0; pass < WM * 4; pass++) {
             const int r = pass * 4 + (lane >> 3), row = wr0 + r;
-            float acc = 0.f;
-            if (row < T) {
-                #pragma unroll
-                for (int i = 0; i < CPR / 8; i++) {
-                    const int col = ((lane & 7) + 8 * i) * 8;
-                    const uint4 dv = *reinterpret_cast<const uint4*>(gdO + (size_t)row * C + col);
-                    const uint4 ov = *reinterpret_cast<const uint4*>(gO + (size_t)row * C + col);
-                    const uint32_t du[4] = {dv.x, dv.y, dv.z, dv.w}, ou[4] = {ov.x, ov.y, ov.z, ov.w};
-                    #pragma unroll
-                    for (int k = 0; k < 4; k++) {
-                        const float2 a = attn_unpack<floatX>(du[k]), c = attn_unpack<floatX>(ou[k]);
-                        acc = fmaf(a.x, c.x, acc);
-                        acc = fmaf(a.y, c.y, acc);
-                    }
-                }
-            }
-            acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-            acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-            acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+            const float acc = attn_row_d<HS>(gdO, gO, C, row, T, lane);
             if ((lane & 7) == 0) {
                 sDrow[wrow + r] = acc;
                 if (row < T) Dbuf[(size_t)bh * T + row] = acc;
@@ -153,6 +198,68 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
 }
 
 // ------------------------------------------------------------------------------------------------
+// Tensor-core backward, dQ of the dS-handed schedule: dQ = scale sum_j dS_j K_j from the fragments the dK/dV kernel
+// stored (attn_ds_frags). CTA = one (b, h) and BR = 16*WM*NW query rows as in part 1; K tiles of BC keys stream
+// through double-buffered shared memory, each warp loads its dS fragments of a tile from global memory (16 bytes a
+// lane, coalesced, issued before the tile's barrier) and blocks above the diagonal enter as zeros. No hooks or casts:
+// dS holds them (and, in SF16, dS / unit: the store multiplies by scale * boundary_unit() as part 1's).
+
+template <int HS, int WM, int NW, int BC, int MINB = 1>
+struct AttnBwdDqDs {
+    static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
+    static constexpr size_t smem_bytes = (size_t)(BR + 2 * BC) * LDS * sizeof(floatX);
+};
+
+template <int HS, int WM, int NW, int BC, int MINB, bool AMAX>
+__global__ void __launch_bounds__(NW * 32, MINB)
+attn_bwd_dq_ds_kernel(floatX* __restrict__ dqkv, const uint4* __restrict__ ds, const floatX* __restrict__ qkv, int T, int NH,
+                      float scale, unsigned int* __restrict__ amax) {
+    constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8, NO = HS / 8, KB = BC / 16;
+    static_assert(HS % 64 == 0 && BC % 16 == 0, "HS must be a multiple of 64, BC of 16");
+
+    extern __shared__ __align__(16) unsigned char attn_smem[];
+    floatX* sO = reinterpret_cast<floatX*>(attn_smem);  // BR rows: the staging of the dQ store
+    floatX* sK = sO + BR * LDS;                          // 2 x BC rows
+
+    const int C = NH * HS, C3 = 3 * C;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * BR;  // longest tiles first, as in part 1
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wrow = warp * 16 * WM, wr0 = q0 + wrow, wr1 = wr0 + 16 * WM - 1;
+    const bool live = wr0 < T;
+    const int n16 = (T + 15) / 16;
+    const floatX* gK = qkv + (size_t)b * T * C3 + C + h * HS;
+    const uint4* gds = ds + (size_t)bh * attn_ds_frags(T) * 32 + lane;
+    const int n_kv = (min(q0 + BR, T) + BC - 1) / BC;
+
+    attn_load_tile<HS, BC, NT>(sK, gK, C3, 0, T);
+    attn_cp_async_commit();
+    float dq[WM][NO][4];
+    attn_frag_zero(dq);
+    for (int j = 0; j < n_kv; j++) {
+        const int k0 = j * BC;
+        const bool work = live && k0 <= wr1;
+        uint32_t dsa[WM][KB][4];
+        #pragma unroll
+        for (int mi = 0; mi < WM; mi++)
+            #pragma unroll
+            for (int kk = 0; kk < KB; kk++) {
+                const int qi = wr0 / 16 + mi, kj = k0 / 16 + kk;
+                uint4 f = make_uint4(0u, 0u, 0u, 0u);
+                if (work && kj <= qi && qi < n16) f = __ldcs(gds + attn_ds_frag(qi, kj) * 32);
+                dsa[mi][kk][0] = f.x, dsa[mi][kk][1] = f.y, dsa[mi][kk][2] = f.z, dsa[mi][kk][3] = f.w;
+            }
+        const int buf = attn_kv_next<HS, BC, NT, false>(sK, nullptr, gK, nullptr, C3, j, n_kv, T);
+        if (work) attn_mma_ab<WM, NO, KB, LDS>(dq, dsa, attn_smem_addr(sK + buf * BC * LDS), lane);  // dQ += dS K
+        __syncthreads();  // everyone is done with buffer `buf` before it is refilled
+    }
+    // dq holds dQ / unit, as part 1's
+    if (live)
+        attn_store_tile<WM, HS, AMAX, false>(sO + wrow * LDS, dq, scale * boundary_unit(), dqkv + (size_t)b * T * C3 + h * HS, C3, wr0,
+                                             T, lane, amax);
+}
+
+// ------------------------------------------------------------------------------------------------
 // Tensor-core backward, part 2: dK and dV. CTA = one (b, h) and BK = 16*WM*NW keys; warp w owns
 // 16*WM keys and computes everything in the transposed orientation (keys are the M dimension):
 //   S^T = K Q^T, P^T = exp(S^T - lse), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q
@@ -170,13 +277,37 @@ struct AttnBwdDkvTC {
     static constexpr size_t tc_smem_bytes = smem_bytes + (size_t)AttnTcTileK::words * sizeof(float) + 2 * ATTN_TC_KEPT_K;
 };
 
+// Stores the dS fragments of the workspace (attn_ds_frags) that a warp's dS^T A fragments pa hold: 16*WM keys from
+// key block kj0 (rows) x the query tile from query block qi0 (BR / 16 k-steps). pa[mi][kk] holds the 8x8 blocks
+// (keys 0-7 | 8-15) x (queries 0-7 | 8-15) as registers 0: (0-7, 0-7), 1: (8-15, 0-7), 2: (0-7, 8-15), 3: (8-15, 8-15);
+// dS's A fragment of query block qi0 + kk and key block kj0 + mi is their transposes in the order 0, 2, 1, 3. Only
+// blocks with kj <= qi < n16 are stored (warp-uniform test; movmatrix needs the whole warp). ds: the head's first
+// fragment.
+template <int WM, int BR>
+__device__ __forceinline__ void attn_ds_store(uint4* __restrict__ ds, const uint32_t (&pa)[WM][BR / 16][4], int kj0, int qi0,
+                                              int n16, int lane) {
+    #pragma unroll
+    for (int mi = 0; mi < WM; mi++)
+        #pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++) {
+            const int kj = kj0 + mi, qi = qi0 + kk;
+            if (kj <= qi && qi < n16) {
+                const uint4 f = make_uint4(attn_movmatrix_trans(pa[mi][kk][0]), attn_movmatrix_trans(pa[mi][kk][2]),
+                                           attn_movmatrix_trans(pa[mi][kk][1]), attn_movmatrix_trans(pa[mi][kk][3]));
+                __stcs(ds + attn_ds_frag(qi, kj) * 32 + lane, f);  // (streaming: read once, by the dQ kernel)
+            }
+        }
+}
+
 // The dK/dV kernel's step once P^T (key-major, s) of a query tile is known: dV += P^T dO,
 // dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q (s is overwritten with dS^T). vf: V's A fragments
 // (reloaded from sVa unless KV_REGS); sQa, sdOa: the tile's Q and dO in shared memory; Dq: its D values.
+// ds (NULL: not stored): the head's dS workspace, where the tile's dS fragments go (attn_ds_store; key block kj0,
+// query block qi0, n16 blocks a head).
 template <int WM, int NS, int NO, int KS, int BR, int LDS, bool KV_REGS>
 __device__ __forceinline__ void attn_dkv_accumulate(float (&dv)[WM][NO][4], float (&dk)[WM][NO][4], float (&s)[WM][NS][4],
                                                     uint32_t (&vf)[WM][KS][4], uint32_t sVa, uint32_t sQa, uint32_t sdOa,
-                                                    const float* Dq, int tq, int lane) {
+                                                    const float* Dq, int tq, int lane, uint4* ds, int kj0, int qi0, int n16) {
     uint32_t pa[WM][BR / 16][4];
     attn_c_to_a<WM, NS>(pa, s);
     attn_mma_ab<WM, NO, BR / 16, LDS>(dv, pa, sdOa, lane);  // dV += P^T dO
@@ -186,6 +317,7 @@ __device__ __forceinline__ void attn_dkv_accumulate(float (&dv)[WM][NO][4], floa
     attn_mma_abt<WM, NS, KS, LDS>(dp, vf, sdOa, lane);  // dP^T = V dO^T
     attn_frag_each_col<WM, NS, false>(Dq, tq, [&](int mi, int n, int r, float d) { s[mi][n][r] *= dp[mi][n][r] - d; });  // dS^T
     attn_c_to_a<WM, NS>(pa, s);
+    if (ds) attn_ds_store<WM, BR>(ds, pa, kj0, qi0, n16, lane);
     attn_mma_ab<WM, NO, BR / 16, LDS>(dk, pa, sQa, lane);  // dK += dS^T Q
 }
 
@@ -198,7 +330,7 @@ template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool AMAX = fa
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dout, const floatX* __restrict__ qkv,
                        const float* __restrict__ lse, const float* __restrict__ Dbuf, int T, int NH, float scale,
-                       unsigned int* __restrict__ amax, AttnTcastArgs tc) {
+                       unsigned int* __restrict__ amax, AttnTcastArgs tc, uint4* __restrict__ ds) {
     constexpr int NT = NW * 32, BK = 16 * WM * NW, LDS = HS + 8;
     constexpr int KS = HS / 16, NS = BR / 8, NO = HS / 8;
     static_assert(HS % 16 == 0 && BR % 16 == 0, "tile sizes must be multiples of 16");
@@ -229,6 +361,7 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
     const float* gL = lse + (size_t)bh * T;
     const float* gD = Dbuf + (size_t)bh * T;
     const int i_begin = k0 / BR, i_end = (T + BR - 1) / BR;
+    uint4* gds = ds ? ds + (size_t)bh * attn_ds_frags(T) * 32 : nullptr;  // this head's dS fragments, if handed on
 
     attn_load_tile<HS, BK, NT>(sK, gK, C3, k0, T);
     attn_load_tile<HS, BK, NT>(sV, gV, C3, k0, T);
@@ -283,7 +416,9 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
             } else {
                 attn_dkv_p<false, attn_scale_pow2<HS>()>(s, L, scale, qb + 2 * tq, kw0 + g, tq);
             }
-            if (active) attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane);
+            if (active)
+                attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, Dq, tq, lane, gds, kw0 / 16, qb / 16,
+                                                                       (T + 15) / 16);
         }
         __syncthreads();
     }
@@ -312,16 +447,19 @@ void attention_backward_dq_tc(floatX* dqkv, float* Dbuf, const floatX* dout, con
     cudaCheckLaunch();
 }
 
+// ds: NULL, or the dS workspace (B * NH * attn_ds_frags(T) fragments of kAttnDsFragBytes, 16-byte aligned) that
+// receives the dS fragments for attention_backward_dq_ds (the dS-handed schedule).
 template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB = 1>
 void attention_backward_dkv_tc(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
-                               const float* Dbuf, int B, int T, int NH, cudaStream_t stream, unsigned int* amax = nullptr) {
+                               const float* Dbuf, int B, int T, int NH, cudaStream_t stream, unsigned int* amax = nullptr,
+                               uint4* ds = nullptr) {
     using Cfg = AttnBwdDkvTC<HS, WM, NW, BR, KV_REGS, MINB>;
     auto kernel = amax ? attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, true>
                        : attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
     kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
-                                                       AttnTcastArgs{});
+                                                       AttnTcastArgs{}, ds);
     cudaCheckLaunch();
 }
 
@@ -343,12 +481,35 @@ void attention_backward_dq_tc_cast(floatX* dqkv, float* Dbuf, const floatX* dout
 
 template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool STAGED = false>
 void attention_backward_dkv_tc_cast(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
-                                    int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed, uint8_t* scales) {
+                                    int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed, uint8_t* scales,
+                                    uint4* ds = nullptr) {
     using Cfg = AttnBwdDkvTC<HS, WM, NW, BR, KV_REGS, MINB>;
     auto kernel = attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false, true, STAGED>;
     attn_set_smem(kernel, Cfg::tc_smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
     kernel<<<grid, Cfg::NT, Cfg::tc_smem_bytes, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
-                                                          attn_tc_args(seed, false, scales, B, T, NH));
+                                                          attn_tc_args(seed, false, scales, B, T, NH), ds);
+    cudaCheckLaunch();
+}
+
+// The dS-handed schedule's other two launchers. attention_backward_d: Dbuf (B, NH, T) fp32 <- rowsum(dO * O)
+// (attn_bwd_d_kernel), for the dK/dV kernel that follows. attention_backward_dq_ds: dQ of dqkv (B, T, 3C) <- scale
+// dS K from ds as the dK/dV kernel of the same call left it; amax as attention_backward_dq_tc (the dK/dV kernel adds
+// dK's and dV's to the same slot).
+template <int HS>
+void attention_backward_d(float* Dbuf, const floatX* dout, const floatX* out, int B, int T, int NH, cudaStream_t stream) {
+    const dim3 grid(ceil_div(T, 32), B * NH);
+    attn_bwd_d_kernel<HS><<<grid, 256, 0, stream>>>(Dbuf, dout, out, T, NH);
+    cudaCheckLaunch();
+}
+
+template <int HS, int WM, int NW, int BC, int MINB = 1>
+void attention_backward_dq_ds(floatX* dqkv, const uint4* ds, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
+                              unsigned int* amax = nullptr) {
+    using Cfg = AttnBwdDqDs<HS, WM, NW, BC, MINB>;
+    auto kernel = amax ? attn_bwd_dq_ds_kernel<HS, WM, NW, BC, MINB, true> : attn_bwd_dq_ds_kernel<HS, WM, NW, BC, MINB, false>;
+    attn_set_smem(kernel, Cfg::smem_bytes);
+    const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
+    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, ds, qkv, T, NH, 1.0f / sqrtf((float)HS), amax);
     cudaCheckLaunch();
 }

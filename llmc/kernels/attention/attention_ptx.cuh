@@ -39,6 +39,14 @@ __device__ __forceinline__ void attn_ldsm_x4_trans(uint32_t (&r)[4], uint32_t ad
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 
+// The transpose of one 8x8 b16 matrix held in that fragment layout (thread l: row l/4, columns 2(l%4), 2(l%4)+1), in
+// the same layout: movmatrix.sync.aligned.m8n8.trans.b16 (PTX ISA, warp-level matrix instructions: movmatrix; sm_75 and later).
+__device__ __forceinline__ uint32_t attn_movmatrix_trans(uint32_t a) {
+    uint32_t d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+    return d;
+}
+
 // d += a * b for one 16x8x16 tile, fp32 accumulators; T (bf16 or half) picks the operand type.
 template <typename T>
 __device__ __forceinline__ void attn_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
