@@ -70,10 +70,12 @@ struct Mode : ModeDefaults {
         tcast_attention_check(&plan, spec.channels / spec.num_heads);
     }
     void attach_activations(GPT2* m) { tcast_attach_model(m, &plan); }
+    // (cast_cutlass: whether the CUTLASS epilogue path is on in this run, tcast_cutlass_attach: 0 where the plan casts no
+    // matmul_out or the binary / GPU cannot)
     void describe(const GPT2* m, char* out, size_t n) const {
-        (void)m;
+        const TcastRuntime* rt = (const TcastRuntime*)m->casts;
         snprintf(out, n, " cast=%s cast_gemm=%s cast_lm_head=%d cast_cutlass=%d", *opt.cast ? opt.cast : "none",
-                 *opt.cast_gemm ? opt.cast_gemm : "none", opt.lm_head, opt.cutlass);
+                 *opt.cast_gemm ? opt.cast_gemm : "none", opt.lm_head, rt && rt->casts.gemm_out ? 1 : 0);
     }
     // --cast-stats N: steps N, 2N, ... and the first one count (training steps only).
     void step_begin(GPT2* m, int step, int start_step, bool training) {

@@ -12,9 +12,9 @@
 //   --cast-lm-head 0|1                    the LM head (logits = lnf . wte^T) takes --cast-gemm too.
 //   --cast-stats N                        every N steps: saturation / flush fractions and the scale
 //                                         histogram per site and operand.
-//   --cast-cutlass 0|1                    1: the qkv and fc GEMMs (MATMUL_OUT cast, fc with GELU and GELU_OUT) run on
-//                                         CUTLASS with the casts in the epilogue (doc/TCAST.md 5.6; slower than
-//                                         cuBLASLt + passes today); an error where the binary or the GPU cannot.
+//   --cast-cutlass 0|1                    1 (default): the qkv and fc GEMMs (MATMUL_OUT cast, fc with GELU and GELU_OUT)
+//                                         run on CUTLASS with the casts in the epilogue (doc/TCAST.md 5.6); one line
+//                                         and cuBLASLt + passes where the binary or the GPU cannot. 0: cuBLASLt + passes.
 // DTYPE is doc/TCAST.md section 3's text (NAME or NUMBER[_SCALE], @modifiers; SCALE may be a fixed
 // scale pN, e.g. q115 = int16_p-1, which casts element by element like an unscaled type). The tile (or channel)
 // dimension is the trainer's choice: the channel dimension at the sites (the key dimension for the
@@ -67,7 +67,7 @@ static inline int tcast_flags(TcastOptions* o, CliFlag* flags) {
     o->lm_head = 0;
     o->stats = 0;
     o->fuse = 1;
-    o->cutlass = 0;
+    o->cutlass = 1;
     const CliFlag f[TCAST_NUM_FLAGS] = {
         {"--cast", CLI_STRING, &o->cast,
          "TensorCast: SITE=DTYPE[,...] virtual casts at the storage boundaries (doc/TCAST.md), e.g. all=mxfp8e4; DTYPE may take a "
@@ -80,7 +80,7 @@ static inline int tcast_flags(TcastOptions* o, CliFlag* flags) {
         {"--cast-fuse", CLI_INT, &o->fuse, "TensorCast: 1 = casts run inside the kernels that produce the tensors where they can (same bits), 0 = separate passes", 0, 1, NULL},
         {"--cast-cutlass", CLI_INT, &o->cutlass,
          "TensorCast: 1 = the qkv and fc GEMMs run on CUTLASS with the matmul_out (and GELU, gelu_out) casts in the epilogue "
-         "(sm_90; slower today, doc/TCAST.md 5.6), 0 = cuBLASLt + casts", 0, 1, NULL},
+         "(sm_90 and a binary with the kernels, else cuBLASLt; doc/TCAST.md 5.6), 0 = cuBLASLt + casts", 0, 1, NULL},
     };
     memcpy(flags, f, sizeof(f));
     return TCAST_NUM_FLAGS;

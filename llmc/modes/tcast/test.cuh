@@ -97,7 +97,7 @@ static constexpr int TCAST_NUM_CASES = (int)(sizeof(TCAST_CASES) / sizeof(TCAST_
 
 static void tcast_test_plan(TcastPlan* plan, const char* cast, const char* cast_gemm, int lm_head, const GPT2Config* cfg, int B,
                             int T) {
-    TcastOptions o = {cast, cast_gemm, lm_head, 0, 1, 0};  // --cast-fuse 1 and --cast-cutlass 0, the trainer's defaults
+    TcastOptions o = {cast, cast_gemm, lm_head, 0, 1, 1};  // --cast-fuse 1 and --cast-cutlass 1, the trainer's defaults
     tcast_plan_init(plan, &o);
     tcast_plan_check_shapes(plan, cfg->channels, cfg->padded_vocab_size, B, T);
 }
