@@ -85,8 +85,9 @@
 // amax and a share of the group step and shuffles where the scales are found: ~3 more) and the exp of the
 // probabilities; the staged path a shared-memory write and read-back per element and about 60 instructions per
 // element and cast; global memory: one byte per 32 scores or probabilities, written once and read by the later
-// visits (the kept scales: the scores' three times, the probabilities' twice); the scores are cast twice in the two-pass forward (once per pass) and once in each backward
-// kernel, the probabilities once per kernel.
+// visits (the kept scales: the scores' three times, the probabilities' twice; the dQ kernel of the dS-handed schedule
+// reads none); the scores are cast twice in the two-pass forward (once per pass) and once in each backward kernel that
+// recomputes P^ (only the dK/dV kernel when dS is handed on), the probabilities once per such kernel.
 //
 // Files (each a comment, its kernels or helpers, then its launchers):
 //   attention.cuh             this API: attention_forward / attention_backward, shape checks, dispatch
