@@ -5,7 +5,7 @@
 #                                            sf16_curves mgpu mgpu_bench mgpu_lowp (NGPU GPUs, default 2) lowp
 #                                            lowp_curves lowp_knobs data tcast tcast_bench tcast_curves tstats
 #                                            sweep mgpu_net speed gaps producers kernel_table same cudnn cutlass
-#                                            cutlass_rerun tcast_cutlass
+#                                            cutlass_rerun tcast_cutlass attn_sweep
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -535,6 +535,24 @@ if has_stage tcast_cutlass; then
                 row "tcast $1 B=$2 all=mxfp8e4 --cast-cutlass $c ($rep)" "$(med "$log") $(grep -m1 '^error' "$log" | cut -c1-90)"
             done
         done
+    done
+fi
+
+if has_stage attn_sweep; then
+    # the built-in attention kernels' configurations (dev/cuda/attention.cu --sweep), in the plain (bf16_flash) and SF16
+    # (q115) builds: the recomputing schedule's dQ and dK/dV candidates, and the dS-handed schedule's kernel by kernel
+    # (D, dK/dV storing dS, dQ from dS; every candidate checked against the default, the dQ-from-dS ones bit for bit).
+    # The configurations are the ATTN_*_CFG_64 macros of llmc/kernels/attention/attention.cuh (doc/benchmarks.md, session 9).
+    { make -j"${BUILD_JOBS:-16}" --no-print-directory build/bf16_flash/dev/attention USE_CUDNN=0 &&
+      make -j"${BUILD_JOBS:-16}" --no-print-directory build/q115/dev/attention ENABLE_Q115=1; } > "$OUT/attn_sweep_build.log" 2>&1
+    row "attn_sweep build" "rc=$?"
+    for v in bf16_flash q115; do
+        timeout 300 "build/$v/dev/attention" --sweep > "$OUT/attn_sweep_$v.log" 2>&1
+        rc=$?
+        row "attention --sweep ($v)" "$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/attn_sweep_$v.log" | tail -n1) rc=$rc"
+        grep -E '^(dq|dkv|D alone)' "$OUT/attn_sweep_$v.log" | cut -c1-100
+        row "  $v fastest" "$(grep -m1 '^fastest' "$OUT/attn_sweep_$v.log" | cut -c10-200)"
+        row "  $v backward" "$(grep -m1 '^backward with' "$OUT/attn_sweep_$v.log" | cut -c15-200)"
     done
 fi
 

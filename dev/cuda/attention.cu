@@ -713,7 +713,7 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
                B, T, NH, sh.HS);
         printf("%-34s | %4s | %5s | %6s | %-9s | %8s | %8s\n", "kernel <HS,WM,NW,tile[,KV],MINB>", "regs", "local",
                "CTA/SM", "err", "ms", "TFLOP/s");
-        SweepBest best[3] = {{"fwd"}, {"dq"}, {"dkv"}};
+        SweepBest best[5] = {{"fwd"}, {"dq"}, {"dkv"}, {"dkv+dS"}, {"dq<-dS"}};
         // kernel: for attributes; threads/smem: for occupancy; run: one launch; err: checked output.
         auto one = [&](int kind, const char* name, const void* kernel, int threads, size_t smem, auto run, auto err_of,
                        double flops) {
@@ -793,11 +793,59 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
         DKV(64, 1, 8, 32, true, 1);
         DKV(64, 2, 4, 32, false, 1);
 #undef DKV
-        printf("\nfastest: %s (%.4f ms, %.1f TFLOP/s) | %s (%.4f ms) | %s (%.4f ms)\n", best[0].name,
+        // The dS-handed schedule (attention_flash_bwd.cuh), kernel by kernel: D alone; dK/dV kernels that also store dS
+        // (err: dK, dV against the default backward's); then, on the dS of the default dK/dV kernel, the dQ-from-dS
+        // candidates (err: dQ; every candidate sums the same products in the same key order, so it must be 0).
+        const float d_ms = time_median_ms([&] { attention_backward_d<64>(buf.scratch, buf.dout, buf.out, B, T, NH, st); }, 5, 25, st);
+        printf("%-34s | %4s | %5s | %6s | %-9s | %8.4f |\n", "D alone (dS-handed schedule)", "", "", "", "", d_ms);
+        uint4* dsw = static_cast<uint4*>(buf.ds);
+#define DKVDS(...)                                                                                              \
+    do {                                                                                                        \
+        using Cfg = AttnBwdDkvTC<__VA_ARGS__>;                                                                  \
+        buf.poison_bwd();                                                                                       \
+        attention_backward_d<64>(buf.scratch, buf.dout, buf.out, B, T, NH, st);                                 \
+        one(3, "dkv+dS " #__VA_ARGS__, (const void*)attn_bwd_dkv_tc_kernel<__VA_ARGS__>, Cfg::NT, Cfg::smem_bytes, \
+            [&] { attention_backward_dkv_tc<__VA_ARGS__>(buf.dqkv, buf.dout, buf.qkv, buf.lse, buf.scratch, B,  \
+                                                         T, NH, st, nullptr, dsw); },                           \
+            dkv_err, bwd_flops(sh) * 4.0 / 5.0);                                                                \
+    } while (0)
+        DKVDS(64, 1, 4, 64, true, 1);
+        DKVDS(64, 1, 8, 64, false, 1);
+        DKVDS(64, 2, 4, 32, false, 1);
+        DKVDS(64, 2, 4, 64, false, 1);
+        DKVDS(64, 1, 4, 32, true, 1);
+        DKVDS(ATTN_DKV_CFG_64);  // last: its dS feeds the dQ candidates
+#undef DKVDS
+        attention_backward_dq_ds<ATTN_DQ_DS_CFG_64>(buf.dqkv, dsw, buf.qkv, B, T, NH, st);  // the default's dQ
+        const std::vector<floatX> dq_ref = to_host(buf.dqkv, buf.n_qkv);
+        auto dq_exact = [&] {  // bit for bit against the default (a difference fails the tolerance test of `one`)
+            const std::vector<floatX> d = to_host(buf.dqkv, buf.n_qkv);
+            size_t diff = 0;
+            for (size_t i = 0; i < d.size(); i++) diff += (i % (3 * C)) < (size_t)C && memcmp(&d[i], &dq_ref[i], sizeof(floatX)) != 0;
+            return diff == 0 ? 0.0 : (double)INFINITY;
+        };
+#define DQDS(...)                                                                                               \
+    do {                                                                                                        \
+        using Cfg = AttnBwdDqDs<__VA_ARGS__>;                                                                   \
+        cudaCheck(cudaMemset(buf.dqkv, 0xFF, buf.n_qkv * sizeof(floatX)));                                     \
+        one(4, "dq<-dS " #__VA_ARGS__, (const void*)attn_bwd_dq_ds_kernel<__VA_ARGS__, false>, Cfg::NT,          \
+            Cfg::smem_bytes, [&] { attention_backward_dq_ds<__VA_ARGS__>(buf.dqkv, dsw, buf.qkv, B, T, NH, st); }, \
+            dq_exact, bwd_flops(sh) / 5.0);                                                                     \
+    } while (0)
+        DQDS(ATTN_DQ_DS_CFG_64);
+        DQDS(64, 2, 4, 64, 1);
+        DQDS(64, 1, 8, 64, 1);
+        DQDS(64, 1, 4, 128, 1);
+        DQDS(64, 2, 4, 128, 1);
+        DQDS(64, 2, 8, 64, 1);
+        DQDS(64, 1, 4, 32, 1);
+#undef DQDS
+        printf("\nfastest: %s (%.4f ms, %.1f TFLOP/s) | %s (%.4f ms) | %s (%.4f ms) | %s (%.4f ms) | %s (%.4f ms)\n", best[0].name,
                best[0].ms, fwd_flops(sh) / (best[0].ms * 1e-3) / 1e12, best[1].name, best[1].ms, best[2].name,
-               best[2].ms);
-        printf("backward with the fastest dq + dkv: %.4f ms, %.1f TFLOP/s\n", best[1].ms + best[2].ms,
-               bwd_flops(sh) / ((best[1].ms + best[2].ms) * 1e-3) / 1e12);
+               best[2].ms, best[3].name, best[3].ms, best[4].name, best[4].ms);
+        printf("backward with the fastest dq + dkv: %.4f ms, %.1f TFLOP/s; dS-handed: D + dkv+dS + dq<-dS %.4f ms, %.1f TFLOP/s\n",
+               best[1].ms + best[2].ms, bwd_flops(sh) / ((best[1].ms + best[2].ms) * 1e-3) / 1e12, d_ms + best[3].ms + best[4].ms,
+               bwd_flops(sh) / ((d_ms + best[3].ms + best[4].ms) * 1e-3) / 1e12);
         return all_ok;
     }
 }
