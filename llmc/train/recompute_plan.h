@@ -12,8 +12,10 @@
  *   reserve = max(RECOMPUTE_RESERVE_FRACTION of the device's total memory, RECOMPUTE_RESERVE_MIN_BYTES)
  *
  * The reserve covers what is allocated after the activations or on the first step: the cuBLASLt
- * workspace, the FP8 / TCFP-12 backends' code buffers (6.4 GB at d24 B=32), TensorCast scratch, NCCL
- * buffers, and the allocator's granularity. If no level fits, 2 is chosen and the allocation itself
+ * workspace, the FP8 / TCFP-12 backends' code buffers (6.4 GB at d24 B=32), TensorCast scratch and the
+ * attention group scales it keeps (576 MiB at d12 B=64 with both attention sites cast), the built-in attention
+ * backward's dS workspace (780 MiB at d12 B=64, T=1024; it grows as B T^2, llmc/kernels/attention/attention.cuh),
+ * NCCL buffers, and the allocator's granularity. If no level fits, 2 is chosen and the allocation itself
  * reports the shortage. Numerics: level 0 hands the fcproj GEMMs the GELU output of the forward pass
  * (with -ge 1 computed in the GEMM epilogue from the fp32 accumulator); level >= 1 recomputes it from
  * the stored BF16 pre-activation, which can differ in the last bit. The level is printed at start-up
