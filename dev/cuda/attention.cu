@@ -769,22 +769,27 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
         DQ(64, 1, 8, 64, 1);
         DQ(64, 2, 4, 32, 1);
 #undef DQ
-        // dK/dV kernels read D from the scratch buffer: fill it with the default dQ kernel first.
+        // dK/dV kernels read D from the scratch buffer: fill it first (PREP: the default dQ kernel, or D alone), then
+        // one candidate storing dS into DS (nullptr: not stored; the recomputing schedule).
         auto dkv_err = [&] {
             const std::vector<floatX> d = to_host(buf.dqkv, buf.n_qkv);
             return std::max(rel_diff_cols(d, dqkv0, 3 * C, C, 2 * C), rel_diff_cols(d, dqkv0, 3 * C, 2 * C, 3 * C));
         };
-#define DKV(...)                                                                                               \
+        uint4* dsw = static_cast<uint4*>(buf.ds);
+#define DKV_CASE(KIND, LABEL, PREP, DS, ...)                                                                   \
     do {                                                                                                       \
         using Cfg = AttnBwdDkvTC<__VA_ARGS__>;                                                                 \
         buf.poison_bwd();                                                                                      \
-        attention_backward_dq_tc<ATTN_DQ_CFG_64>(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, \
-                                                 T, NH, st);                                                   \
-        one(2, "dkv " #__VA_ARGS__, (const void*)attn_bwd_dkv_tc_kernel<__VA_ARGS__>, Cfg::NT, Cfg::smem_bytes, \
+        PREP;                                                                                                  \
+        one(KIND, LABEL #__VA_ARGS__, (const void*)attn_bwd_dkv_tc_kernel<__VA_ARGS__>, Cfg::NT, Cfg::smem_bytes, \
             [&] { attention_backward_dkv_tc<__VA_ARGS__>(buf.dqkv, buf.dout, buf.qkv, buf.lse, buf.scratch, B, \
-                                                         T, NH, st); },                                        \
+                                                         T, NH, st, nullptr, DS); },                           \
             dkv_err, bwd_flops(sh) * 4.0 / 5.0);                                                               \
     } while (0)
+#define DKV(...)                                                                                                 \
+    DKV_CASE(2, "dkv ",                                                                                          \
+             attention_backward_dq_tc<ATTN_DQ_CFG_64>(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, NH, st), \
+             nullptr, __VA_ARGS__)
         DKV(64, 1, 8, 64, true, 1);
         DKV(64, 1, 4, 64, true, 1);
         DKV(64, 1, 8, 64, false, 1);
@@ -798,17 +803,7 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
         // candidates (err: dQ; every candidate sums the same products in the same key order, so it must be 0).
         const float d_ms = time_median_ms([&] { attention_backward_d<64>(buf.scratch, buf.dout, buf.out, B, T, NH, st); }, 5, 25, st);
         printf("%-34s | %4s | %5s | %6s | %-9s | %8.4f |\n", "D alone (dS-handed schedule)", "", "", "", "", d_ms);
-        uint4* dsw = static_cast<uint4*>(buf.ds);
-#define DKVDS(...)                                                                                              \
-    do {                                                                                                        \
-        using Cfg = AttnBwdDkvTC<__VA_ARGS__>;                                                                  \
-        buf.poison_bwd();                                                                                       \
-        attention_backward_d<64>(buf.scratch, buf.dout, buf.out, B, T, NH, st);                                 \
-        one(3, "dkv+dS " #__VA_ARGS__, (const void*)attn_bwd_dkv_tc_kernel<__VA_ARGS__>, Cfg::NT, Cfg::smem_bytes, \
-            [&] { attention_backward_dkv_tc<__VA_ARGS__>(buf.dqkv, buf.dout, buf.qkv, buf.lse, buf.scratch, B,  \
-                                                         T, NH, st, nullptr, dsw); },                           \
-            dkv_err, bwd_flops(sh) * 4.0 / 5.0);                                                                \
-    } while (0)
+#define DKVDS(...) DKV_CASE(3, "dkv+dS ", attention_backward_d<64>(buf.scratch, buf.dout, buf.out, B, T, NH, st), dsw, __VA_ARGS__)
         DKVDS(64, 1, 4, 64, true, 1);
         DKVDS(64, 1, 8, 64, false, 1);
         DKVDS(64, 2, 4, 32, false, 1);
@@ -816,6 +811,7 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
         DKVDS(64, 1, 4, 32, true, 1);
         DKVDS(ATTN_DKV_CFG_64);  // last: its dS feeds the dQ candidates
 #undef DKVDS
+#undef DKV_CASE
         attention_backward_dq_ds<ATTN_DQ_DS_CFG_64>(buf.dqkv, dsw, buf.qkv, B, T, NH, st);  // the default's dQ
         const std::vector<floatX> dq_ref = to_host(buf.dqkv, buf.n_qkv);
         auto dq_exact = [&] {  // bit for bit against the default (a difference fails the tolerance test of `one`)
