@@ -188,9 +188,25 @@ static inline bool attn_forward_tc_dispatch(T* out, float* lse, const T* qkv, in
     return false;
 }
 
-// ds: NULL (the recomputing schedule: the dQ kernel, then the dK/dV kernel) or a dS workspace of
-// attention_backward_ds_bytes (the dS-handed schedule: D, the dK/dV kernel storing dS, dQ from it;
-// attention_flash_bwd.cuh). The same dqkv bit for bit either way.
+// One backward of the tensor-core kernels in the schedule ds picks: NULL, the recomputing one (dq(): the dQ kernel,
+// which also writes D; then dkv(NULL): the dK/dV kernel); a dS workspace of attention_backward_ds_bytes, the dS-handed
+// one (D alone, dkv(ds): the dK/dV kernel storing dS, then dQ from it; attention_flash_bwd.cuh). The same dqkv bit for
+// bit either way.
+template <int HS, typename T, typename Dq, typename Dkv>
+static inline void attn_backward_tc_schedule(T* dqkv, float* Dbuf, const T* dout, const T* qkv, const T* out, int B, int Tn, int NH,
+                                             cudaStream_t stream, unsigned int* amax, uint4* ds, Dq dq, Dkv dkv) {
+    if (!ds) {
+        dq();
+        dkv(nullptr);
+        return;
+    }
+    attention_backward_d<HS>(Dbuf, dout, out, B, Tn, NH, stream);
+    dkv(ds);
+    if constexpr (HS == 64) attention_backward_dq_ds<ATTN_DQ_DS_CFG_64>(dqkv, ds, qkv, B, Tn, NH, stream, amax);
+    else attention_backward_dq_ds<ATTN_DQ_DS_CFG_128>(dqkv, ds, qkv, B, Tn, NH, stream, amax);
+}
+
+// ds: NULL or a dS workspace, the schedule (attn_backward_tc_schedule).
 template <bool CASTS = kModeAttentionCasts, typename T>
 static inline bool attn_backward_tc_dispatch(T* dqkv, float* Dbuf, const T* dout, const T* qkv, const T* out,
                                              const float* lse, int B, int Tn, int NH, int HS, cudaStream_t stream,
@@ -202,42 +218,33 @@ static inline bool attn_backward_tc_dispatch(T* dqkv, float* Dbuf, const T* dout
         if constexpr (CASTS) {
             if (attention_tcast_active()) {
                 attn_tc_require_tc(HS, attn_aligned16(dqkv) && attn_aligned16(dout) && attn_aligned16(qkv) && attn_aligned16(out));
-                if (dsf) {
-                    attention_backward_d<64>(Dbuf, dout, out, B, Tn, NH, stream);
-                    attention_backward_dkv_tc_cast<ATTN_TC_DKV_CFG>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, tcast_seed,
-                                                                    tcast_scales, dsf);
-                    attention_backward_dq_ds<ATTN_DQ_DS_CFG_64>(dqkv, dsf, qkv, B, Tn, NH, stream, amax);
-                    return true;
-                }
-                attention_backward_dq_tc_cast<ATTN_TC_DQ_CFG>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax, tcast_seed,
-                                                              tcast_scales);
-                attention_backward_dkv_tc_cast<ATTN_TC_DKV_CFG>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, tcast_seed,
-                                                                tcast_scales);
+                attn_backward_tc_schedule<64>(
+                    dqkv, Dbuf, dout, qkv, out, B, Tn, NH, stream, amax, dsf,
+                    [&] {
+                        attention_backward_dq_tc_cast<ATTN_TC_DQ_CFG>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax, tcast_seed,
+                                                                      tcast_scales);
+                    },
+                    [&](uint4* d) {
+                        attention_backward_dkv_tc_cast<ATTN_TC_DKV_CFG>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, tcast_seed,
+                                                                        tcast_scales, d);
+                    });
                 return true;
             }
         }
         (void)tcast_seed, (void)tcast_scales;
         if (!attn_aligned16(dqkv) || !attn_aligned16(dout) || !attn_aligned16(qkv) || !attn_aligned16(out)) return false;
         if (HS == 64) {
-            if (dsf) {
-                attention_backward_d<64>(Dbuf, dout, out, B, Tn, NH, stream);
-                attention_backward_dkv_tc<ATTN_DKV_CFG_64>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, dsf);
-                attention_backward_dq_ds<ATTN_DQ_DS_CFG_64>(dqkv, dsf, qkv, B, Tn, NH, stream, amax);
-                return true;
-            }
-            attention_backward_dq_tc<ATTN_DQ_CFG_64>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax);
-            attention_backward_dkv_tc<ATTN_DKV_CFG_64>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax);
+            attn_backward_tc_schedule<64>(
+                dqkv, Dbuf, dout, qkv, out, B, Tn, NH, stream, amax, dsf,
+                [&] { attention_backward_dq_tc<ATTN_DQ_CFG_64>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax); },
+                [&](uint4* d) { attention_backward_dkv_tc<ATTN_DKV_CFG_64>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, d); });
             return true;
         }
         if (HS == 128) {
-            if (dsf) {
-                attention_backward_d<128>(Dbuf, dout, out, B, Tn, NH, stream);
-                attention_backward_dkv_tc<ATTN_DKV_CFG_128>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, dsf);
-                attention_backward_dq_ds<ATTN_DQ_DS_CFG_128>(dqkv, dsf, qkv, B, Tn, NH, stream, amax);
-                return true;
-            }
-            attention_backward_dq_tc<ATTN_DQ_CFG_128>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax);
-            attention_backward_dkv_tc<ATTN_DKV_CFG_128>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax);
+            attn_backward_tc_schedule<128>(
+                dqkv, Dbuf, dout, qkv, out, B, Tn, NH, stream, amax, dsf,
+                [&] { attention_backward_dq_tc<ATTN_DQ_CFG_128>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax); },
+                [&](uint4* d) { attention_backward_dkv_tc<ATTN_DKV_CFG_128>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, d); });
             return true;
         }
     }
@@ -412,5 +419,5 @@ void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const 
 // casts), else 0 (no workspace needed). Grows as T^2.
 static inline size_t attention_backward_ds_bytes(int B, int T, int NH, int HS) {
     if (sizeof(floatX) != 2 || (HS != 64 && HS != 128) || attention_uses_cudnn() || B <= 0 || T <= 0 || NH <= 0) return 0;
-    return (size_t)B * NH * attn_ds_frags(T) * kAttnDsFragBytes;
+    return attn_ds_workspace_bytes(B, T, NH);
 }

@@ -61,6 +61,8 @@ __host__ __device__ __forceinline__ size_t attn_ds_frags(int T) {
 }
 __host__ __device__ __forceinline__ size_t attn_ds_frag(int qi, int kj) { return (size_t)qi * (qi + 1) / 2 + kj; }
 constexpr size_t kAttnDsFragBytes = 32 * sizeof(uint4);
+// Bytes of a (B, T, NH) call's dS workspace: B NH attn_ds_frags(T) fragments.
+static inline size_t attn_ds_workspace_bytes(int B, int T, int NH) { return (size_t)B * NH * attn_ds_frags(T) * kAttnDsFragBytes; }
 
 // D only (the dS-handed schedule runs it before the dK/dV kernel, which reads D): Dbuf (B, NH, T) fp32 <- D of
 // every row, as attn_row_d. Block = 8 warps, 4 rows a warp.
