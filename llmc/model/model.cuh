@@ -249,7 +249,27 @@ static inline size_t gpt2_activation_bytes(const GPT2Config* c, int B, int T, in
     return bytes;
 }
 
-static inline void gpt2_allocate_attention_scales(GPT2* m);
+// The attention buffers for the configured casts and backend, one for every layer (call after the attention casts are
+// configured, again after a reconfiguration; gpt2_allocate_activations calls it once before any mode configures casts):
+// - the group scales the attention forward keeps for its backward (attention_tcast_scales_bytes: the TensorCast attention
+//   casts of tile-scaled round-even datatypes, llmc/kernels/attention/attention_tcast.cuh), one slice per layer as
+//   att_lse: the attention forward is never recomputed (-r recomputes GELU and LayerNorm only), so each layer's backward
+//   reads what its forward wrote. NULL when the configuration keeps no scales, which is every run but TensorCast's with
+//   such a datatype at an attention site;
+// - the backward's dS workspace (attention_backward_ds_bytes: where the built-in kernels run, not on cuDNN), one buffer
+//   that every layer's backward reuses; reallocated only when its size changes.
+static inline void gpt2_allocate_attention_buffers(GPT2* m) {
+    if (m->att_scales) cudaCheck(cudaFree(m->att_scales));
+    m->att_scales = NULL;
+    m->att_scales_layer = attention_tcast_scales_bytes(m->B, m->T, m->config.num_heads);
+    if (m->att_scales_layer) cudaCheck(cudaMalloc(&m->att_scales, m->att_scales_layer * m->config.num_layers));
+    const size_t ds_bytes = attention_backward_ds_bytes(m->B, m->T, m->config.num_heads, m->config.channels / m->config.num_heads);
+    if (ds_bytes == m->att_ds_bytes) return;
+    if (m->att_ds) cudaCheck(cudaFree(m->att_ds));
+    m->att_ds = NULL;
+    m->att_ds_bytes = ds_bytes;
+    if (ds_bytes) cudaCheck(cudaMalloc(&m->att_ds, ds_bytes));
+}
 
 // Allocate activations for micro-batch B x T (once; later calls may use any B*T within it).
 static inline void gpt2_allocate_activations(GPT2* m, int B, int T, int recompute, int gelu_fusion) {
@@ -286,27 +306,7 @@ static inline void gpt2_allocate_activations(GPT2* m, int B, int T, int recomput
     if (norm_floats > m->scratch_floats) m->scratch_floats = norm_floats;
     cudaCheck(cudaMalloc(&m->scratch, m->scratch_floats * sizeof(float)));
     encoder_backward_workspace_create(&m->encoder_ws, B * T, c->channels, c->padded_vocab_size);
-    gpt2_allocate_attention_scales(m);  // (the dS workspace; the scales once a mode configures attention casts)
-}
-
-// The buffer of the group scales the attention forward keeps for its backward (attention_tcast_scales_bytes: the
-// TensorCast attention casts of tile-scaled round-even datatypes, llmc/kernels/attention/attention_tcast.cuh), one
-// slice per layer as att_lse: the attention forward is never recomputed (-r recomputes GELU and LayerNorm only), so
-// each layer's backward reads what its forward wrote. Call after gpt2_allocate_activations and after the attention
-// casts are configured (the mode's attach does both in order); again after a reconfiguration. Nothing (NULL) when
-// the configuration keeps no scales, which is every run but TensorCast's with such a datatype at an attention site.
-// Also (re)allocates the attention backward's dS workspace for this configuration (attention_backward_ds_bytes: where
-// the built-in kernels run, not on cuDNN), one buffer for every layer's backward; gpt2_allocate_activations calls it once
-// before any mode configures casts.
-static inline void gpt2_allocate_attention_scales(GPT2* m) {
-    if (m->att_scales) cudaCheck(cudaFree(m->att_scales));
-    m->att_scales = NULL;
-    m->att_scales_layer = attention_tcast_scales_bytes(m->B, m->T, m->config.num_heads);
-    if (m->att_scales_layer) cudaCheck(cudaMalloc(&m->att_scales, m->att_scales_layer * m->config.num_layers));
-    if (m->att_ds) cudaCheck(cudaFree(m->att_ds));
-    m->att_ds = NULL;
-    m->att_ds_bytes = attention_backward_ds_bytes(m->B, m->T, m->config.num_heads, m->config.channels / m->config.num_heads);
-    if (m->att_ds_bytes) cudaCheck(cudaMalloc(&m->att_ds, m->att_ds_bytes));
+    gpt2_allocate_attention_buffers(m);  // (the dS workspace; the scales once a mode configures attention casts)
 }
 
 // Layer l's slice of att_scales (NULL: none kept). A call's B x T (B*T <= the allocated, T <= its T) needs no more

@@ -31,7 +31,7 @@ static inline void tcast_attention_check(const TcastPlan* plan, int HS) {
 
 // Apply the plan (already checked against the shapes) to the model, after gpt2_allocate_activations: the
 // site casts, the operand casts and the attention casts, with the buffer of the group scales the attention
-// forward keeps for its backward (gpt2_allocate_attention_scales; none for datatypes that keep none). An empty
+// forward keeps for its backward (gpt2_allocate_attention_buffers; none for datatypes that keep none). An empty
 // plan attaches nothing.
 static inline void tcast_attach_model(GPT2* m, const TcastPlan* plan) {
     if (tcast_plan_empty(plan)) return;
@@ -44,7 +44,7 @@ static inline void tcast_attach_model(GPT2* m, const TcastPlan* plan) {
     gemm_tcast_attach(&m->gemm, rt, m->params.wte, rows, c->channels, c->padded_vocab_size);
     attention_tcast_configure(plan->site_on[ATTN_SCORES] ? &plan->site[ATTN_SCORES] : NULL,
                               plan->site_on[ATTN_PROBS] ? &plan->site[ATTN_PROBS] : NULL);
-    gpt2_allocate_attention_scales(m);
+    gpt2_allocate_attention_buffers(m);
 }
 
 // The step whose casts are issued next, and whether they count --cast-stats (record). A no-op without casts.
