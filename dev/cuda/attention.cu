@@ -813,7 +813,7 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
 #define DKVDS(...) DKV_CASE(3, "dkv+dS ", attention_backward_d<64>(buf.scratch, buf.dout, buf.out, B, T, NH, st), dsw, __VA_ARGS__)
         DKVDS(64, 1, 4, 64, true, 1);
         DKVDS(64, 1, 8, 64, false, 1);
-        DKVDS(64, 2, 4, 32, false, 1);
+        DKVDS(64, 1, 8, 64, true, 1);
         DKVDS(64, 2, 4, 64, false, 1);
         DKVDS(64, 1, 4, 32, true, 1);
         DKVDS(ATTN_DKV_CFG_64);  // last: its dS feeds the dQ candidates
@@ -836,7 +836,7 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
         DQDS(64, 2, 4, 64, 1);
         DQDS(64, 1, 8, 64, 1);
         DQDS(64, 1, 4, 128, 1);
-        DQDS(64, 2, 4, 128, 1);
+        DQDS(64, 1, 4, 64, 1);
         DQDS(64, 2, 8, 64, 1);
         DQDS(64, 1, 4, 32, 1);
 #undef DQDS
