@@ -52,6 +52,9 @@ __device__ __forceinline__ float boundary_value(float v) {
 // boundary_scaled_value_units<Site, Count, kPow2>(raw, scale) is boundary_value_units<Site, Count>(raw * scale), where
 // the caller promises with kPow2 that scale is a power of two, which lets a mode fold it into its rounding.
 __host__ __device__ constexpr float boundary_unit() { return ModeBoundary::kUnit; }
+// A bound on |boundary_value_units<Site>(v)| for every non-NaN v (SF16: 2^15, the Q1.15 range in units), +inf where the
+// mode's hook leaves values unbounded. The two-pass attention forward's statistics pass uses it as a fixed row max.
+__host__ __device__ constexpr float boundary_max_units() { return ModeBoundary::kMaxUnits; }
 template <BoundarySite Site, bool Count = true>
 __device__ __forceinline__ float boundary_value_units(float v) {
     return ModeBoundary::template value_units<Site, Count>(v);

@@ -300,15 +300,34 @@ __device__ __forceinline__ float attn_quad_sum(float v) {
 // STATS (pass 1 of the two-pass forward): only m and l are updated; o and s are left alone.
 // PRE (TC kernels): s already holds the hooked scores s^, masked entries -inf (attn_tc_cast_q).
 // m holds the running max in the scores' units (attn_score); lse = attn_from_units(m) + log(l).
+// STATS with scores the mode bounds (boundary_max_units finite, SF16: |s^| <= 1): m is that bound from the first tile
+// on, l = sum exp(s^ - bound) <= T cannot overflow, and the row max, its shuffles and the rescaling drop out; lse is
+// the same quantity (its fp32 rounding may differ from the running-max form's in the last bit).
 template <bool MASK, bool STATS, bool CNT, bool PRE = false, bool POW2 = false, int WM, int NS, int NO>
 __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&o)[WM][NO][4], float (&m)[WM][2],
                                                  float (&l)[WM][2], float scale, int col0, int row0) {
     static_assert(!PRE || boundary_unit() == 1.0f, "PRE: the TensorCast kernels' s^ is in natural units");
+    constexpr float BOUND = boundary_max_units();
     #pragma unroll
     for (int mi = 0; mi < WM; mi++)
         #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             const int row = row0 + mi * 16 + 8 * hh;
+            if constexpr (STATS && !PRE && BOUND < __builtin_huge_valf()) {  // fixed row max (above)
+                constexpr float mb = BOUND * ATTN_LOG2E_U;
+                float sum = 0.f;
+                #pragma unroll
+                for (int n = 0; n < NS; n++)
+                    #pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        float v = attn_score<CNT, POW2>(s[mi][n][2 * hh + e], scale);
+                        if (MASK && col0 + n * 8 + e > row) v = -INFINITY;
+                        sum += attn_exp2(fmaf(v, ATTN_LOG2E_U, -mb));
+                    }
+                m[mi][hh] = BOUND;
+                l[mi][hh] += sum;
+                continue;
+            }
             float mx = -INFINITY;
             #pragma unroll
             for (int n = 0; n < NS; n++)

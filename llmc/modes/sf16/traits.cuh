@@ -75,6 +75,8 @@ struct ModeBoundary {
     // raw * scale as value would). The probabilities are exp outputs (>= +0 or NaN), whose lower clamp changes nothing:
     // simulate_q115_code_nonneg, one instruction fewer.
     static constexpr float kUnit = 1.0f / Q115_SCALE;
+    // |value_units| <= 2^15 at every site: the Q1.15 code saturates to [-2^15, 2^15 - 1] (NaN aside).
+    static constexpr float kMaxUnits = 32768.0f;
     template <BoundarySite Site, bool Count>
     __device__ __forceinline__ static float value_units(float v) {
         if constexpr (kSf16TrueForward && Site == MATMUL_OUT) v = simulate_q131(v);
