@@ -5,7 +5,7 @@
 #                                            sf16_curves mgpu mgpu_bench mgpu_lowp (NGPU GPUs, default 2) lowp
 #                                            lowp_curves lowp_knobs data tcast tcast_bench tcast_curves tstats
 #                                            sweep mgpu_net speed gaps producers kernel_table same cudnn cutlass
-#                                            cutlass_rerun tcast_cutlass attn_sweep
+#                                            cutlass_rerun tcast_cutlass attn_sweep attn_profile
 #                                            (default: build ref kernels tests train resume)
 # Environment: OUT (where logs.tgz and table.txt are left; default /tmp/device_check_out),
 # BUILD_JOBS, BENCH_STEPS. Logs are written under /tmp/device_check and packed into $OUT/logs.tgz.
@@ -553,6 +553,22 @@ if has_stage attn_sweep; then
         grep -E '^(dq|dkv|D alone)' "$OUT/attn_sweep_$v.log" | cut -c1-100
         row "  $v fastest" "$(grep -m1 '^fastest' "$OUT/attn_sweep_$v.log" | cut -c10-200)"
         row "  $v backward" "$(grep -m1 '^backward with' "$OUT/attn_sweep_$v.log" | cut -c15-200)"
+    done
+fi
+
+if has_stage attn_profile; then
+    # where the built-in attention kernels' warps wait (scripts/kernel_stalls.py: Nsight Compute's warp-state and pipe
+    # metrics) in one d12 B=64 training step of the plain (bf16_flash) and SF16 (q115) builds: the 12 forwards and the
+    # backward's D, dK/dV + dS and dQ-from-dS kernels of the first step (48 launches)
+    { make -j"${BUILD_JOBS:-16}" --no-print-directory build/bf16_flash/train_gpt2cu USE_CUDNN=0 &&
+      make -j"${BUILD_JOBS:-16}" --no-print-directory build/q115/train_gpt2cu ENABLE_Q115=1; } > "$OUT/attn_profile_build.log" 2>&1
+    row "attn_profile build" "rc=$?"
+    for v in bf16_flash q115; do
+        timeout 400 python3 scripts/kernel_stalls.py --kernels 'attn_' --count 48 --save "$OUT/attn_profile_$v.csv" -- \
+            "build/$v/train_gpt2cu" -e d12 -b 64 -t 1024 -x 1 -v 0 -s 0 -i "data/gutenberg/gutenberg_train_*.bin" \
+            > "$OUT/attn_profile_$v.log" 2>&1
+        row "attn_profile $v" "rc=$? ($(grep -c ' calls)' "$OUT/attn_profile_$v.log") kernels)"
+        cat "$OUT/attn_profile_$v.log"
     done
 fi
 
