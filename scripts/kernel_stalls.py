@@ -21,8 +21,9 @@ import collections
 import csv
 import io
 import re
-import subprocess
 import sys
+
+from ncu_run import ncu_csv
 
 SECTIONS = ["SpeedOfLight", "Occupancy", "LaunchStats", "SchedulerStats", "WarpStateStats", "ComputeWorkloadAnalysis"]
 STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
@@ -109,23 +110,13 @@ def main():
     if args.skip < 0 or args.count < 1:
         ap.error("--skip must be >= 0 and --count >= 1")
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if args.csv:
-        text = open(args.csv).read()
-    elif cmd:
-        ncu = ["ncu", "--clock-control", "none", "--cache-control", "none", "--kernel-name-base", "function",
-               "--kernel-name", f"regex:{args.kernels}", "--launch-skip", str(args.skip), "--launch-count",
-               str(args.count), "--page", "raw", "--csv", "--print-units", "base"]
-        for s in SECTIONS:
-            ncu += ["--section", s]
-        p = subprocess.run(ncu + cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.stderr.write(p.stderr[-2000:] + p.stdout[-2000:])
-            sys.exit(f"error: kernel_stalls: ncu exited with {p.returncode}")
-        text = p.stdout
-        if args.save:
-            open(args.save, "w").write(text)
-    else:
+    if not args.csv and not cmd:
         ap.error("give --csv FILE or -- COMMAND")
+    flags = ["--kernel-name-base", "function", "--kernel-name", f"regex:{args.kernels}", "--launch-skip", str(args.skip),
+             "--launch-count", str(args.count), "--page", "raw"]
+    for s in SECTIONS:
+        flags += ["--section", s]
+    text = ncu_csv("kernel_stalls", flags, cmd, args.csv, args.save)
     summarize(text, args.stalls, args.pipes)
 
 

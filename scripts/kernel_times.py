@@ -18,8 +18,9 @@ import collections
 import csv
 import io
 import re
-import subprocess
 import sys
+
+from ncu_run import ncu_csv
 
 # (family, regex on the kernel name), first match wins. cuBLASLt's Hopper kernels are named nvjet_*;
 # "qq" / "qr" in the name mark FP8 operand types (E4M3 x E4M3 / mixed), the rest are BF16.
@@ -65,20 +66,9 @@ def main():
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to profile")
     args = ap.parse_args()
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if args.csv:
-        text = open(args.csv).read()
-    elif cmd:
-        ncu = ["ncu", "--clock-control", "none", "--cache-control", "none", "--metrics", "gpu__time_duration.sum",
-               "--csv", "--print-units", "base"]
-        p = subprocess.run(ncu + cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.stderr.write(p.stderr[-2000:])
-            sys.exit(f"error: kernel_times: ncu exited with {p.returncode}")
-        text = p.stdout
-        if args.save:
-            open(args.save, "w").write(text)
-    else:
+    if not args.csv and not cmd:
         ap.error("give --csv FILE or -- COMMAND")
+    text = ncu_csv("kernel_times", ["--metrics", "gpu__time_duration.sum"], cmd, args.csv, args.save)
     by_name = collections.defaultdict(float)
     count = collections.Counter()
     for name, ms in read_rows(text):

@@ -103,3 +103,10 @@ def test_bad_counts_are_refused():
                          timeout=60)
     assert out.returncode != 0
     assert "--count" in out.stderr
+
+
+def test_missing_ncu_is_an_error(tmp_path):
+    env = {"PATH": str(tmp_path)}  # no ncu there
+    out = subprocess.run([sys.executable, str(SCRIPT), "--", "true"], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode != 0
+    assert "ncu (Nsight Compute) is not on the PATH" in out.stderr
