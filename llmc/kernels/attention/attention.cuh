@@ -127,8 +127,8 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 // HS 64 dQ / dK/dV / dQ-from-dS: the fastest of the --sweep on an H100 (2026-11-28, (64,1024,12,64)), in the plain
 // and the SF16 build alike: the dK/dV kernel storing dS 1.037 -> 0.831 ms plain, 1.122 -> 0.931 SF16; dQ from dS
 // 0.394 -> 0.367 / 0.365 (doc/benchmarks.md, session 10). Outputs bit for bit those of the earlier defaults.
-#define ATTN_FWD_CFG_64 64, 2, 4, 64, 1
-#define ATTN_FWD_CFG_128 128, 1, 4, 64, 1
+#define ATTN_FWD_CFG_64 64, 2, 4, 64, 1, false  // forward: ..., MINB, PIPE (attention_flash_fwd.cuh)
+#define ATTN_FWD_CFG_128 128, 1, 4, 64, 1, false
 #define ATTN_DQ_CFG_64 64, 1, 4, 32, 1
 #define ATTN_DQ_CFG_128 128, 1, 4, 32, 1
 #define ATTN_DKV_CFG_64 64, 2, 4, 32, false, 1

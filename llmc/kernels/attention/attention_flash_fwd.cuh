@@ -21,8 +21,11 @@
 // the Q fragments stay in registers across both. TC with a tile-scaled RNE-family site (attention_tcast_keeps): pass 1
 // finds the score groups' scales and keeps them (tc.scales), pass 2 reads them back and finds and keeps the
 // probability groups' (attention_tcast_cast.cuh, ATTN_TC_FWD_STATS / ATTN_TC_FWD_OUT): the backward reads both.
+// PIPE (PL without TC only): pass 1 software-pipelined: key tile j+1's S = Q K^T is issued before tile j's statistics,
+// so that the tensor cores work on the next tile while the FP32 and SFU pipes work on this one, with one barrier a
+// tile; the statistics are the same instructions on the same values in the same order (same lse bits).
 
-template <int HS, int WM, int NW, int BC, int MINB = 1>
+template <int HS, int WM, int NW, int BC, int MINB = 1, bool PIPE = false>
 struct AttnFwdTC {
     static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     static constexpr size_t smem_bytes = (size_t)(BR + 4 * BC) * LDS * sizeof(floatX);
@@ -33,7 +36,8 @@ struct AttnFwdTC {
 // TC (TensorCast, see the header comment of attention.cuh): the attention-site casts; CNT then counts --cast-stats
 // (tc.stats), AMAX is ignored (the amax output is a run-time choice) and the dynamic shared memory
 // holds, after the tiles, each warp's cast tile (AttnTcTileQ, attention_tcast_cast.cuh).
-template <int HS, int WM, int NW, int BC, int MINB, bool PL = kAttnProbsFromLse, bool CNT = false, bool AMAX = false, bool TC = false>
+template <int HS, int WM, int NW, int BC, int MINB, bool PIPE = false, bool PL = kAttnProbsFromLse, bool CNT = false,
+          bool AMAX = false, bool TC = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floatX* __restrict__ qkv,
                    int T, int NH, float scale, unsigned int* __restrict__ amax, AttnTcastArgs tc) {
@@ -83,7 +87,45 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
         l[mi][0] = l[mi][1] = 0.f;
     }
 
-    // The only pass (PL = false), or pass 1: row statistics (PL = true).
+    // The only pass (PL = false), or pass 1: row statistics (PL = true); PIPE: pipelined (above).
+    if constexpr (PL && PIPE && !TC) {
+        // Step j: tile j+1 has landed (its load was issued in step j-1, or below for j = 0) and, after the barrier,
+        // every warp is done with tile j's buffer (its MMA was issued before): load tile j+2 there, issue tile j+1's
+        // MMA into nxt, then the statistics of tile j from cur. One cp.async group is in flight at each wait.
+        float sa[WM][NS][4], sb[WM][NS][4];
+        attn_cp_async_wait<0>();  // Q and K tile 0
+        __syncthreads();
+        if (n_kv > 1) attn_load_tile<HS, BC, NT>(sK + BC * LDS, gK, C3, BC, T);
+        attn_cp_async_commit();
+        if (live) {
+            attn_load_a<WM, KS, LDS>(qf, attn_smem_addr(sQ + wrow * LDS), lane);
+            attn_frag_zero(sa);
+            attn_mma_abt<WM, NS, KS, LDS>(sa, qf, attn_smem_addr(sK), lane);
+        }
+        auto step = [&](int j, float (&cur)[WM][NS][4], float (&nxt)[WM][NS][4]) {
+            const int k0 = j * BC;
+            if (j + 1 < n_kv) {
+                attn_cp_async_wait<0>();
+                __syncthreads();
+                if (j + 2 < n_kv) attn_load_tile<HS, BC, NT>(sK + (j & 1) * BC * LDS, gK, C3, (j + 2) * BC, T);
+                attn_cp_async_commit();
+                if (live && k0 + BC <= wr1) {
+                    attn_frag_zero(nxt);
+                    attn_mma_abt<WM, NS, KS, LDS>(nxt, qf, attn_smem_addr(sK + ((j + 1) & 1) * BC * LDS), lane);
+                }
+            }
+            if (live && k0 <= wr1) {
+                if (k0 + BC - 1 > wr0) attn_fwd_softmax<true, true, CNT, false, POW2>(cur, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+                else attn_fwd_softmax<false, true, CNT, false, POW2>(cur, o, m, l, scale, k0 + 2 * tq, wr0 + g);
+            }
+        };
+        for (int j = 0; j < n_kv; j += 2) {
+            step(j, sa, sb);
+            if (j + 1 < n_kv) step(j + 1, sb, sa);
+        }
+        attn_cp_async_wait<0>();
+        __syncthreads();  // every warp is done with the last tile's buffer before pass 2 refills the buffers
+    } else
     for (int j = 0; j < n_kv; j++) {
         const int buf = attn_kv_next<HS, BC, NT, !PL>(sK, sV, gK, gV, C3, j, n_kv, T);
         const int k0 = j * BC;
@@ -188,15 +230,16 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
 // attention_forward / attention_backward; dev/cuda/attention.cu can time the others (--sweep).
 
 // CNT: the --q115-stats counting instantiation (boundary.cuh); the plain builds never need it.
-template <int HS, int WM, int NW, int BC, int MINB = 1, bool PL = kAttnProbsFromLse>
+template <int HS, int WM, int NW, int BC, int MINB = 1, bool PIPE = false, bool PL = kAttnProbsFromLse>
 void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
                           unsigned int* amax = nullptr) {
-    using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
-    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, false>;
-    if (amax) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, true>;
+    using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB, PIPE>;
+    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PIPE, PL, false, false>;
+    if (amax) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PIPE, PL, false, true>;
     if constexpr (!boundary_is_identity<ATTN_SCORES>())
         if (boundary_stats_active())
-            kernel = amax ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, true> : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false>;
+            kernel = amax ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PIPE, PL, true, true>
+                          : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PIPE, PL, true, false>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
     kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, AttnTcastArgs{});
@@ -216,9 +259,9 @@ void attention_forward_tc_cast(floatX* out, float* lse, const floatX* qkv, int B
                                unsigned int* amax, uint64_t seed, uint8_t* scales) {
     using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
     const bool count = attn_tc_counting();
-    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, false, false, true>;
+    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, false, PL, false, false, true>;
     if constexpr (STATS) {
-        if (count) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PL, true, false, true>;
+        if (count) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, false, PL, true, false, true>;
     } else if (count) {
         die("--cast-stats: this attention forward configuration (a dev/cuda/attention --tc-sweep candidate) has no counting kernel");
     }
