@@ -757,11 +757,13 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
         FWD(64, 1, 8, 64, 1);
         FWD(64, 1, 4, 128, 1);
         FWD(64, 2, 8, 64, 1);
-        if constexpr (kAttnProbsFromLse) {  // two-pass builds: pass 1 pipelined (PIPE)
-            FWD(64, 2, 4, 64, 1, true);
-            FWD(64, 1, 4, 64, 1, true);
-            FWD(64, 1, 8, 64, 1, true);
-            FWD(64, 1, 4, 64, 4, true);
+        if constexpr (kAttnProbsFromLse) {  // two-pass builds: pass 1 pipelined (PIPE 1, 2)
+            FWD(64, 2, 4, 64, 1, 1);
+            FWD(64, 1, 4, 64, 1, 1);
+            FWD(64, 1, 8, 64, 1, 1);
+            FWD(64, 2, 4, 64, 1, 2);
+            FWD(64, 1, 4, 64, 1, 2);
+            FWD(64, 1, 8, 64, 1, 2);
         }
 #undef FWD
         buf.forward(st);  // restore the default forward: out and lse feed the backward kernels
@@ -2134,7 +2136,7 @@ template <int HS, int WM, int NW, int BC, int MINB>
 struct TcFwdCand {
     using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
     static void name(char* s, size_t n) { snprintf(s, n, "%d, %d, %d, %d, %d", HS, WM, NW, BC, MINB); }
-    static const void* kernel() { return (const void*)attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, false, true, false, false, true>; }
+    static const void* kernel() { return (const void*)attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, 0, true, false, false, true>; }
     static int threads() { return Cfg::NT; }
     static size_t smem() { return Cfg::tc_smem_bytes; }
     static void run(Buffers& b, uint64_t seed, cudaStream_t st) {

@@ -21,11 +21,13 @@
 // the Q fragments stay in registers across both. TC with a tile-scaled RNE-family site (attention_tcast_keeps): pass 1
 // finds the score groups' scales and keeps them (tc.scales), pass 2 reads them back and finds and keeps the
 // probability groups' (attention_tcast_cast.cuh, ATTN_TC_FWD_STATS / ATTN_TC_FWD_OUT): the backward reads both.
-// PIPE (PL without TC only): pass 1 software-pipelined: key tile j+1's S = Q K^T is issued before tile j's statistics,
-// so that the tensor cores work on the next tile while the FP32 and SFU pipes work on this one, with one barrier a
-// tile; the statistics are the same instructions on the same values in the same order (same lse bits).
+// PIPE (PL without TC only; 0 = off): pass 1 software-pipelined: key tile j+1's S = Q K^T is issued before tile j's
+// statistics, so that the tensor cores work on the next tile while the FP32 and SFU pipes work on this one, with one
+// barrier a tile. PIPE = 2 with a fixed row max (kAttnFixedRowMax, SF16) also interleaves the two in the instruction
+// stream, n-tile pair by n-tile pair, on the tiles off the diagonal. The statistics are the same instructions on the
+// same values in the same order (same lse bits).
 
-template <int HS, int WM, int NW, int BC, int MINB = 1, bool PIPE = false>
+template <int HS, int WM, int NW, int BC, int MINB = 1, int PIPE = 0>
 struct AttnFwdTC {
     static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     static constexpr size_t smem_bytes = (size_t)(BR + 4 * BC) * LDS * sizeof(floatX);
@@ -36,7 +38,7 @@ struct AttnFwdTC {
 // TC (TensorCast, see the header comment of attention.cuh): the attention-site casts; CNT then counts --cast-stats
 // (tc.stats), AMAX is ignored (the amax output is a run-time choice) and the dynamic shared memory
 // holds, after the tiles, each warp's cast tile (AttnTcTileQ, attention_tcast_cast.cuh).
-template <int HS, int WM, int NW, int BC, int MINB, bool PIPE = false, bool PL = kAttnProbsFromLse, bool CNT = false,
+template <int HS, int WM, int NW, int BC, int MINB, int PIPE = 0, bool PL = kAttnProbsFromLse, bool CNT = false,
           bool AMAX = false, bool TC = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floatX* __restrict__ qkv,
@@ -88,7 +90,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
     }
 
     // The only pass (PL = false), or pass 1: row statistics (PL = true); PIPE: pipelined (above).
-    if constexpr (PL && PIPE && !TC) {
+    if constexpr (PL && PIPE > 0 && !TC) {
         // Step j: tile j+1 has landed (its load was issued in step j-1, or below for j = 0) and, after the barrier,
         // every warp is done with tile j's buffer (its MMA was issued before): load tile j+2 there, issue tile j+1's
         // MMA into nxt, then the statistics of tile j from cur. One cp.async group is in flight at each wait.
@@ -109,6 +111,30 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                 __syncthreads();
                 if (j + 2 < n_kv) attn_load_tile<HS, BC, NT>(sK + (j & 1) * BC * LDS, gK, C3, (j + 2) * BC, T);
                 attn_cp_async_commit();
+                if constexpr (PIPE == 2 && kAttnFixedRowMax) {
+                    if (live && k0 + BC <= wr1 && k0 + BC - 1 <= wr0) {  // both tiles wanted, tile j off the diagonal
+                        attn_frag_zero(nxt);
+                        float sum[WM][2] = {};
+                        attn_static_for<NS / 2>([&](auto np_c) {
+                            constexpr int np = decltype(np_c)::value;
+                            attn_mma_abt<WM, NS, KS, LDS, np, np + 1>(nxt, qf, attn_smem_addr(sK + ((j + 1) & 1) * BC * LDS), lane);
+                            #pragma unroll
+                            for (int mi = 0; mi < WM; mi++)
+                                #pragma unroll
+                                for (int hh = 0; hh < 2; hh++)
+                                    sum[mi][hh] = attn_fwd_stats_pair<false, CNT, POW2>(cur, mi, hh, np, scale, k0 + 2 * tq,
+                                                                                        wr0 + g + mi * 16 + 8 * hh, sum[mi][hh]);
+                        });
+                        #pragma unroll
+                        for (int mi = 0; mi < WM; mi++)
+                            #pragma unroll
+                            for (int hh = 0; hh < 2; hh++) {
+                                m[mi][hh] = boundary_max_units();
+                                l[mi][hh] += sum[mi][hh];
+                            }
+                        return;
+                    }
+                }
                 if (live && k0 + BC <= wr1) {
                     attn_frag_zero(nxt);
                     attn_mma_abt<WM, NS, KS, LDS>(nxt, qf, attn_smem_addr(sK + ((j + 1) & 1) * BC * LDS), lane);
@@ -230,7 +256,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
 // attention_forward / attention_backward; dev/cuda/attention.cu can time the others (--sweep).
 
 // CNT: the --q115-stats counting instantiation (boundary.cuh); the plain builds never need it.
-template <int HS, int WM, int NW, int BC, int MINB = 1, bool PIPE = false, bool PL = kAttnProbsFromLse>
+template <int HS, int WM, int NW, int BC, int MINB = 1, int PIPE = 0, bool PL = kAttnProbsFromLse>
 void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
                           unsigned int* amax = nullptr) {
     using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB, PIPE>;
@@ -259,9 +285,9 @@ void attention_forward_tc_cast(floatX* out, float* lse, const floatX* qkv, int B
                                unsigned int* amax, uint64_t seed, uint8_t* scales) {
     using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
     const bool count = attn_tc_counting();
-    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, false, PL, false, false, true>;
+    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, 0, PL, false, false, true>;
     if constexpr (STATS) {
-        if (count) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, false, PL, true, false, true>;
+        if (count) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, 0, PL, true, false, true>;
     } else if (count) {
         die("--cast-stats: this attention forward configuration (a dev/cuda/attention --tc-sweep candidate) has no counting kernel");
     }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <math.h>
 #include <type_traits>
+#include <utility>
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/core/cuda_utils.cuh"
 #include "llmc/kernels/boundary.cuh"
@@ -125,16 +126,18 @@ __device__ __forceinline__ int attn_kv_next(floatX* sK, floatX* sV, const floatX
 // and columns = reduction index k (B = X^T), TRANS = true for rows = k and columns = n (B = X, the
 // row-major 8x8 blocks turned k-major by ldmatrix.trans). One ldmatrix.x4 yields the B fragments of
 // two n-tiles for one k-step.
-template <int WM, int NTILE, int KS, int LDS, bool TRANS>
+// NP0 / NP1: only the n-tile pairs [NP0, NP1) (the forward's interleaved pass 1, attention_flash_fwd.cuh PIPE = 2);
+// each output element sums its k-steps in the same order either way.
+template <int WM, int NTILE, int KS, int LDS, bool TRANS, int NP0 = 0, int NP1 = NTILE / 2>
 __device__ __forceinline__ void attn_mma_smem(float (&acc)[WM][NTILE][4], const uint32_t (&a)[WM][KS][4], uint32_t sX, int lane) {
-    static_assert(NTILE % 2 == 0, "n-tiles come in pairs");
+    static_assert(NTILE % 2 == 0 && 0 <= NP0 && NP0 < NP1 && NP1 <= NTILE / 2, "n-tiles come in pairs");
     uint32_t base;
     if constexpr (TRANS) base = sX + (((lane & 7) + (((lane >> 3) & 1) << 3)) * LDS + (lane >> 4) * 8) * 2;
     else base = sX + (((lane & 7) + ((lane >> 4) << 3)) * LDS + ((lane >> 3) & 1) * 8) * 2;
     #pragma unroll
     for (int ks = 0; ks < KS; ks++)
         #pragma unroll
-        for (int np = 0; np < NTILE / 2; np++) {
+        for (int np = NP0; np < NP1; np++) {
             uint32_t b[4];
             if constexpr (TRANS) attn_ldsm_x4_trans(b, base + (ks * 16 * LDS + np * 16) * 2);
             else attn_ldsm_x4(b, base + (np * 16 * LDS + ks * 16) * 2);
@@ -148,10 +151,10 @@ __device__ __forceinline__ void attn_mma_smem(float (&acc)[WM][NTILE][4], const 
 
 // acc[mi][n] += A[mi] . X^T, with X an (8*NTILE) x (16*KS) tile stored row-major in shared memory
 // (rows = output columns n, columns = reduction index k): the Q.K^T shape.
-template <int WM, int NTILE, int KS, int LDS>
+template <int WM, int NTILE, int KS, int LDS, int NP0 = 0, int NP1 = NTILE / 2>
 __device__ __forceinline__ void attn_mma_abt(float (&acc)[WM][NTILE][4], const uint32_t (&a)[WM][KS][4],
                                              uint32_t sX, int lane) {
-    attn_mma_smem<WM, NTILE, KS, LDS, false>(acc, a, sX, lane);
+    attn_mma_smem<WM, NTILE, KS, LDS, false, NP0, NP1>(acc, a, sX, lane);
 }
 
 // acc[mi][n] += A[mi] . X, with X a (16*KS) x (8*NTILE) tile stored row-major in shared memory
@@ -242,6 +245,12 @@ __device__ __forceinline__ void attn_store_tile(floatX* sRows, const float (&acc
 // are this thread's first row and column (g and 2*tq offsets included). MASK is a template
 // parameter so that tiles off the diagonal carry no masking code at all.
 
+// Calls f(std::integral_constant<int, i>{}) for i = 0 .. N-1 in order (a loop whose index must be a template argument).
+template <int N, typename F, int... I>
+__device__ __forceinline__ void attn_static_for_(F&& f, std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }
+template <int N, typename F>
+__device__ __forceinline__ void attn_static_for(F&& f) { attn_static_for_<N>(f, std::make_integer_sequence<int, N>{}); }
+
 // Calls f(mi, n, r) for every element of this thread's C fragments of a (16*WM) x (8*NS) tile, in
 // the order mi, n, r (fully unrolled): the loop every elementwise step below runs.
 template <int WM, int NS, typename F>
@@ -294,6 +303,27 @@ __device__ __forceinline__ float attn_quad_sum(float v) {
     return v;
 }
 
+// The statistics pass of the two-pass forward keeps a fixed row max (attn_fwd_softmax below) where the mode bounds the
+// hooked scores (boundary_max_units finite: SF16).
+constexpr bool kAttnFixedRowMax = boundary_max_units() < __builtin_huge_valf();
+
+// Fixed-row-max statistics of n-tiles 2*np and 2*np+1 in row half (mi, hh) of a score tile (raw dot products): returns
+// sum + exp(s^ - bound) over their elements, in element order (masked ones, MASK, add 0). row = this thread's row.
+template <bool MASK, bool CNT, bool POW2, int WM, int NS>
+__device__ __forceinline__ float attn_fwd_stats_pair(const float (&s)[WM][NS][4], int mi, int hh, int np, float scale,
+                                                     int col0, int row, float sum) {
+    constexpr float mb = boundary_max_units() * ATTN_LOG2E_U;
+    #pragma unroll
+    for (int n = 2 * np; n < 2 * np + 2; n++)
+        #pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float v = attn_score<CNT, POW2>(s[mi][n][2 * hh + e], scale);
+            if (MASK && col0 + n * 8 + e > row) v = -INFINITY;
+            sum += attn_exp2(fmaf(v, ATTN_LOG2E_U, -mb));
+        }
+    return sum;
+}
+
 // Forward online-softmax step: scale, hook (and mask) the scores, raise the running row max m,
 // rescale the running sum l and the output accumulator o by exp(m_old - m_new), and leave the hooked,
 // not yet normalized probabilities exp(s - m_new) in s. Rows span the 4 lanes of a quad.
@@ -307,24 +337,16 @@ template <bool MASK, bool STATS, bool CNT, bool PRE = false, bool POW2 = false, 
 __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&o)[WM][NO][4], float (&m)[WM][2],
                                                  float (&l)[WM][2], float scale, int col0, int row0) {
     static_assert(!PRE || boundary_unit() == 1.0f, "PRE: the TensorCast kernels' s^ is in natural units");
-    constexpr float BOUND = boundary_max_units();
     #pragma unroll
     for (int mi = 0; mi < WM; mi++)
         #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             const int row = row0 + mi * 16 + 8 * hh;
-            if constexpr (STATS && !PRE && BOUND < __builtin_huge_valf()) {  // fixed row max (above)
-                constexpr float mb = BOUND * ATTN_LOG2E_U;
+            if constexpr (STATS && !PRE && kAttnFixedRowMax) {  // fixed row max (above)
                 float sum = 0.f;
                 #pragma unroll
-                for (int n = 0; n < NS; n++)
-                    #pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        float v = attn_score<CNT, POW2>(s[mi][n][2 * hh + e], scale);
-                        if (MASK && col0 + n * 8 + e > row) v = -INFINITY;
-                        sum += attn_exp2(fmaf(v, ATTN_LOG2E_U, -mb));
-                    }
-                m[mi][hh] = BOUND;
+                for (int np = 0; np < NS / 2; np++) sum = attn_fwd_stats_pair<MASK, CNT, POW2>(s, mi, hh, np, scale, col0, row, sum);
+                m[mi][hh] = boundary_max_units();
                 l[mi][hh] += sum;
                 continue;
             }
