@@ -7,9 +7,13 @@ import sys
 
 def ncu_csv(tool, ncu_flags, command, csv_path=None, save=None):
     """ncu's csv text: read from csv_path, else from `ncu <fixed flags> <ncu_flags> <command>` (also written to save).
-    tool names the caller in the error messages; exits 1 when ncu is missing or fails."""
+    tool names the caller in the error messages; exits 1 when ncu is missing or fails, or a file cannot be read or written."""
     if csv_path:
-        return open(csv_path).read()
+        try:
+            with open(csv_path) as f:
+                return f.read()
+        except OSError as e:
+            sys.exit(f"error: {tool}: cannot read --csv {csv_path}: {e.strerror}")
     ncu = ["ncu", "--clock-control", "none", "--cache-control", "none", "--csv", "--print-units", "base"] + ncu_flags
     try:
         p = subprocess.run(ncu + command, capture_output=True, text=True)
@@ -19,5 +23,9 @@ def ncu_csv(tool, ncu_flags, command, csv_path=None, save=None):
         sys.stderr.write(p.stderr[-2000:] + p.stdout[-2000:])
         sys.exit(f"error: {tool}: ncu exited with {p.returncode}")
     if save:
-        open(save, "w").write(p.stdout)
+        try:
+            with open(save, "w") as f:
+                f.write(p.stdout)
+        except OSError as e:
+            sys.exit(f"error: {tool}: cannot write --save {save}: {e.strerror}")
     return p.stdout

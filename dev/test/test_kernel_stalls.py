@@ -110,3 +110,12 @@ def test_missing_ncu_is_an_error(tmp_path):
     out = subprocess.run([sys.executable, str(SCRIPT), "--", "true"], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode != 0
     assert "ncu (Nsight Compute) is not on the PATH" in out.stderr
+
+
+@pytest.mark.parametrize("script", ["kernel_stalls.py", "kernel_times.py"])
+def test_unreadable_csv_names_the_file(tmp_path, script):
+    missing = tmp_path / "missing.csv"
+    out = subprocess.run([sys.executable, str(SCRIPT.parent / script), "--csv", str(missing)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1
+    assert f"cannot read --csv {missing}" in out.stderr and "Traceback" not in out.stderr
