@@ -21,7 +21,7 @@ METRICS = ["gpu__time_duration.sum", "launch__registers_per_thread", "smsp__warp
            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"]
 ATTRS = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
          "Grid Size", "Device", "CC"]
-FWD = ("void attn_fwd_tc_kernel<64, 2, 4, 64, 1, true, false, false, false>(__nv_bfloat16 *, float *, "
+FWD = ("void attn_fwd_tc_kernel<64, 2, 4, 64, 1, 0, true, false, false, false>(__nv_bfloat16 *, float *, "
        "const __nv_bfloat16 *, int, int, float, unsigned int *, AttnTcastArgs)")
 DKV = "void attn_bwd_dkv_tc_kernel<64, 2, 4, 32, false, 1>(__nv_bfloat16 *, const __nv_bfloat16 *)"
 
@@ -52,7 +52,7 @@ def test_launches_parsed_units_row_and_program_output_skipped():
 
 
 @pytest.mark.parametrize("name, short", [
-    (FWD, "attn_fwd_tc_kernel<64, 2, 4, 64, 1, true, false, false, false>"),
+    (FWD, "attn_fwd_tc_kernel<64, 2, 4, 64, 1, 0, true, false, false, false>"),
     ("gemm_dbias_finish_kernel(__nv_bfloat16 *, const float *, int, int)", "gemm_dbias_finish_kernel"),
     ("void f<(int)2, g<3>(int)>(float)", "f<(int)2, g<3>(int)>"),
 ])
@@ -64,7 +64,7 @@ def test_summary_averages_launches_and_orders_stalls_and_pipes(capsys):
     kernel_stalls.summarize(sample_csv(), top_stalls=2, top_pipes=2)
     out = capsys.readouterr().out.splitlines()
     # kernels by total time: the forward (2 x 0.768 ms) before dK/dV (0.931 ms)
-    assert out[0] == "attn_fwd_tc_kernel<64, 2, 4, 64, 1, true, false, false, false>  (2 calls)"
+    assert out[0] == "attn_fwd_tc_kernel<64, 2, 4, 64, 1, 0, true, false, false, false>  (2 calls)"
     assert out[1] == "   ms 0.7680 | regs 254 | warps/sched 2.00 | issue % 42.0 | cycles/inst 10.00"
     # stalls: math_pipe_throttle (2.8) then barrier (1.1), shares of all listed reasons (2.8 + 1.1 + 0.6 = 4.5)
     assert out[2] == "   stalls (cycles per issued instruction): math_pipe_throttle 2.80 (62%), barrier 1.10 (24%)"
