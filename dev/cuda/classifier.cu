@@ -15,6 +15,7 @@
 // norm-relative, dlogits per element and norm-relative, padding exactly 0. The big case runs the
 // kernel on all 65536 rows and checks a subsample of rows on the CPU. Determinism: the case runs twice
 // from identical inputs; all losses and the whole dlogits buffer must be bit-identical.
+// Under ENABLE_Q115 (SF16) the reference reads every logit through simulate_q115, as the kernel does.
 // Exit status 1 if any check fails.
 
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include <algorithm>
 #include "dev/cuda/harness.cuh"
 #include "llmc/kernels/fused_classifier.cuh"
+#include "llmc/numerics/q115.h"  // simulate_q115: the SF16 reference boundary
 
 // ------------------------------------------------------------------------------------------------
 // Tolerances (per element: |gpu - ref| <= rtol |ref| + atol)
@@ -88,6 +90,13 @@ static void fill_logits(DeviceBuffer<floatX>& logits, int rows, int V, int Vp, u
 
 // ------------------------------------------------------------------------------------------------
 // CPU float64 reference for one row
+
+// Host mirror of the kernel's read boundary (classifier_logit): the identity in the plain builds, simulate_q115
+// (llmc/numerics/q115.h) in SF16, where the stored logits cross the Q1.15 boundary before the softmax.
+static float ref_logit(float x) {
+    if constexpr (boundary_is_identity<LOGITS>()) return x;
+    else return simulate_q115(x);
+}
 
 struct RowRef {
     double loss;           // NaN for an out-of-range target
@@ -194,7 +203,7 @@ static Result run_case(const Case& c, uint64_t seed, bool timing, Tally& tally) 
     {
         std::vector<float> xrow(Vp);
         for (size_t k = 0; k < check_rows.size(); k++) {
-            for (int i = 0; i < Vp; i++) xrow[i] = (float)in_rows_x[k * Vp + i];
+            for (int i = 0; i < Vp; i++) xrow[i] = ref_logit((float)in_rows_x[k * Vp + i]);
             refs[k] = reference_row(xrow.data(), targets[check_rows[k]], V, Vp, dloss);
         }
     }

@@ -72,6 +72,14 @@ template <BoundarySite... Sites>
 __device__ __forceinline__ float boundary_stored_value(float v) {
     return ModeBoundary::template stored_value<Sites...>(v);
 }
+// boundary_stored_value<Sites...>(v) in units of the mode's grid (boundary_unit(); SF16: the Q1.15 code as a float, one
+// product fewer): boundary_stored_value_units<Count, Sites...>(v) * boundary_unit() == boundary_stored_value<Sites...>(v)
+// exactly. Count = false compiles the statistics out (a kernel that reads every element through it, the classifier,
+// is instantiated twice, as the attention kernels are: see the header comment).
+template <bool Count, BoundarySite... Sites>
+__device__ __forceinline__ float boundary_stored_value_units(float v) {
+    return ModeBoundary::template stored_value_units<Count, Sites...>(v);
+}
 
 // ------------------------------------------------------------------------------------------------
 // Whole-tensor casts, attached at run time (struct filled by the mode that owns it).

@@ -21,7 +21,11 @@
 // M log2 e rounded once and reused everywhere (rescaling, the cross-thread merge, the second pass and
 // the loss), so the rounding of the max cancels out of p and of the loss. The loss is computed as
 // (log2 S - arg_target) * ln 2, not as -log of a rounded probability, so small losses keep their
-// relative accuracy. Everything is fp32; each logit is read through boundary_value<LOGITS>.
+// relative accuracy. Everything is fp32; each logit is read through boundary_value<LOGITS>, in the boundary's
+// units (boundary_stored_value_units; SF16: the Q1.15 code as a float, one product fewer per read): the logits,
+// the max m and the target logit are kept in units, and every product with them takes CLASSIFIER_LOG2E_U =
+// log2 e * unit, a power-of-two multiple of log2 e, so that every fp32 value is that of the expressions in
+// natural units bit for bit (the products are the same reals, rounded once).
 //
 // Row transform (template parameter RowCast of the staged kernel): a run-time change of the row's
 // stored values that the classifier applies to the staged row in shared memory, after the copy and
@@ -49,6 +53,7 @@ constexpr int CLASSIFIER_THREADS = 512;  // threads per row-block; 2 blocks per 
 
 #define CLASSIFIER_LOG2E 1.4426950408889634f
 #define CLASSIFIER_LN2 0.6931471805599453f
+constexpr float CLASSIFIER_LOG2E_U = CLASSIFIER_LOG2E * boundary_unit();  // (above)
 
 // ---- cp.async: 16-byte global -> shared copies that bypass the registers (sm_80+) ----------------
 
@@ -68,7 +73,7 @@ __device__ __forceinline__ void classifier_copy_async_wait_all() {
 }
 
 // ---- online softmax normalizer ---------------------------------------------------------------------
-// State: m = running max of the logits seen (natural units, -inf before the first), mL = m * log2 e
+// State: m = running max of the logits seen (in units, -inf before the first), mL = m * log2 e (natural units)
 // rounded once (__fmul_rn: never contracted into an fma, so every thread derives the same mL from the
 // same m), s = sum of exp2(fma(x, log2 e, -mL)) over the logits seen.
 
@@ -80,43 +85,51 @@ __device__ __forceinline__ void classifier_online_update(float& m, float& mL, fl
     for (int k = 0; k < n; k++)
         if (k < count) vmax = fmaxf(vmax, x[k]);
     if (vmax > m) {  // the max grew: rescale the sum (exp2(-inf) = 0 covers the first update)
-        const float mL_new = __fmul_rn(vmax, CLASSIFIER_LOG2E);
+        const float mL_new = __fmul_rn(vmax, CLASSIFIER_LOG2E_U);
         s *= exp2f(__fsub_rn(mL, mL_new));
         m = vmax;
         mL = mL_new;
     }
     #pragma unroll
     for (int k = 0; k < n; k++)
-        if (k < count) s += exp2f(fmaf(x[k], CLASSIFIER_LOG2E, -mL));
+        if (k < count) s += exp2f(fmaf(x[k], CLASSIFIER_LOG2E_U, -mL));
 }
 
 // Merge (m2, s2) into (m, s). Commutative bit for bit (no contraction), so a butterfly leaves every lane
 // with the same value. The side that holds the max is not multiplied at all (scale exactly 1), so the
 // dominant partial sum picks up no exp2 approximation error on its way through the ~20 merge levels.
 __device__ __forceinline__ float classifier_rescale(float s, float m, float M, float ML) {
-    return m == M ? s : __fmul_rn(s, exp2f(__fsub_rn(__fmul_rn(m, CLASSIFIER_LOG2E), ML)));
+    return m == M ? s : __fmul_rn(s, exp2f(__fsub_rn(__fmul_rn(m, CLASSIFIER_LOG2E_U), ML)));
 }
 
 __device__ __forceinline__ void classifier_merge(float& m, float& s, float m2, float s2) {
     const float M = fmaxf(m, m2);
     if (M == -INFINITY) return;  // both empty
-    const float ML = __fmul_rn(M, CLASSIFIER_LOG2E);
+    const float ML = __fmul_rn(M, CLASSIFIER_LOG2E_U);
     s = __fadd_rn(classifier_rescale(s, m, M, ML), classifier_rescale(s2, m2, M, ML));
     m = M;
 }
 
-// A logit as the softmax reads it: the LM head's MATMUL_OUT boundary, then the LOGITS read boundary.
+// A logit as the softmax reads it, in units: the LM head's MATMUL_OUT boundary, then the LOGITS read boundary.
 // The first is idempotent on logits that matmul_forward already stored quantized, and supplies the
 // boundary when the training step skipped that pass (matmul_forward_logits); it never counts toward
 // --q115-stats, whose forward stores the logits through matmul_forward. x is a stored (floatX) logit, so the mode
 // may take both boundaries in one step (boundary_stored_value; SF16: one Q1.15 rounding for the two or three).
-__device__ __forceinline__ float classifier_logit(float x) { return boundary_stored_value<MATMUL_OUT, LOGITS>(x); }
+// CNT: whether the read may count --q115-stats (the kernel's counting instantiation; boundary.cuh).
+template <bool CNT>
+__device__ __forceinline__ float classifier_logit(float x) { return boundary_stored_value_units<CNT, MATMUL_OUT, LOGITS>(x); }
 
-// Read packet i of a row as floats through the boundaries (classifier_logit).
+// p = exp(x - M) / S of a logit x in units, from mL = M log2 e and log2_sum = log2 S.
+__device__ __forceinline__ float classifier_prob(float x, float mL, float log2_sum) {
+    return exp2f(fmaf(x, CLASSIFIER_LOG2E_U, -mL) - log2_sum);
+}
+
+// Read packet i of a row as floats in units through the boundaries (classifier_logit).
+template <bool CNT>
 __device__ __forceinline__ void classifier_load(float (&x)[x128::size], const floatX* row, int i) {
     const x128 packet = load128(row + (size_t)i * x128::size);
     #pragma unroll
-    for (int k = 0; k < x128::size; k++) x[k] = classifier_logit((float)packet[k]);
+    for (int k = 0; k < x128::size; k++) x[k] = classifier_logit<CNT>((float)packet[k]);
 }
 
 // The identity row transform (see the top of the file): the plain classifier.
@@ -126,8 +139,9 @@ struct ClassifierNoRowCast {
 
 // One block per row. STAGED: the row is copied to dynamic shared memory (Vp * sizeof(floatX) bytes)
 // first and both passes read it there; RowCast (STAGED only) then transforms the staged row.
-// Requires Vp % x128::size == 0 and 16-byte aligned rows.
-template <bool STAGED, class RowCast = ClassifierNoRowCast>
+// Requires Vp % x128::size == 0 and 16-byte aligned rows. CNT: the --q115-stats counting instantiation (boundary.cuh:
+// with the counting branch in the element loops, even switched off, the SF16 classifier ran 1.27x the BF16 one).
+template <bool STAGED, class RowCast = ClassifierNoRowCast, bool CNT = false>
 __global__ void __launch_bounds__(CLASSIFIER_THREADS, 2)
 fused_classifier_kernel(floatX* logits, float* losses, float dloss, const int* targets, int V, int Vp, bool write_dlogits,
                         const __grid_constant__ RowCast rc) {
@@ -163,17 +177,17 @@ fused_classifier_kernel(floatX* logits, float* losses, float dloss, const int* t
     float m = -INFINITY, mL = -INFINITY, s = 0.0f;
     for (int i = threadIdx.x; i < nfull; i += blockDim.x) {
         float x[X];
-        classifier_load(x, src, i);
+        classifier_load<CNT>(x, src, i);
         classifier_online_update(m, mL, s, x, X);
     }
     if (nfull < nvalid && threadIdx.x == nfull % blockDim.x) {  // the packet holding column V - 1
         float x[X];
-        classifier_load(x, src, nfull);
+        classifier_load<CNT>(x, src, nfull);
         classifier_online_update(m, mL, s, x, V - nfull * X);
     }
     // read the target logit now: the __syncthreads below orders this read before any dlogits store
     float x_target = 0.0f;
-    if (threadIdx.x == 0 && target_ok) x_target = classifier_logit((float)src[target]);
+    if (threadIdx.x == 0 && target_ok) x_target = classifier_logit<CNT>((float)src[target]);
 
     // merge across the block in a fixed order: butterfly within warps, then warps 0, 1, 2, ... in sequence
     #pragma unroll
@@ -187,24 +201,33 @@ fused_classifier_kernel(floatX* logits, float* losses, float dloss, const int* t
     m = warp_m[0];
     s = warp_s[0];
     for (int w = 1; w < (int)(blockDim.x / 32); w++) classifier_merge(m, s, warp_m[w], warp_s[w]);
-    mL = __fmul_rn(m, CLASSIFIER_LOG2E);
+    mL = __fmul_rn(m, CLASSIFIER_LOG2E_U);
     const float log2_sum = log2f(s);
 
     if (threadIdx.x == 0)
-        losses[row] = target_ok ? (log2_sum - fmaf(x_target, CLASSIFIER_LOG2E, -mL)) * CLASSIFIER_LN2 : NAN;
+        losses[row] = target_ok ? (log2_sum - fmaf(x_target, CLASSIFIER_LOG2E_U, -mL)) * CLASSIFIER_LN2 : NAN;
     if (!write_dlogits) return;
 
-    // pass 2: dlogits = (p - onehot) * dloss over the valid columns, 0 over the padding
+    // pass 2: dlogits = (p - onehot) * dloss over the valid columns, 0 over the padding. The packets whose columns are
+    // all valid store p * dloss (= (p - 0) * dloss), without the per-column target and V tests; the thread that stores
+    // the target's packet then overwrites the target's value with (p - 1) * dloss (x_own, read before any store of
+    // pass 2: in the unstaged kernel pass 2 overwrites the row it reads).
+    const bool own_target = target_ok && target < nfull * X && (target / X) % (int)blockDim.x == (int)threadIdx.x;
+    const float x_own = own_target ? classifier_logit<false>((float)src[target]) : 0.0f;  // (not counted again)
     for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
         const int col0 = i * X;
         x128 out;
-        if (i < nvalid) {
+        if (i < nfull) {
             float x[X];
-            classifier_load(x, src, i);
+            classifier_load<CNT>(x, src, i);
+            #pragma unroll
+            for (int k = 0; k < X; k++) out[k] = (floatX)(classifier_prob(x[k], mL, log2_sum) * dloss);
+        } else if (i < nvalid) {
+            float x[X];
+            classifier_load<CNT>(x, src, i);
             #pragma unroll
             for (int k = 0; k < X; k++) {
-                const float p = exp2f(fmaf(x[k], CLASSIFIER_LOG2E, -mL) - log2_sum);
-                const float d = (p - (col0 + k == target ? 1.0f : 0.0f)) * dloss;
+                const float d = (classifier_prob(x[k], mL, log2_sum) - (col0 + k == target ? 1.0f : 0.0f)) * dloss;
                 out[k] = (floatX)(col0 + k < V ? d : 0.0f);
             }
         } else {
@@ -212,6 +235,7 @@ fused_classifier_kernel(floatX* logits, float* losses, float dloss, const int* t
         }
         store128(grow + (size_t)col0, out);
     }
+    if (own_target) grow[target] = (floatX)((classifier_prob(x_own, mL, log2_sum) - 1.0f) * dloss);
 }
 
 // Requirements of both launchers (exit with a message naming `who`): 1 <= V <= Vp, Vp % 8 == 0, 16-byte aligned logits.
@@ -233,13 +257,23 @@ static inline bool fused_classifier_staged(int Vp) {
     return (size_t)Vp * sizeof(floatX) + static_smem <= (size_t)smem_optin;
 }
 
+// The kernel for (STAGED, RowCast): its counting instantiation while the mode's statistics are on (compiled only
+// where the logits' boundary is not the identity), else the plain one.
+template <bool STAGED, class RowCast>
+static inline auto fused_classifier_kernel_for_() {
+    if constexpr (!boundary_is_identity<LOGITS>())
+        if (boundary_stats_active()) return fused_classifier_kernel<STAGED, RowCast, true>;
+    return fused_classifier_kernel<STAGED, RowCast, false>;
+}
+
 // The staged kernel with row transform rc, one block per row of `rows` (fused_classifier_staged(Vp) holds).
 template <class RowCast>
 static inline void fused_classifier_staged_launch_(const RowCast& rc, floatX* logits, float* losses, float dloss, const int* targets,
                                                    int rows, int V, int Vp, cudaStream_t stream) {
     const size_t smem = (size_t)Vp * sizeof(floatX);
-    cudaCheck(cudaFuncSetAttribute(fused_classifier_kernel<true, RowCast>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    fused_classifier_kernel<true, RowCast><<<rows, CLASSIFIER_THREADS, smem, stream>>>(logits, losses, dloss, targets, V, Vp, true, rc);
+    const auto kernel = fused_classifier_kernel_for_<true, RowCast>();
+    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kernel<<<rows, CLASSIFIER_THREADS, smem, stream>>>(logits, losses, dloss, targets, V, Vp, true, rc);
     cudaCheckLaunch();
 }
 
@@ -266,8 +300,8 @@ static inline void fused_classifier(floatX* logits, float* losses, float dloss, 
     if (write_dlogits && fused_classifier_staged(Vp)) {
         fused_classifier_staged_launch_(ClassifierNoRowCast{}, logits, losses, dloss, targets, rows, V, Vp, stream);
     } else {
-        fused_classifier_kernel<false><<<rows, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, dloss, targets, V, Vp, write_dlogits,
-                                                                                 ClassifierNoRowCast{});
+        fused_classifier_kernel_for_<false, ClassifierNoRowCast>()<<<rows, CLASSIFIER_THREADS, 0, stream>>>(
+            logits, losses, dloss, targets, V, Vp, write_dlogits, ClassifierNoRowCast{});
         cudaCheckLaunch();
     }
 }

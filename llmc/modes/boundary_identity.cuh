@@ -11,6 +11,8 @@ struct ModeBoundary {
     __device__ __forceinline__ static float value(float v) { return v; }
     template <BoundarySite... Sites>
     __device__ __forceinline__ static float stored_value(float v) { return v; }
+    template <bool Count, BoundarySite... Sites>
+    __device__ __forceinline__ static float stored_value_units(float v) { return v; }
     static constexpr float kUnit = 1.0f;
     static constexpr float kMaxUnits = __builtin_huge_valf();  // no bound on |value_units|
     template <BoundarySite Site, bool Count>

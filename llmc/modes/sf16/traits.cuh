@@ -64,6 +64,13 @@ struct ModeBoundary {
         if (boundary_stats_enabled) return stored_chain<First, Rest...>(v);
         return simulate_q115(v);
     }
+    // stored_value in units of the grid (boundary_stored_value_units): the code as a float; while counting (Count), the
+    // chain's value times 2^15 (exact: a power of two).
+    template <bool Count, BoundarySite First, BoundarySite... Rest>
+    __device__ __forceinline__ static float stored_value_units(float v) {
+        if (Count && boundary_stats_enabled) return stored_chain<First, Rest...>(v) * Q115_SCALE;
+        return simulate_q115_code(v);
+    }
     template <BoundarySite First, BoundarySite... Rest>
     __device__ __forceinline__ static float stored_chain(float v) {
         if constexpr (sizeof...(Rest) == 0) return value<First, true>(v);
