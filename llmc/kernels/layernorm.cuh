@@ -98,7 +98,8 @@ struct LnNoSink {
 // FUSED: x = round(boundary<RESIDUAL_OUT>(inp1 + inp2)) is stored to `residual` and normalized.
 // Returns the max of abs_bits over the out values this thread stored if AMAX, else 0.
 // The packets of inp2, the residual and out pass the sink's hooks (LnNoSink contract; LnNoSink: no code).
-template <int TPR, int PPT, bool FUSED, bool AMAX, class Sink>
+// CNT: whether the boundary hooks may count (the --q115-stats instantiation, boundary_with_count).
+template <int TPR, int PPT, bool FUSED, bool AMAX, class Sink, bool CNT = true>
 __device__ __forceinline__ unsigned int
 layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
                          float* __restrict__ rstd, const floatX* __restrict__ inp1, const floatX* __restrict__ inp2,
@@ -130,7 +131,7 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
             if (any) sink.in2(b, valid, e0);
             if (valid) {
                 #pragma unroll
-                for (int i = 0; i < X; i++) xv[k][i] = (floatX)boundary_value<RESIDUAL_OUT>((float)a[i] + (float)b[i]);
+                for (int i = 0; i < X; i++) xv[k][i] = (floatX)boundary_value<RESIDUAL_OUT, CNT>((float)a[i] + (float)b[i]);
             }
             if (any) sink.res(xv[k], valid, e0);
             if (valid) {
@@ -144,7 +145,7 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
                 const x128 b = load128cs(inp2 + base + p * X);
                 #pragma unroll
                 for (int i = 0; i < X; i++)
-                    xv[k][i] = (floatX)boundary_value<RESIDUAL_OUT>((float)a[i] + (float)b[i]);
+                    xv[k][i] = (floatX)boundary_value<RESIDUAL_OUT, CNT>((float)a[i] + (float)b[i]);
                 store128(residual + base + p * X, xv[k]);
             } else {
                 xv[k] = load128cs(inp1 + base + p * X);
@@ -176,7 +177,7 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
             const x128 b = load128(bias + p * X);
             #pragma unroll
             for (int i = 0; i < X; i++) {
-                o[i] = (floatX)boundary_value<LAYERNORM_OUT>(((float)xv[k][i] - m) * s * (float)w[i] + (float)b[i]);
+                o[i] = (floatX)boundary_value<LAYERNORM_OUT, CNT>(((float)xv[k][i] - m) * s * (float)w[i] + (float)b[i]);
                 if constexpr (AMAX) amax = max(amax, abs_bits((float)o[i]));  // the value as stored
             }
             if constexpr (!Sink::kOn) store128(out + base + p * X, o);
@@ -195,15 +196,16 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
 
 // One row per TPR threads: LN_THREADS / TPR rows per block (warp path 8, block path 1).
 // AMAX: also atomicMax(amax_out, max abs_bits(out)) once per block (block_amax_accumulate); threads
-// past the last row come back from layernorm_forward_thread with 0 and still take part in it.
-template <int TPR, int PPT, bool FUSED, bool AMAX>
+// past the last row come back from layernorm_forward_thread with 0 and still take part in it. CNT: see
+// layernorm_forward_thread.
+template <int TPR, int PPT, bool FUSED, bool AMAX, bool CNT>
 __global__ void __launch_bounds__(LN_THREADS)
 layernorm_forward_kernel(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
                          float* __restrict__ rstd, const floatX* __restrict__ inp1, const floatX* __restrict__ inp2,
                          const floatX* __restrict__ weight, const floatX* __restrict__ bias, int N, int C,
                          unsigned int* __restrict__ amax_out) {
     const unsigned int amax =
-        layernorm_forward_thread<TPR, PPT, FUSED, AMAX>(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C, LnNoSink());
+        layernorm_forward_thread<TPR, PPT, FUSED, AMAX, LnNoSink, CNT>(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C, LnNoSink());
     if constexpr (AMAX) block_amax_accumulate(amax_out, amax);
 }
 
@@ -250,31 +252,34 @@ static inline void layernorm_forward_dispatch(const char* who, floatX* residual,
     const int P = C / x128::size;
     const int ppl = ceil_div(P, 32);  // packets per lane on the warp path
     const int warp_blocks = ceil_div(N, LN_THREADS / 32);
+    boundary_with_count([&](auto cnt) {  // the counting instantiation while --q115-stats counts
+        constexpr bool CNT = decltype(cnt)::value;
 #define LN_FWD(TPR, PPT, BLOCKS) \
-    layernorm_forward_kernel<TPR, PPT, FUSED, AMAX><<<BLOCKS, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1, \
-                                                                                       inp2, weight, bias, N, C, amax_out)
-    if (ppl <= 1) LN_FWD(32, 1, warp_blocks);
-    else if (ppl <= 2) LN_FWD(32, 2, warp_blocks);
-    else if (ppl <= 3) LN_FWD(32, 3, warp_blocks);
-    else if (ppl <= 4) LN_FWD(32, 4, warp_blocks);
-    else if (ppl <= 5) LN_FWD(32, 5, warp_blocks);
-    else if (ppl <= 6) LN_FWD(32, 6, warp_blocks);
-    else if (ppl <= 7) LN_FWD(32, 7, warp_blocks);
-    else if (ppl <= 8) LN_FWD(32, 8, warp_blocks);
-    else if (ppl <= 10) LN_FWD(32, 10, warp_blocks);
-    else if (ppl <= 12) LN_FWD(32, 12, warp_blocks);
-    else if (ppl <= LN_WARP_PPL_MAX) LN_FWD(32, LN_WARP_PPL_MAX, warp_blocks);
-    else {
-        const int ppt = ceil_div(P, LN_THREADS);  // packets per thread on the block path
-        if (ppt <= 4) LN_FWD(LN_THREADS, 4, N);
-        else if (ppt <= 8) LN_FWD(LN_THREADS, 8, N);
-        else if (ppt <= 16) LN_FWD(LN_THREADS, 16, N);
+        layernorm_forward_kernel<TPR, PPT, FUSED, AMAX, CNT><<<BLOCKS, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1, \
+                                                                                                inp2, weight, bias, N, C, amax_out)
+        if (ppl <= 1) LN_FWD(32, 1, warp_blocks);
+        else if (ppl <= 2) LN_FWD(32, 2, warp_blocks);
+        else if (ppl <= 3) LN_FWD(32, 3, warp_blocks);
+        else if (ppl <= 4) LN_FWD(32, 4, warp_blocks);
+        else if (ppl <= 5) LN_FWD(32, 5, warp_blocks);
+        else if (ppl <= 6) LN_FWD(32, 6, warp_blocks);
+        else if (ppl <= 7) LN_FWD(32, 7, warp_blocks);
+        else if (ppl <= 8) LN_FWD(32, 8, warp_blocks);
+        else if (ppl <= 10) LN_FWD(32, 10, warp_blocks);
+        else if (ppl <= 12) LN_FWD(32, 12, warp_blocks);
+        else if (ppl <= LN_WARP_PPL_MAX) LN_FWD(32, LN_WARP_PPL_MAX, warp_blocks);
         else {
-            fprintf(stderr, "error: %s: C = %d too large (at most %d)\n", who, C, 16 * LN_THREADS * x128::size);
-            exit(EXIT_FAILURE);
+            const int ppt = ceil_div(P, LN_THREADS);  // packets per thread on the block path
+            if (ppt <= 4) LN_FWD(LN_THREADS, 4, N);
+            else if (ppt <= 8) LN_FWD(LN_THREADS, 8, N);
+            else if (ppt <= 16) LN_FWD(LN_THREADS, 16, N);
+            else {
+                fprintf(stderr, "error: %s: C = %d too large (at most %d)\n", who, C, 16 * LN_THREADS * x128::size);
+                exit(EXIT_FAILURE);
+            }
         }
-    }
 #undef LN_FWD
+    });
     cudaCheckLaunch();
 }
 

@@ -63,6 +63,29 @@ static void check_sf16_boundaries(const char* ckpt, const DebugState* ref, Build
     gpt2_free(&m);
 }
 
+// A --q115-stats forward counts in the kernels' counting instantiations (boundary_with_count), which the launchers must
+// pick while the counters are on: every LayerNorm output (ln1, ln2 of each layer, lnf) and every residual add (two a
+// layer, fused into the LayerNorms) counted once, and in the classifier (loss only) each row's packets holding
+// columns < V (8 logits each) and the target logit.
+static void check_sf16_stats(const char* ckpt, const DebugState* ref, BuildModelFn build_model) {
+    GPT2 m;
+    build_model(&m, ckpt, ref->B, ref->T);
+    unsigned long long counts[NUM_BOUNDARY_SITES][3];
+    sf16_boundary_stats(&m, ref->x, ref->y, ref->B, ref->T, counts);
+    const GPT2Config& c = m.config;
+    const unsigned long long N = (unsigned long long)ref->B * ref->T, C = c.channels, L = c.num_layers;
+    const unsigned long long V8 = 8ull * (unsigned long long)ceil_div(c.vocab_size, 8);
+    const struct { BoundarySite site; unsigned long long expected; } e[] = {
+        {LAYERNORM_OUT, (2 * L + 1) * N * C}, {RESIDUAL_OUT, 2 * L * N * C}, {LOGITS, N * (V8 + 1)}};
+    for (const auto& x : e) {
+        const bool ok = counts[x.site][0] == x.expected;
+        printf("  SF16 --q115-stats %-14s %12llu values counted (expected %llu)  %s\n", BOUNDARY_SITE_NAMES[x.site],
+               counts[x.site][0], x.expected, ok ? "ok" : "FAIL");
+        record(ok);
+    }
+    gpt2_free(&m);
+}
+
 // check_sf16_cutlass's tolerance: rel L2 distance of qkv, fch, fch_gelu and the logits from the cuBLASLt run.
 static constexpr double SF16_CUTLASS_TOL = 1e-2;
 
@@ -137,6 +160,7 @@ struct ModeTest : ModeTestDefaults {
 
     void finish(const char* ckpt, const DebugState& ref, BuildModelFn build) {
         check_sf16_boundaries(ckpt, &ref, build);
+        check_sf16_stats(ckpt, &ref, build);
         check_sf16_cutlass(ckpt, &ref, build);
     }
 };
