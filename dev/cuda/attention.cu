@@ -714,13 +714,14 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
         buf.backward(st);
         cudaCheck(cudaStreamSynchronize(st));
         const std::vector<floatX> out0 = to_host(buf.out, buf.n_out);
+        const std::vector<float> lse0 = to_host(buf.lse, buf.n_lse);
         const std::vector<floatX> dqkv0 = to_host(buf.dqkv, buf.n_qkv);
         printf("\nsweep on B=%d T=%d NH=%d HS=%d (err: norm-relative difference to the default configuration;\n"
                "dq counts 3/5 and dkv 4/5 of the backward FLOPs, as they do 3 and 4 of its 7 tile matmuls)\n",
                B, T, NH, sh.HS);
         printf("%-34s | %4s | %5s | %6s | %-9s | %8s | %8s\n", "kernel <HS,WM,NW,tile[,KV],MINB>", "regs", "local",
                "CTA/SM", "err", "ms", "TFLOP/s");
-        SweepBest best[5] = {{"fwd"}, {"dq"}, {"dkv"}, {"dkv+dS"}, {"dq<-dS"}};
+        SweepBest best[6] = {{"fwd"}, {"dq"}, {"dkv"}, {"dkv+dS"}, {"dq<-dS"}, {"fwd stats pass"}};
         // kernel: for attributes; threads/smem: for occupancy; run: one launch; err: checked output.
         auto one = [&](int kind, const char* name, const void* kernel, int threads, size_t smem, auto run, auto err_of,
                        double flops) {
@@ -757,15 +758,49 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
         FWD(64, 1, 8, 64, 1);
         FWD(64, 1, 4, 128, 1);
         FWD(64, 2, 8, 64, 1);
-        // two-pass builds: pass 1 pipelined (PIPE 1, 2); a generic lambda, so that single-pass builds do not compile them
+        // two-pass builds: the forward as two kernels (attention_forward_tc_split: statistics pass | output pass; the
+        // row's attributes are the statistics kernel's), and the statistics pass alone (its lse checked against the
+        // default forward's: the same bits, err 0); a generic lambda, so that single-pass builds do not compile them
         [&](auto two_pass) {
             if constexpr (decltype(two_pass)::value) {
-                FWD(64, 2, 4, 64, 1, 1);
-                FWD(64, 1, 4, 64, 1, 1);
-                FWD(64, 1, 8, 64, 1, 1);
-                FWD(64, 2, 4, 64, 1, 2);
-                FWD(64, 1, 4, 64, 1, 2);
-                FWD(64, 1, 8, 64, 1, 2);
+                auto lse_err = [&] {
+                    Err e;
+                    const std::vector<float> l = to_host(buf.lse, buf.n_lse);
+                    for (size_t i = 0; i < l.size(); i++) e.add(l[i], lse0[i]);
+                    return e.rel();
+                };
+#define FWD_STATS(...)                                                                                         \
+    do {                                                                                                       \
+        using Cfg = AttnFwdTC<__VA_ARGS__, 1>;                                                                 \
+        buf.poison_fwd();                                                                                      \
+        one(5, "fwd stats " #__VA_ARGS__, (const void*)attn_fwd_tc_kernel<__VA_ARGS__, 1>, Cfg::NT,            \
+            Cfg::smem_bytes, [&] { attention_forward_tc<__VA_ARGS__, 1>(buf.out, buf.lse, buf.qkv, B, T, NH, st); }, \
+            lse_err, fwd_flops(sh) / 3.0);                                                                     \
+    } while (0)
+#define FWD_SPLIT(WS, NWS, BCS, MS, WO, NWO, BCO, MO)                                                          \
+    do {                                                                                                       \
+        using Cfg = AttnFwdTC<64, WS, NWS, BCS, MS, 1>;                                                        \
+        buf.poison_fwd();                                                                                      \
+        one(0, "fwd split " #WS "," #NWS "," #BCS "," #MS " | " #WO "," #NWO "," #BCO "," #MO,                 \
+            (const void*)attn_fwd_tc_kernel<64, WS, NWS, BCS, MS, 1>, Cfg::NT, Cfg::smem_bytes,                \
+            [&] { attention_forward_tc_split<64, WS, NWS, BCS, MS, WO, NWO, BCO, MO>(buf.out, buf.lse, buf.qkv, \
+                                                                                    B, T, NH, st); },           \
+            fwd_err, fwd_flops(sh));                                                                           \
+    } while (0)
+                FWD_STATS(64, 2, 4, 64, 1);
+                FWD_STATS(64, 2, 4, 64, 2);
+                FWD_STATS(64, 2, 4, 64, 3);
+                FWD_STATS(64, 1, 4, 64, 3);
+                FWD_STATS(64, 1, 4, 64, 4);
+                FWD_STATS(64, 1, 8, 64, 2);
+                FWD_STATS(64, 1, 4, 128, 3);
+                FWD_STATS(64, 2, 4, 32, 3);
+                FWD_SPLIT(2, 4, 64, 1, 2, 4, 64, 1);
+                FWD_SPLIT(2, 4, 64, 3, 2, 4, 64, 1);
+                FWD_SPLIT(1, 4, 64, 4, 2, 4, 64, 1);
+                FWD_SPLIT(1, 4, 128, 3, 2, 4, 64, 1);
+#undef FWD_SPLIT
+#undef FWD_STATS
             }
         }(std::integral_constant<bool, kAttnProbsFromLse>{});
 #undef FWD
@@ -857,6 +892,7 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
         printf("backward with the fastest dq + dkv: %.4f ms, %.1f TFLOP/s; dS-handed: D + dkv+dS + dq<-dS %.4f ms, %.1f TFLOP/s\n",
                best[1].ms + best[2].ms, bwd_flops(sh) / ((best[1].ms + best[2].ms) * 1e-3) / 1e12, d_ms + best[3].ms + best[4].ms,
                bwd_flops(sh) / ((d_ms + best[3].ms + best[4].ms) * 1e-3) / 1e12);
+        if (best[5].ms < 1e30f) printf("fastest forward statistics pass alone: %s (%.4f ms)\n", best[5].name, best[5].ms);
         return all_ok;
     }
 }

@@ -123,12 +123,12 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 
 // Default tile configurations: HS, WM (16-row tiles per warp), NW (warps), key tile (forward, dQ) or
 // query tile (dK/dV)[, KV_REGS], MINB (min CTAs per SM for __launch_bounds__; 1 = no register cap)[, the forward's
-// PIPE (0, 1, 2: pass 1 of the two-pass forward software-pipelined, attention_flash_fwd.cuh; --sweep candidates)].
+// PHASE: 0, both passes in one kernel (attention_flash_fwd.cuh; attention_forward_tc_split runs them as two)].
 // dev/cuda/attention.cu --sweep times alternatives on the GPT-2 124M shape.
 // HS 64 dQ / dK/dV / dQ-from-dS: the fastest of the --sweep on an H100 (2026-11-28, (64,1024,12,64)), in the plain
 // and the SF16 build alike: the dK/dV kernel storing dS 1.037 -> 0.831 ms plain, 1.122 -> 0.931 SF16; dQ from dS
 // 0.394 -> 0.367 / 0.365 (doc/benchmarks.md, session 10). Outputs bit for bit those of the earlier defaults.
-#define ATTN_FWD_CFG_64 64, 2, 4, 64, 1, 0  // forward: ..., MINB, PIPE (attention_flash_fwd.cuh)
+#define ATTN_FWD_CFG_64 64, 2, 4, 64, 1, 0  // forward: ..., MINB, PHASE (attention_flash_fwd.cuh)
 #define ATTN_FWD_CFG_128 128, 1, 4, 64, 1, 0
 #define ATTN_DQ_CFG_64 64, 1, 4, 32, 1
 #define ATTN_DQ_CFG_128 128, 1, 4, 32, 1

@@ -21,13 +21,13 @@
 // the Q fragments stay in registers across both. TC with a tile-scaled RNE-family site (attention_tcast_keeps): pass 1
 // finds the score groups' scales and keeps them (tc.scales), pass 2 reads them back and finds and keeps the
 // probability groups' (attention_tcast_cast.cuh, ATTN_TC_FWD_STATS / ATTN_TC_FWD_OUT): the backward reads both.
-// PIPE (PL without TC only; 0 = off): pass 1 software-pipelined: key tile j+1's S = Q K^T is issued before tile j's
-// statistics, so that the tensor cores work on the next tile while the FP32 and SFU pipes work on this one, with one
-// barrier a tile. PIPE = 2 with a fixed row max (kAttnFixedRowMax, SF16) also interleaves the two in the instruction
-// stream, n-tile pair by n-tile pair, on the tiles off the diagonal. The statistics are the same instructions on the
-// same values in the same order (same lse bits).
+// PHASE (PL without TC only): 0 = both passes in this kernel; 1 = pass 1 only (stores lse and returns); 2 = pass 2 only,
+// from the lse a PHASE 1 launch stored (attention_forward_tc_split). The split lets the statistics pass, which holds no
+// O accumulator and no P fragments, run in a configuration of its own (fewer registers, more warps per SM); the values
+// are the same: the same instructions on the same operands, and pass 2 reads back the fp32 lse that the fused kernel
+// would have kept (lse2 = lse * log2(e) either way).
 
-template <int HS, int WM, int NW, int BC, int MINB = 1, int PIPE = 0>
+template <int HS, int WM, int NW, int BC, int MINB = 1, int PHASE = 0>
 struct AttnFwdTC {
     static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     static constexpr size_t smem_bytes = (size_t)(BR + 4 * BC) * LDS * sizeof(floatX);
@@ -38,7 +38,7 @@ struct AttnFwdTC {
 // TC (TensorCast, see the header comment of attention.cuh): the attention-site casts; CNT then counts --cast-stats
 // (tc.stats), AMAX is ignored (the amax output is a run-time choice) and the dynamic shared memory
 // holds, after the tiles, each warp's cast tile (AttnTcTileQ, attention_tcast_cast.cuh).
-template <int HS, int WM, int NW, int BC, int MINB, int PIPE = 0, bool PL = kAttnProbsFromLse, bool CNT = false,
+template <int HS, int WM, int NW, int BC, int MINB, int PHASE = 0, bool PL = kAttnProbsFromLse, bool CNT = false,
           bool AMAX = false, bool TC = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floatX* __restrict__ qkv,
@@ -50,6 +50,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
     constexpr bool POW2 = attn_scale_pow2<HS>();  // scale = 1 / sqrt(HS) is a power of two (attention_tile.cuh)
     static_assert(HS % 16 == 0 && BC % 16 == 0, "tile sizes must be multiples of 16");
     static_assert(!TC || BC == 64, "TC: the cast tiles hold key tiles of 64 keys (no casting group crosses one)");
+    static_assert(PHASE == 0 || (PL && !TC), "PHASE 1 / 2: the two passes of the plain two-pass forward");
 
     extern __shared__ __align__(16) unsigned char attn_smem[];
     floatX* sQ = reinterpret_cast<floatX*>(attn_smem);  // BR rows; reused for output staging
@@ -74,7 +75,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
     const int n_kv = (min(q0 + BR, T) + BC - 1) / BC;  // key tiles touching keys <= last valid row
 
     attn_load_tile<HS, BR, NT>(sQ, gQ, C3, q0, T);
-    attn_load_tile<HS, BC, NT>(sK, gK, C3, 0, T);
+    if (PHASE != 2) attn_load_tile<HS, BC, NT>(sK, gK, C3, 0, T);  // (PHASE 2: pass 2 loads its first tiles)
     if (!PL) attn_load_tile<HS, BC, NT>(sV, gV, C3, 0, T);  // pass 1 of PL needs no V
     attn_cp_async_commit();
 
@@ -89,70 +90,8 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
         l[mi][0] = l[mi][1] = 0.f;
     }
 
-    // The only pass (PL = false), or pass 1: row statistics (PL = true); PIPE: pipelined (above).
-    if constexpr (PL && PIPE > 0 && !TC) {
-        // Step j: tile j+1 has landed (its load was issued in step j-1, or below for j = 0) and, after the barrier,
-        // every warp is done with tile j's buffer (its MMA was issued before): load tile j+2 there, issue tile j+1's
-        // MMA into nxt, then the statistics of tile j from cur. One cp.async group is in flight at each wait.
-        float sa[WM][NS][4], sb[WM][NS][4];
-        attn_cp_async_wait<0>();  // Q and K tile 0
-        __syncthreads();
-        if (n_kv > 1) attn_load_tile<HS, BC, NT>(sK + BC * LDS, gK, C3, BC, T);
-        attn_cp_async_commit();
-        if (live) {
-            attn_load_a<WM, KS, LDS>(qf, attn_smem_addr(sQ + wrow * LDS), lane);
-            attn_frag_zero(sa);
-            attn_mma_abt<WM, NS, KS, LDS>(sa, qf, attn_smem_addr(sK), lane);
-        }
-        auto step = [&](int j, float (&cur)[WM][NS][4], float (&nxt)[WM][NS][4]) {
-            const int k0 = j * BC;
-            if (j + 1 < n_kv) {
-                attn_cp_async_wait<0>();
-                __syncthreads();
-                if (j + 2 < n_kv) attn_load_tile<HS, BC, NT>(sK + (j & 1) * BC * LDS, gK, C3, (j + 2) * BC, T);
-                attn_cp_async_commit();
-                if constexpr (PIPE == 2 && kAttnFixedRowMax) {
-                    if (live && k0 + BC <= wr1 && k0 + BC - 1 <= wr0) {  // both tiles wanted, tile j off the diagonal
-                        attn_frag_zero(nxt);
-                        float sum[WM][2] = {};
-                        attn_static_for<NS / 2>([&](auto np_c) {
-                            constexpr int np = decltype(np_c)::value;
-                            attn_mma_abt<WM, NS, KS, LDS, np, np + 1>(nxt, qf, attn_smem_addr(sK + ((j + 1) & 1) * BC * LDS), lane);
-                            #pragma unroll
-                            for (int mi = 0; mi < WM; mi++)
-                                #pragma unroll
-                                for (int hh = 0; hh < 2; hh++)
-                                    sum[mi][hh] = attn_fwd_stats_pair<false, CNT, POW2>(cur, mi, hh, np, scale, k0 + 2 * tq,
-                                                                                        wr0 + g + mi * 16 + 8 * hh, sum[mi][hh]);
-                        });
-                        #pragma unroll
-                        for (int mi = 0; mi < WM; mi++)
-                            #pragma unroll
-                            for (int hh = 0; hh < 2; hh++) {
-                                m[mi][hh] = boundary_max_units();
-                                l[mi][hh] += sum[mi][hh];
-                            }
-                        return;
-                    }
-                }
-                if (live && k0 + BC <= wr1) {
-                    attn_frag_zero(nxt);
-                    attn_mma_abt<WM, NS, KS, LDS>(nxt, qf, attn_smem_addr(sK + ((j + 1) & 1) * BC * LDS), lane);
-                }
-            }
-            if (live && k0 <= wr1) {
-                if (k0 + BC - 1 > wr0) attn_fwd_softmax<true, true, CNT, false, POW2>(cur, o, m, l, scale, k0 + 2 * tq, wr0 + g);
-                else attn_fwd_softmax<false, true, CNT, false, POW2>(cur, o, m, l, scale, k0 + 2 * tq, wr0 + g);
-            }
-        };
-        for (int j = 0; j < n_kv; j += 2) {
-            step(j, sa, sb);
-            if (j + 1 < n_kv) step(j + 1, sb, sa);
-        }
-        attn_cp_async_wait<0>();
-        __syncthreads();  // every warp is done with the last tile's buffer before pass 2 refills the buffers
-    } else
-    for (int j = 0; j < n_kv; j++) {
+    // The only pass (PL = false), or pass 1: row statistics (PL = true); none in PHASE 2.
+    for (int j = 0; PHASE != 2 && j < n_kv; j++) {
         const int buf = attn_kv_next<HS, BC, NT, !PL>(sK, sV, gK, gV, C3, j, n_kv, T);
         const int k0 = j * BC;
         if (live && k0 <= wr1) {  // tile 0 always qualifies, so qf is loaded before first use
@@ -184,29 +123,38 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
 
     if constexpr (PL) {
         // lse per row (every lane of the quad ends with the same sum), stored, and kept as lse2 =
-        // lse * log2(e) computed from the stored fp32 value exactly as the backward kernels do.
+        // lse * log2(e) computed from the stored fp32 value exactly as the backward kernels do (PHASE 2: read back).
         float lse2[WM][2];
         #pragma unroll
         for (int mi = 0; mi < WM; mi++)
             #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
-                const float L = attn_from_units(m[mi][hh]) + logf(attn_quad_sum(l[mi][hh]));
                 const int row = wr0 + mi * 16 + g + 8 * hh;
-                if (live && tq == 0 && row < T) lse[(size_t)bh * T + row] = L;
+                float L;
+                if constexpr (PHASE == 2) {
+                    L = live && row < T ? lse[(size_t)bh * T + row] : 0.f;
+                } else {
+                    L = attn_from_units(m[mi][hh]) + logf(attn_quad_sum(l[mi][hh]));
+                    if (live && tq == 0 && row < T) lse[(size_t)bh * T + row] = L;
+                }
                 lse2[mi][hh] = L * ATTN_LOG2E;
             }
+        if constexpr (PHASE == 1) return;
 
         // TC: the lse * log2(e) of the query row this lane casts (attn_tc_cast_q).
         const float lse2v = TC ? attn_tc_row_value<WM>(lse2, lane % AttnTcTileQ<WM>::NI) : 0.f;
         // Pass 2: O = sum over key tiles of P^ V, same double-buffered schedule, K and V tiles.
-        // The last pass-1 iteration ended with a barrier and left only an empty cp.async group.
+        // The last pass-1 iteration ended with a barrier and left only an empty cp.async group (PHASE 2: the Q tile's
+        // group, complete at the first wait below).
         attn_load_tile<HS, BC, NT>(sK, gK, C3, 0, T);
         attn_load_tile<HS, BC, NT>(sV, gV, C3, 0, T);
         attn_cp_async_commit();
         for (int j = 0; j < n_kv; j++) {
             const int buf = attn_kv_next<HS, BC, NT, true>(sK, sV, gK, gV, C3, j, n_kv, T);
             const int k0 = j * BC;
-            if (live && k0 <= wr1) {  // qf was loaded in pass 1 (tile 0)
+            if (live && k0 <= wr1) {  // qf was loaded in pass 1 (tile 0; PHASE 2: here)
+                if constexpr (PHASE == 2)
+                    if (j == 0) attn_load_a<WM, KS, LDS>(qf, attn_smem_addr(sQ + wrow * LDS), lane);
                 uint32_t kb[WM] = {};  // TC: the score groups' scales pass 1 kept (loaded ahead of the MMA)
                 if constexpr (TC && !CNT) attn_tc_kept_load_q<false>(kb, tc, rbase, T, wr0, k0, lane);
                 float s[WM][NS][4];
@@ -256,20 +204,31 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
 // attention_forward / attention_backward; dev/cuda/attention.cu can time the others (--sweep).
 
 // CNT: the --q115-stats counting instantiation (boundary.cuh); the plain builds never need it.
-template <int HS, int WM, int NW, int BC, int MINB = 1, int PIPE = 0, bool PL = kAttnProbsFromLse>
+// PHASE (see the kernel): 0 for the whole forward; 1 and 2 are the halves attention_forward_tc_split launches.
+template <int HS, int WM, int NW, int BC, int MINB = 1, int PHASE = 0, bool PL = kAttnProbsFromLse>
 void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
                           unsigned int* amax = nullptr) {
-    using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB, PIPE>;
-    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PIPE, PL, false, false>;
-    if (amax) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PIPE, PL, false, true>;
+    using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB, PHASE>;
+    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PHASE, PL, false, false>;
+    if (amax) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PHASE, PL, false, true>;
     if constexpr (!boundary_is_identity<ATTN_SCORES>())
         if (boundary_stats_active())
-            kernel = amax ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PIPE, PL, true, true>
-                          : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PIPE, PL, true, false>;
+            kernel = amax ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PHASE, PL, true, true>
+                          : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PHASE, PL, true, false>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
     kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, AttnTcastArgs{});
     cudaCheckLaunch();
+}
+
+// The two-pass forward (two-pass builds) as two launches on `stream`: the statistics pass (writes lse, (B, NH, T) fp32)
+// in configuration (HS, WS, NWS, BCS, MINBS), then the output pass (reads lse, writes out and the amax) in (HS, WO, NWO,
+// BCO, MINBO). Same arguments and results as attention_forward_tc, bit for bit.
+template <int HS, int WS, int NWS, int BCS, int MINBS, int WO, int NWO, int BCO, int MINBO>
+void attention_forward_tc_split(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
+                                unsigned int* amax = nullptr) {
+    attention_forward_tc<HS, WS, NWS, BCS, MINBS, 1>(out, lse, qkv, B, T, NH, stream);
+    attention_forward_tc<HS, WO, NWO, BCO, MINBO, 2>(out, lse, qkv, B, T, NH, stream, amax);
 }
 
 // TensorCast launchers: the TC instantiations (attention_tcast.cuh), with the per-call seed and, in

@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <math.h>
 #include <type_traits>
-#include <utility>
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/core/cuda_utils.cuh"
 #include "llmc/kernels/boundary.cuh"
@@ -126,18 +125,16 @@ __device__ __forceinline__ int attn_kv_next(floatX* sK, floatX* sV, const floatX
 // and columns = reduction index k (B = X^T), TRANS = true for rows = k and columns = n (B = X, the
 // row-major 8x8 blocks turned k-major by ldmatrix.trans). One ldmatrix.x4 yields the B fragments of
 // two n-tiles for one k-step.
-// NP0 / NP1: only the n-tile pairs [NP0, NP1) (the forward's interleaved pass 1, attention_flash_fwd.cuh PIPE = 2);
-// each output element sums its k-steps in the same order either way.
-template <int WM, int NTILE, int KS, int LDS, bool TRANS, int NP0 = 0, int NP1 = NTILE / 2>
+template <int WM, int NTILE, int KS, int LDS, bool TRANS>
 __device__ __forceinline__ void attn_mma_smem(float (&acc)[WM][NTILE][4], const uint32_t (&a)[WM][KS][4], uint32_t sX, int lane) {
-    static_assert(NTILE % 2 == 0 && 0 <= NP0 && NP0 < NP1 && NP1 <= NTILE / 2, "n-tiles come in pairs");
+    static_assert(NTILE % 2 == 0, "n-tiles come in pairs");
     uint32_t base;
     if constexpr (TRANS) base = sX + (((lane & 7) + (((lane >> 3) & 1) << 3)) * LDS + (lane >> 4) * 8) * 2;
     else base = sX + (((lane & 7) + ((lane >> 4) << 3)) * LDS + ((lane >> 3) & 1) * 8) * 2;
     #pragma unroll
     for (int ks = 0; ks < KS; ks++)
         #pragma unroll
-        for (int np = NP0; np < NP1; np++) {
+        for (int np = 0; np < NTILE / 2; np++) {
             uint32_t b[4];
             if constexpr (TRANS) attn_ldsm_x4_trans(b, base + (ks * 16 * LDS + np * 16) * 2);
             else attn_ldsm_x4(b, base + (np * 16 * LDS + ks * 16) * 2);
@@ -151,10 +148,10 @@ __device__ __forceinline__ void attn_mma_smem(float (&acc)[WM][NTILE][4], const 
 
 // acc[mi][n] += A[mi] . X^T, with X an (8*NTILE) x (16*KS) tile stored row-major in shared memory
 // (rows = output columns n, columns = reduction index k): the Q.K^T shape.
-template <int WM, int NTILE, int KS, int LDS, int NP0 = 0, int NP1 = NTILE / 2>
+template <int WM, int NTILE, int KS, int LDS>
 __device__ __forceinline__ void attn_mma_abt(float (&acc)[WM][NTILE][4], const uint32_t (&a)[WM][KS][4],
                                              uint32_t sX, int lane) {
-    attn_mma_smem<WM, NTILE, KS, LDS, false, NP0, NP1>(acc, a, sX, lane);
+    attn_mma_smem<WM, NTILE, KS, LDS, false>(acc, a, sX, lane);
 }
 
 // acc[mi][n] += A[mi] . X, with X a (16*KS) x (8*NTILE) tile stored row-major in shared memory
@@ -244,12 +241,6 @@ __device__ __forceinline__ void attn_store_tile(floatX* sRows, const float (&acc
 // n-tile n sits at row row0 + 16*mi + 8*(r/2) and column col0 + 8*n + (r%2), where row0 and col0
 // are this thread's first row and column (g and 2*tq offsets included). MASK is a template
 // parameter so that tiles off the diagonal carry no masking code at all.
-
-// Calls f(std::integral_constant<int, i>{}) for i = 0 .. N-1 in order (a loop whose index must be a template argument).
-template <int N, typename F, int... I>
-__device__ __forceinline__ void attn_static_for_(F&& f, std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }
-template <int N, typename F>
-__device__ __forceinline__ void attn_static_for(F&& f) { attn_static_for_<N>(f, std::make_integer_sequence<int, N>{}); }
 
 // Calls f(mi, n, r) for every element of this thread's C fragments of a (16*WM) x (8*NS) tile, in
 // the order mi, n, r (fully unrolled): the loop every elementwise step below runs.
