@@ -354,6 +354,38 @@ static bool check_bwd_schedules(Buffers& buf, cudaStream_t st, uint64_t seed, co
     return ok;
 }
 
+// The two-pass forward as two kernels (attention_forward_tc_split, ATTN_FWD_SPLIT_CFG_64) gives the fused two-pass
+// kernel's out and lse bit for bit: each into poisoned outputs (NaN lse: the output kernel reads what the statistics
+// kernel wrote), on every HS = 64 shape of the 16-bit builds (in the plain ones, the forced two-pass form). Prints one
+// line; false if they differ or NaNs are left. Leaves the split's outputs in buf.
+template <typename TX>
+static bool check_fwd_split(Buffers& buf, cudaStream_t st) {
+    if constexpr (sizeof(TX) != 2) {
+        return true;
+    } else {
+        const Shape& sh = buf.sh;
+        if (sh.HS != 64) return true;
+        buf.poison_fwd();
+        attention_forward_tc<ATTN_FWD_CFG_64, true>(buf.out, buf.lse, buf.qkv, sh.B, sh.T, sh.NH, st);
+        cudaCheck(cudaStreamSynchronize(st));
+        const std::vector<floatX> a = to_host(buf.out, buf.n_out);
+        const std::vector<float> la = to_host(buf.lse, buf.n_lse);
+        buf.poison_fwd();
+        attention_forward_tc_split<ATTN_FWD_SPLIT_CFG_64>(buf.out, buf.lse, buf.qkv, sh.B, sh.T, sh.NH, st);
+        cudaCheck(cudaStreamSynchronize(st));
+        const std::vector<floatX> b = to_host(buf.out, buf.n_out);
+        const std::vector<float> lb = to_host(buf.lse, buf.n_lse);
+        const int C = buf.C();
+        const size_t diff_out = count_bit_diffs_cols(a, b, C, 0, C), nan = count_nan(b);
+        size_t diff_lse = 0;
+        for (size_t i = 0; i < la.size(); i++) diff_lse += memcmp(&la[i], &lb[i], sizeof(float)) != 0;
+        const bool ok = diff_out == 0 && diff_lse == 0 && nan == 0;
+        printf("    forward as two kernels (statistics | output) vs the fused two-pass kernel: out %zu of %zu, lse %zu of %zu "
+               "values differ, NaN left %zu: %s\n", diff_out, b.size(), diff_lse, lb.size(), nan, ok ? "same bits" : "DIFFER");
+        return ok;
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // One shape: correctness, determinism, timing
 
@@ -370,6 +402,7 @@ struct Result {
     float builtin_fwd_ms = -1, builtin_bwd_ms = -1;  // cuDNN builds: the built-in kernels on the same buffers
     float bwd_ds_ms = -1, bwd_rc_ms = -1;  // the built-in backward's two schedules (dS handed, dQ recomputed)
     bool sched_ok = true;                  // ... giving the same bits (check_bwd_schedules)
+    bool split_ok = true;                  // the forward as two kernels gives the fused one's bits (check_fwd_split)
     // Plain builds only: the forced two-pass forward (kProbsFromLse = true) on the same inputs.
     bool two_pass = false, det2 = false;
     double e_out2 = 0, e_lse2 = 0, m_out2 = 0, m_lse2 = 0;
@@ -485,8 +518,9 @@ static Result run_shape(const Shape& sh, uint64_t seed, bool timing, cudaStream_
     const double tol = tolerance();
     auto ok = [&](double e) { return e == e && e <= tol; };
     res.sched_ok = check_bwd_schedules(buf, st, 0, "built-in");
+    res.split_ok = check_fwd_split<floatX>(buf, st);
     res.pass = ok(res.e_out) && ok(res.e_lse) && ok(res.e_dq) && ok(res.e_dk) && ok(res.e_dv) && res.det && res.amax_ok &&
-               res.nan_out == 0 && res.nan_lse == 0 && res.nan_dqkv == 0 && res.sched_ok;
+               res.nan_out == 0 && res.nan_lse == 0 && res.nan_dqkv == 0 && res.sched_ok && res.split_ok;
     if (res.two_pass) res.pass &= ok(res.e_out2) && ok(res.e_lse2) && res.det2 && res.nan2 == 0;
 
     // Same rule as the launchers' dispatch (cudaMalloc pointers are always 16-byte aligned).

@@ -130,6 +130,11 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 // 0.394 -> 0.367 / 0.365 (doc/benchmarks.md, session 10). Outputs bit for bit those of the earlier defaults.
 #define ATTN_FWD_CFG_64 64, 2, 4, 64, 1, 0  // forward: ..., MINB, PHASE (attention_flash_fwd.cuh)
 #define ATTN_FWD_CFG_128 128, 1, 4, 64, 1, 0
+// The two-pass forward as two kernels (attention_forward_tc_split: statistics pass 64, 2, 4, 64, MINB 3 | output pass
+// 64, 2, 4, 64, 1): 0.7352 ms against the fused kernel's 0.7668 at (64, 1024, 12, 64) in the SF16 build (H100, --sweep,
+// session 11; the statistics pass alone 0.2725), the same bits there. Checked against the fused kernel bit for bit on
+// every HS = 64 shape of dev/cuda/attention (check_fwd_split); not yet the default.
+#define ATTN_FWD_SPLIT_CFG_64 64, 2, 4, 64, 3, 2, 4, 64, 1
 #define ATTN_DQ_CFG_64 64, 1, 4, 32, 1
 #define ATTN_DQ_CFG_128 128, 1, 4, 32, 1
 #define ATTN_DKV_CFG_64 64, 2, 4, 32, false, 1

@@ -221,14 +221,14 @@ void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int
     cudaCheckLaunch();
 }
 
-// The two-pass forward (two-pass builds) as two launches on `stream`: the statistics pass (writes lse, (B, NH, T) fp32)
+// The two-pass forward (in any 16-bit build: the plain ones' forced two-pass form too) as two launches on `stream`: the statistics pass (writes lse, (B, NH, T) fp32)
 // in configuration (HS, WS, NWS, BCS, MINBS), then the output pass (reads lse, writes out and the amax) in (HS, WO, NWO,
 // BCO, MINBO). Same arguments and results as attention_forward_tc, bit for bit.
 template <int HS, int WS, int NWS, int BCS, int MINBS, int WO, int NWO, int BCO, int MINBO>
 void attention_forward_tc_split(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
                                 unsigned int* amax = nullptr) {
-    attention_forward_tc<HS, WS, NWS, BCS, MINBS, 1>(out, lse, qkv, B, T, NH, stream);
-    attention_forward_tc<HS, WO, NWO, BCO, MINBO, 2>(out, lse, qkv, B, T, NH, stream, amax);
+    attention_forward_tc<HS, WS, NWS, BCS, MINBS, 1, true>(out, lse, qkv, B, T, NH, stream);
+    attention_forward_tc<HS, WO, NWO, BCO, MINBO, 2, true>(out, lse, qkv, B, T, NH, stream, amax);
 }
 
 // TensorCast launchers: the TC instantiations (attention_tcast.cuh), with the per-call seed and, in
