@@ -93,9 +93,17 @@ struct LnNoSink {
     __device__ __forceinline__ void packet(x128&, bool, size_t) const {}
 };
 
+// inp2 of the fused residual add: a projection GEMM's output (attproj, fcproj), read through the MATMUL_OUT boundary
+// (SF16: Q1.15; not counted, since a --q115-stats forward bounds it in the GEMM front, which counts), so that the GEMM
+// may leave the boundary to this reader (GemmContext::out_cast_by_reader): idempotent on a value already bounded.
+__device__ __forceinline__ float ln_projection_value(float v) {
+    if constexpr (boundary_is_identity<MATMUL_OUT>()) return v;
+    else return boundary_stored_value_units<false, MATMUL_OUT>(v) * boundary_unit();
+}
+
 // The work of one thread of layernorm_forward_kernel: row `row` is owned by TPR threads; thread t holds
 // packets p = t + TPR*k (k < PPT, p < C/x128::size). Threads past the last row return at once.
-// FUSED: x = round(boundary<RESIDUAL_OUT>(inp1 + inp2)) is stored to `residual` and normalized.
+// FUSED: x = round(boundary<RESIDUAL_OUT>(inp1 + Q(inp2))) is stored to `residual` and normalized (ln_projection_value).
 // Returns the max of abs_bits over the out values this thread stored if AMAX, else 0.
 // The packets of inp2, the residual and out pass the sink's hooks (LnNoSink contract; LnNoSink: no code).
 // CNT: whether the boundary hooks may count (the --q115-stats instantiation, boundary_with_count).
@@ -131,7 +139,7 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
             if (any) sink.in2(b, valid, e0);
             if (valid) {
                 #pragma unroll
-                for (int i = 0; i < X; i++) xv[k][i] = (floatX)boundary_value<RESIDUAL_OUT, CNT>((float)a[i] + (float)b[i]);
+                for (int i = 0; i < X; i++) xv[k][i] = (floatX)boundary_value<RESIDUAL_OUT, CNT>((float)a[i] + ln_projection_value((float)b[i]));
             }
             if (any) sink.res(xv[k], valid, e0);
             if (valid) {
@@ -145,7 +153,7 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
                 const x128 b = load128cs(inp2 + base + p * X);
                 #pragma unroll
                 for (int i = 0; i < X; i++)
-                    xv[k][i] = (floatX)boundary_value<RESIDUAL_OUT, CNT>((float)a[i] + (float)b[i]);
+                    xv[k][i] = (floatX)boundary_value<RESIDUAL_OUT, CNT>((float)a[i] + ln_projection_value((float)b[i]));
                 store128(residual + base + p * X, xv[k]);
             } else {
                 xv[k] = load128cs(inp1 + base + p * X);
@@ -311,7 +319,8 @@ static inline void layernorm_forward(floatX* out, float* mean, float* rstd, cons
 }
 
 // residual = inp1 + inp2; out = LayerNorm(residual) * weight + bias   [train_gpt2.c residual_forward + layernorm_forward]
-//   residual   (N,C) floatX, overwritten with round(boundary_value<RESIDUAL_OUT>(inp1 + inp2)) (sum in fp32).
+//   residual   (N,C) floatX, overwritten with round(boundary_value<RESIDUAL_OUT>(inp1 + Q(inp2))) (sum in fp32), Q the
+//              MATMUL_OUT boundary (ln_projection_value: inp2 is a projection's output; the identity outside SF16).
 //   out        (N,C) floatX, overwritten; through boundary_value<LAYERNORM_OUT>.
 //   mean, rstd (N) fp32, overwritten; either may be NULL.
 //   inp1, inp2 (N,C) floatX; weight, bias (C) floatX.

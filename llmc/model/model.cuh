@@ -384,9 +384,15 @@ static inline void gpt2_layernorm(GPT2* m, floatX* residual, floatX* out, float*
 // kernel (out_cast_by_reader, for the next matmul_forward call only); if not, that the cast stays a pass after the
 // GEMM that fused runs use (out_cast_by_reader 2). Not while tensor statistics record the projection output between
 // the two (gpt2_stored must see it cast). False in every build without such casts.
+// A per-value MATMUL_OUT boundary (SF16) is likewise left to the residual + LayerNorm kernel, which reads the projection
+// through it (layernorm.cuh ln_projection_value): out_cast_by_reader 1, except while tensor statistics record the
+// projection or --q115-stats counts (the front's pass counts it); either way the projection is the base backend's GEMM
+// (cuBLASLt), never the mode's boundary GEMM (gemm.cuh), so that the flags do not change its bits.
 static inline bool gpt2_projection_cast_by_layernorm(GPT2* m, int N, int C) {
-    const bool fused = !tensor_stats_acts_active(m->tstats) && boundary_residual_layernorm_fused(m->casts, N, C);
-    m->gemm.out_cast_by_reader = fused ? 1 : 2;
+    const bool stats = tensor_stats_acts_active(m->tstats);
+    const bool fused = !stats && boundary_residual_layernorm_fused(m->casts, N, C);
+    const bool reader_bounds = !boundary_is_identity<MATMUL_OUT>() && !stats && !boundary_stats_active();
+    m->gemm.out_cast_by_reader = fused || reader_bounds ? 1 : 2;
     return fused;
 }
 

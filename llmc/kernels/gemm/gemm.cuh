@@ -227,8 +227,9 @@ static inline bool gemm_dgelu_fused_for(int C) { return C <= GEMM_DGELU_FUSED_MA
 // pre_gelu not overlapping the inputs; violations end the program with "error: matmul_forward: ...".
 // SF16 (a per-value MATMUL_OUT boundary): the boundary is a pass after the GEMM (with GELU: the GELU kernel quantizes
 // pre_gelu first), unless the mode attached ctx->boundary_gemm and it takes the call (the boundary in its epilogue).
-// ctx->out_cast_by_reader (reset here): 1 leaves the TensorCast MATMUL_OUT cast of out to its reader (out is
-// stored uncast); an error with pre_gelu (the GELU reads out); 2: the cast is a pass here, never inside the mode's GEMM.
+// ctx->out_cast_by_reader (reset here): 1 leaves the MATMUL_OUT cast (TensorCast) or boundary (SF16) of out to its
+// reader (out is stored without it); an error with pre_gelu (the GELU reads out); 2: the cast or boundary is a pass
+// here. With 1 or 2 the GEMM is the base backend's (or the low-precision one's), never the mode's own GEMM.
 // No scratch. Deterministic (fixed cached algorithm per shape).
 void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
                     int OC, floatX* pre_gelu, unsigned long long gelu_id = BOUNDARY_NO_ID) {
@@ -273,7 +274,7 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
         return;
     // a per-value boundary (SF16) may be applied in the epilogue of the mode's own GEMM (GemmBoundaryGemm): then the
     // GEMM and the pass below (with GELU: the GELU kernel that quantizes pre_gelu) are that one call
-    if (!done && bound && !cast && !ctx->lowp && ctx->boundary_gemm &&
+    if (!done && bound && !cast && !ctx->lowp && ctx->boundary_gemm && !reader_casts && !reader_may_cast &&
         ctx->boundary_gemm->forward(ctx, out, pre_gelu, inp, weight, bias, N, C, OC))
         return;
     if (!done) gemm_backend_forward(ctx, y, inp, weight, bias, N, C, OC, NULL);
@@ -287,7 +288,7 @@ void matmul_forward(GemmContext* ctx, floatX* out, const floatX* inp, const floa
     if (pre_gelu) {
         if (done && !bound && !cast && gemm_lowp_defer(ctx, GEMM_DEFER_GELU, out, pre_gelu, N, OC)) return;
         gemm_gelu_apply<bound>(out, pre_gelu, n, ctx->stream, gemm_amax_slot(ctx, out, n));
-    } else if (bound) gemm_boundary_apply(y, n, ctx->stream);
+    } else if (bound && !reader_casts) gemm_boundary_apply(y, n, ctx->stream);
 }
 
 // The LM head as the training step's fused classifier consumes it: out (N, OC) = inp · weightᵀ with

@@ -145,10 +145,12 @@ struct GemmContext {
     BoundaryCasts* casts;                // whole-tensor MATMUL_OUT casts a mode attached (TensorCast); NULL: none
     int out_cast_by_reader;              // set by the caller for the next matmul_forward call only, which resets it:
                                          // 1 = the output's only reader applies its MATMUL_OUT cast as it reads it (the
-                                         // model's fused residual + LayerNorm, BoundaryCasts::residual_layernorm), so the
-                                         // front does not cast it; 0 = the front casts it (without casts: nothing);
+                                         // model's fused residual + LayerNorm, BoundaryCasts::residual_layernorm), or
+                                         // its per-value boundary (SF16: the same kernel, layernorm.cuh), so the front
+                                         // does not; 0 = the front casts it (without casts: nothing);
                                          // 2 = the front casts it as a pass after its own GEMM, never inside
-                                         // boundary_gemm_out's: a projection whose reader casts it in fused runs (here
+                                         // boundary_gemm_out's or boundary_gemm's (1 neither): a projection whose reader
+                                         // casts it in fused runs (here
                                          // a --cast-fuse 0 or --cast-stats step), or the evaluation's LM head (the
                                          // training step's is matmul_forward_logits): which GEMM computes a layer must
                                          // not depend on those flags or on the step kind (the same bits)

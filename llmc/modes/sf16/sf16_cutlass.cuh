@@ -1,5 +1,5 @@
 // sf16_cutlass.cuh - SF16's MATMUL_OUT boundary in the epilogue of a CUTLASS GEMM (--q115-cutlass, issue 27 deliverable
-// 2; doc/SF16.md "Speed"): the qkv, attention-projection, fc and fc-projection forward GEMMs run as one Hopper BF16
+// 2; doc/SF16.md "Speed"): the qkv and fc forward GEMMs run as one Hopper BF16
 // GEMM each whose epilogue adds the bias, rounds to BF16 and applies the Q1.15 boundary (under SF16_TRUE_FORWARD too:
 // the Q1.31 step before it changes no BF16 value's Q1.15 result, so the epilogue computes simulate_q115 alone;
 // cutlass_q115_gemm.cu says why), and for the fc layer also stores the quantized pre-activation and applies GELU and the GELU_OUT
@@ -7,7 +7,9 @@
 // GELU kernel. The same boundary bits of the GEMM's own BF16 output (dev/cuda/cutlass_q115_gemm.cu checks them), so
 // only the GEMM's accumulation order differs from --q115-cutlass 0.
 // Not taken (the GEMM front's cuBLASLt GEMM and pass instead): the LM head (so an evaluation's logits come from the same
-// GEMM as the training step's, matmul_forward_logits), a --q115-stats forward (the passes count the boundary values),
+// GEMM as the training step's, matmul_forward_logits), the two projections (attention, fc: their reader, the residual +
+// LayerNorm kernel, applies the boundary, so they run on cuBLASLt without a pass; model.cuh
+// gpt2_projection_cast_by_layernorm), a --q115-stats forward (the passes count the boundary values),
 // and a call the kernel cannot run (cutlass_q115_gemm_unsupported: shape, alignment). This file is the SF16 mode's one
 // reader of ENABLE_CUTLASS (the Makefile sets it for the ENABLE_Q115=1 trainer and test where CUTLASS is found and
 // links the kernel).
