@@ -913,12 +913,19 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
             dq_exact, bwd_flops(sh) / 5.0);                                                                     \
     } while (0)
         DQDS(ATTN_DQ_DS_CFG_64);
-        DQDS(64, 2, 4, 64, 1);
-        DQDS(64, 1, 8, 64, 1);
-        DQDS(64, 1, 4, 128, 1);
-        DQDS(64, 1, 4, 64, 1);
-        DQDS(64, 2, 8, 64, 1);
-        DQDS(64, 1, 4, 32, 1);
+        DQDS(64, 2, 4, 64, 1, false);
+        DQDS(64, 1, 8, 64, 1, false);
+        DQDS(64, 1, 4, 128, 1, false);
+        DQDS(64, 1, 4, 64, 1, false);
+        DQDS(64, 2, 8, 64, 1, false);
+        DQDS(64, 1, 4, 32, 1, false);
+        // PF: the next tile's dS fragments in flight (a second register set)
+        DQDS(64, 2, 4, 128, 1, true);
+        DQDS(64, 2, 4, 64, 1, true);
+        DQDS(64, 1, 4, 128, 1, true);
+        DQDS(64, 1, 4, 64, 1, true);
+        DQDS(64, 1, 8, 64, 1, true);
+        DQDS(64, 1, 4, 32, 1, true);
 #undef DQDS
         printf("\nfastest: %s (%.4f ms, %.1f TFLOP/s) | %s (%.4f ms) | %s (%.4f ms) | %s (%.4f ms) | %s (%.4f ms)\n", best[0].name,
                best[0].ms, fwd_flops(sh) / (best[0].ms * 1e-3) / 1e12, best[1].name, best[1].ms, best[2].name,

@@ -139,9 +139,9 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 #define ATTN_DQ_CFG_128 128, 1, 4, 32, 1
 #define ATTN_DKV_CFG_64 64, 2, 4, 32, false, 1
 #define ATTN_DKV_CFG_128 128, 1, 4, 32, false, 1
-// The dQ kernel of the dS-handed schedule (attn_bwd_dq_ds_kernel): HS, WM, NW, key tile, MINB.
-#define ATTN_DQ_DS_CFG_64 64, 2, 4, 128, 1
-#define ATTN_DQ_DS_CFG_128 128, 1, 4, 32, 1
+// The dQ kernel of the dS-handed schedule (attn_bwd_dq_ds_kernel): HS, WM, NW, key tile, MINB, PF (prefetch).
+#define ATTN_DQ_DS_CFG_64 64, 2, 4, 128, 1, false
+#define ATTN_DQ_DS_CFG_128 128, 1, 4, 32, 1, false
 // TC (TensorCast) instantiations, HS = 64 only: one configuration per kernel, set by measurement. Today's are
 // the plain kernels' (ATTN_*_CFG_64 above); dev/cuda/attention --tc-sweep (TCAST build) times its candidates
 // (TcSweepFwd / TcSweepDq / TcSweepDkv) against them on the d12 shape, checks that each gives the default's

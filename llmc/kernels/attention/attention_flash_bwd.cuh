@@ -205,14 +205,17 @@ attn_bwd_dq_tc_kernel(floatX* __restrict__ dqkv, float* __restrict__ Dbuf, const
 // through double-buffered shared memory, each warp loads its dS fragments of a tile from global memory (16 bytes a
 // lane, coalesced, issued before the tile's barrier) and blocks above the diagonal enter as zeros. No hooks or casts:
 // dS holds them (and, in SF16, dS / unit: the store multiplies by scale * boundary_unit() as part 1's).
+// PF: the loads of tile j+1's fragments are issued before tile j's barrier and product (a second register set), so
+// that the dS stream, the kernel's only HBM traffic of size (0.8 GB at the d12 shape), keeps a tile in flight; the
+// same loads and products, the same bits.
 
-template <int HS, int WM, int NW, int BC, int MINB = 1>
+template <int HS, int WM, int NW, int BC, int MINB = 1, bool PF = false>
 struct AttnBwdDqDs {
     static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     static constexpr size_t smem_bytes = (size_t)(BR + 2 * BC) * LDS * sizeof(floatX);
 };
 
-template <int HS, int WM, int NW, int BC, int MINB, bool AMAX>
+template <int HS, int WM, int NW, int BC, int MINB, bool PF, bool AMAX>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dq_ds_kernel(floatX* __restrict__ dqkv, const uint4* __restrict__ ds, const floatX* __restrict__ qkv, int T, int NH,
                       float scale, unsigned int* __restrict__ amax) {
@@ -238,10 +241,10 @@ attn_bwd_dq_ds_kernel(floatX* __restrict__ dqkv, const uint4* __restrict__ ds, c
     attn_cp_async_commit();
     float dq[WM][NO][4];
     attn_frag_zero(dq);
-    for (int j = 0; j < n_kv; j++) {
+    // this warp's dS fragments of key tile j (zeros above the diagonal and past the last row)
+    auto load_ds = [&](uint32_t (&d)[WM][KB][4], int j) {
         const int k0 = j * BC;
         const bool work = live && k0 <= wr1;
-        uint32_t dsa[WM][KB][4];
         #pragma unroll
         for (int mi = 0; mi < WM; mi++)
             #pragma unroll
@@ -249,8 +252,25 @@ attn_bwd_dq_ds_kernel(floatX* __restrict__ dqkv, const uint4* __restrict__ ds, c
                 const int qi = wr0 / 16 + mi, kj = k0 / 16 + kk;
                 uint4 f = make_uint4(0u, 0u, 0u, 0u);
                 if (work && kj <= qi && qi < n16) f = __ldcs(gds + attn_ds_frag(qi, kj) * 32);
-                dsa[mi][kk][0] = f.x, dsa[mi][kk][1] = f.y, dsa[mi][kk][2] = f.z, dsa[mi][kk][3] = f.w;
+                d[mi][kk][0] = f.x, d[mi][kk][1] = f.y, d[mi][kk][2] = f.z, d[mi][kk][3] = f.w;
             }
+    };
+    uint32_t dsn[WM][KB][4];  // PF: the next tile's fragments, in flight
+    if constexpr (PF) load_ds(dsn, 0);
+    for (int j = 0; j < n_kv; j++) {
+        const bool work = live && j * BC <= wr1;
+        uint32_t dsa[WM][KB][4];
+        if constexpr (PF) {
+            #pragma unroll
+            for (int mi = 0; mi < WM; mi++)
+                #pragma unroll
+                for (int kk = 0; kk < KB; kk++)
+                    #pragma unroll
+                    for (int r = 0; r < 4; r++) dsa[mi][kk][r] = dsn[mi][kk][r];
+            if (j + 1 < n_kv) load_ds(dsn, j + 1);
+        } else {
+            load_ds(dsa, j);
+        }
         const int buf = attn_kv_next<HS, BC, NT, false>(sK, nullptr, gK, nullptr, C3, j, n_kv, T);
         if (work) attn_mma_ab<WM, NO, KB, LDS>(dq, dsa, attn_smem_addr(sK + buf * BC * LDS), lane);  // dQ += dS K
         __syncthreads();  // everyone is done with buffer `buf` before it is refilled
@@ -505,11 +525,11 @@ void attention_backward_d(float* Dbuf, const floatX* dout, const floatX* out, in
     cudaCheckLaunch();
 }
 
-template <int HS, int WM, int NW, int BC, int MINB = 1>
+template <int HS, int WM, int NW, int BC, int MINB = 1, bool PF = false>
 void attention_backward_dq_ds(floatX* dqkv, const uint4* ds, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
                               unsigned int* amax = nullptr) {
-    using Cfg = AttnBwdDqDs<HS, WM, NW, BC, MINB>;
-    auto kernel = amax ? attn_bwd_dq_ds_kernel<HS, WM, NW, BC, MINB, true> : attn_bwd_dq_ds_kernel<HS, WM, NW, BC, MINB, false>;
+    using Cfg = AttnBwdDqDs<HS, WM, NW, BC, MINB, PF>;
+    auto kernel = amax ? attn_bwd_dq_ds_kernel<HS, WM, NW, BC, MINB, PF, true> : attn_bwd_dq_ds_kernel<HS, WM, NW, BC, MINB, PF, false>;
     attn_set_smem(kernel, Cfg::smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
     kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, ds, qkv, T, NH, 1.0f / sqrtf((float)HS), amax);
