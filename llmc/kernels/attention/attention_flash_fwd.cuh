@@ -221,9 +221,10 @@ void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int
     cudaCheckLaunch();
 }
 
-// The two-pass forward (in any 16-bit build: the plain ones' forced two-pass form too) as two launches on `stream`: the statistics pass (writes lse, (B, NH, T) fp32)
-// in configuration (HS, WS, NWS, BCS, MINBS), then the output pass (reads lse, writes out and the amax) in (HS, WO, NWO,
-// BCO, MINBO). Same arguments and results as attention_forward_tc, bit for bit.
+// The two-pass forward (in any 16-bit build: the plain ones' forced two-pass form too) as two launches on `stream`: the
+// statistics pass (writes lse, (B, NH, T) fp32) in configuration (HS, WS, NWS, BCS, MINBS), then the output pass (reads
+// lse, writes out and the amax) in (HS, WO, NWO, BCO, MINBO). Same arguments and results as attention_forward_tc with
+// PL = true, bit for bit.
 template <int HS, int WS, int NWS, int BCS, int MINBS, int WO, int NWO, int BCO, int MINBO>
 void attention_forward_tc_split(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
                                 unsigned int* amax = nullptr) {
