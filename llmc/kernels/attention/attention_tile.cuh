@@ -294,27 +294,6 @@ __device__ __forceinline__ float attn_quad_sum(float v) {
     return v;
 }
 
-// The statistics pass of the two-pass forward keeps a fixed row max (attn_fwd_softmax below) where the mode bounds the
-// hooked scores (boundary_max_units finite: SF16).
-constexpr bool kAttnFixedRowMax = boundary_max_units() < __builtin_huge_valf();
-
-// Fixed-row-max statistics of n-tiles 2*np and 2*np+1 in row half (mi, hh) of a score tile (raw dot products): returns
-// sum + exp(s^ - bound) over their elements, in element order (masked ones, MASK, add 0). row = this thread's row.
-template <bool MASK, bool CNT, bool POW2, int WM, int NS>
-__device__ __forceinline__ float attn_fwd_stats_pair(const float (&s)[WM][NS][4], int mi, int hh, int np, float scale,
-                                                     int col0, int row, float sum) {
-    constexpr float mb = boundary_max_units() * ATTN_LOG2E_U;
-    #pragma unroll
-    for (int n = 2 * np; n < 2 * np + 2; n++)
-        #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            float v = attn_score<CNT, POW2>(s[mi][n][2 * hh + e], scale);
-            if (MASK && col0 + n * 8 + e > row) v = -INFINITY;
-            sum += attn_exp2(fmaf(v, ATTN_LOG2E_U, -mb));
-        }
-    return sum;
-}
-
 // Forward online-softmax step: scale, hook (and mask) the scores, raise the running row max m,
 // rescale the running sum l and the output accumulator o by exp(m_old - m_new), and leave the hooked,
 // not yet normalized probabilities exp(s - m_new) in s. Rows span the 4 lanes of a quad.
@@ -328,16 +307,24 @@ template <bool MASK, bool STATS, bool CNT, bool PRE = false, bool POW2 = false, 
 __device__ __forceinline__ void attn_fwd_softmax(float (&s)[WM][NS][4], float (&o)[WM][NO][4], float (&m)[WM][2],
                                                  float (&l)[WM][2], float scale, int col0, int row0) {
     static_assert(!PRE || boundary_unit() == 1.0f, "PRE: the TensorCast kernels' s^ is in natural units");
+    constexpr float BOUND = boundary_max_units();
     #pragma unroll
     for (int mi = 0; mi < WM; mi++)
         #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             const int row = row0 + mi * 16 + 8 * hh;
-            if constexpr (STATS && !PRE && kAttnFixedRowMax) {  // fixed row max (above)
+            if constexpr (STATS && !PRE && BOUND < __builtin_huge_valf()) {  // fixed row max (above)
+                constexpr float mb = BOUND * ATTN_LOG2E_U;
                 float sum = 0.f;
                 #pragma unroll
-                for (int np = 0; np < NS / 2; np++) sum = attn_fwd_stats_pair<MASK, CNT, POW2>(s, mi, hh, np, scale, col0, row, sum);
-                m[mi][hh] = boundary_max_units();
+                for (int n = 0; n < NS; n++)
+                    #pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        float v = attn_score<CNT, POW2>(s[mi][n][2 * hh + e], scale);
+                        if (MASK && col0 + n * 8 + e > row) v = -INFINITY;
+                        sum += attn_exp2(fmaf(v, ATTN_LOG2E_U, -mb));
+                    }
+                m[mi][hh] = BOUND;
                 l[mi][hh] += sum;
                 continue;
             }
