@@ -777,14 +777,15 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
                    ms, flops / (ms * 1e-3) / 1e12, ok ? "" : "  FAIL");
         };
         auto fwd_err = [&] { return rel_diff_cols(to_host(buf.out, buf.n_out), out0, C, 0, C); };
-#define FWD(...)                                                                                               \
+// one forward launcher configuration (attention_forward_tc<...>) as row KIND, checked by ERR
+#define FWD_ROW(KIND, LABEL, ERR, FLOPS, ...)                                                                  \
     do {                                                                                                       \
         using Cfg = AttnFwdTC<__VA_ARGS__>;                                                                    \
         buf.poison_fwd();                                                                                      \
-        one(0, "fwd " #__VA_ARGS__, (const void*)attn_fwd_tc_kernel<__VA_ARGS__>, Cfg::NT, Cfg::smem_bytes,    \
-            [&] { attention_forward_tc<__VA_ARGS__>(buf.out, buf.lse, buf.qkv, B, T, NH, st); }, fwd_err,      \
-            fwd_flops(sh));                                                                                    \
+        one(KIND, LABEL, (const void*)attn_fwd_tc_kernel<__VA_ARGS__>, Cfg::NT, Cfg::smem_bytes,               \
+            [&] { attention_forward_tc<__VA_ARGS__>(buf.out, buf.lse, buf.qkv, B, T, NH, st); }, ERR, FLOPS);  \
     } while (0)
+#define FWD(...) FWD_ROW(0, "fwd " #__VA_ARGS__, fwd_err, fwd_flops(sh), __VA_ARGS__)
         FWD(64, 2, 4, 64, 1);
         FWD(64, 2, 4, 32, 1);
         FWD(64, 1, 4, 64, 1);
@@ -803,14 +804,7 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
                     for (size_t i = 0; i < l.size(); i++) e.add(l[i], lse0[i]);
                     return e.rel();
                 };
-#define FWD_STATS(...)                                                                                         \
-    do {                                                                                                       \
-        using Cfg = AttnFwdTC<__VA_ARGS__, 1>;                                                                 \
-        buf.poison_fwd();                                                                                      \
-        one(5, "fwd stats " #__VA_ARGS__, (const void*)attn_fwd_tc_kernel<__VA_ARGS__, 1>, Cfg::NT,            \
-            Cfg::smem_bytes, [&] { attention_forward_tc<__VA_ARGS__, 1>(buf.out, buf.lse, buf.qkv, B, T, NH, st); }, \
-            lse_err, fwd_flops(sh) / 3.0);                                                                     \
-    } while (0)
+#define FWD_STATS(...) FWD_ROW(5, "fwd stats " #__VA_ARGS__, lse_err, fwd_flops(sh) / 3.0, __VA_ARGS__, 1)
 #define FWD_SPLIT(WS, NWS, BCS, MS, WO, NWO, BCO, MO)                                                          \
     do {                                                                                                       \
         using Cfg = AttnFwdTC<64, WS, NWS, BCS, MS, 1>;                                                        \
@@ -838,6 +832,7 @@ static bool run_sweep(const Shape& sh, cudaStream_t st) {
             }
         }(std::integral_constant<bool, kAttnProbsFromLse>{});
 #undef FWD
+#undef FWD_ROW
         buf.forward(st);  // restore the default forward: out and lse feed the backward kernels
         auto dq_err = [&] { return rel_diff_cols(to_host(buf.dqkv, buf.n_qkv), dqkv0, 3 * C, 0, C); };
 #define DQ(...)                                                                                                \
