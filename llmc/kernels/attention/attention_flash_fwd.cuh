@@ -203,21 +203,20 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
 // Tensor-core launchers, one per kernel and configuration. The default configurations are chosen in
 // attention_forward / attention_backward; dev/cuda/attention.cu can time the others (--sweep).
 
-// CNT: the --q115-stats counting instantiation (boundary.cuh); the plain builds never need it.
+// CNT: the --q115-stats counting instantiation (boundary_with_count); the plain builds never compile it.
 // PHASE (see the kernel): 0 for the whole forward; 1 and 2 are the halves attention_forward_tc_split launches.
 template <int HS, int WM, int NW, int BC, int MINB = 1, int PHASE = 0, bool PL = kAttnProbsFromLse>
 void attention_forward_tc(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
                           unsigned int* amax = nullptr) {
     using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB, PHASE>;
-    auto kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PHASE, PL, false, false>;
-    if (amax) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PHASE, PL, false, true>;
-    if constexpr (!boundary_is_identity<ATTN_SCORES>())
-        if (boundary_stats_active())
-            kernel = amax ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PHASE, PL, true, true>
-                          : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PHASE, PL, true, false>;
-    attn_set_smem(kernel, Cfg::smem_bytes);
-    const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
-    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, AttnTcastArgs{});
+    boundary_with_count([&](auto cnt) {
+        constexpr bool CNT = decltype(cnt)::value;
+        const auto kernel = amax ? attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PHASE, PL, CNT, true>
+                                 : attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, PHASE, PL, CNT, false>;
+        attn_set_smem(kernel, Cfg::smem_bytes);
+        const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
+        kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax, AttnTcastArgs{});
+    });
     cudaCheckLaunch();
 }
 
