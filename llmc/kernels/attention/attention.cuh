@@ -133,14 +133,17 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 // The two-pass forward as two kernels (attention_forward_tc_split: statistics pass 64, 2, 4, 64, MINB 3 | output pass
 // 64, 2, 4, 64, 1): 0.7352 ms against the fused kernel's 0.7668 at (64, 1024, 12, 64) in the SF16 build (H100, --sweep,
 // session 11; the statistics pass alone 0.2725), the same bits there. Checked against the fused kernel bit for bit on
-// every HS = 64 shape of dev/cuda/attention (check_fwd_split); not yet the default.
+// every HS = 64 shape of dev/cuda/attention (check_fwd_split, H200, session 12). The HS = 64 default of the two-pass
+// (SF16) forward since session 12: attention fwd 10.62 -> 10.28 ms a d12 step (-prof 1, H200), same loss lines.
 #define ATTN_FWD_SPLIT_CFG_64 64, 2, 4, 64, 3, 2, 4, 64, 1
 #define ATTN_DQ_CFG_64 64, 1, 4, 32, 1
 #define ATTN_DQ_CFG_128 128, 1, 4, 32, 1
 #define ATTN_DKV_CFG_64 64, 2, 4, 32, false, 1
 #define ATTN_DKV_CFG_128 128, 1, 4, 32, false, 1
-// The dQ kernel of the dS-handed schedule (attn_bwd_dq_ds_kernel): HS, WM, NW, key tile, MINB, PF (prefetch).
-#define ATTN_DQ_DS_CFG_64 64, 2, 4, 128, 1, false
+// The dQ kernel of the dS-handed schedule (attn_bwd_dq_ds_kernel): HS, WM, NW, key tile, MINB, PF (prefetch: the next
+// key tile's dS fragments in flight, same bits). PF at HS = 64 since session 12: with the split forward, attention
+// fwd + bwd 28.41 -> 27.69 ms a d12 SF16 step (-prof 1, H200); the step's loss and norm lines unchanged.
+#define ATTN_DQ_DS_CFG_64 64, 2, 4, 128, 1, true
 #define ATTN_DQ_DS_CFG_128 128, 1, 4, 32, 1, false
 // TC (TensorCast) instantiations, HS = 64 only: one configuration per kernel, set by measurement. Today's are
 // the plain kernels' (ATTN_*_CFG_64 above); dev/cuda/attention --tc-sweep (TCAST build) times its candidates
@@ -191,7 +194,11 @@ static inline bool attn_forward_tc_dispatch(T* out, float* lse, const T* qkv, in
         }
         (void)tcast_seed, (void)tcast_scales;
         if (!attn_aligned16(out) || !attn_aligned16(qkv)) return false;
-        if (HS == 64) { attention_forward_tc<ATTN_FWD_CFG_64, PL>(out, lse, qkv, B, Tn, NH, stream, amax); return true; }
+        if (HS == 64) {
+            if constexpr (PL) attention_forward_tc_split<ATTN_FWD_SPLIT_CFG_64>(out, lse, qkv, B, Tn, NH, stream, amax);
+            else attention_forward_tc<ATTN_FWD_CFG_64, PL>(out, lse, qkv, B, Tn, NH, stream, amax);
+            return true;
+        }
         if (HS == 128) { attention_forward_tc<ATTN_FWD_CFG_128, PL>(out, lse, qkv, B, Tn, NH, stream, amax); return true; }
     }
     return false;
