@@ -97,6 +97,7 @@ BAD = {
     "--fp8-hp-wgrad": ["2", "-1"],
     "--fp8-warmup": ["-1"],
     "--fp8-lm-head": ["2", "-1"],
+    "--fp8-lm-head-rows": ["-1", "8", "100"],
     "--fp8-fallback": ["2", "-1"],
     "--fp8-producers": ["2", "-1"],
     "--fp8-cutlass": ["2", "-1", ("1", ["--fp8-producers", "0"], "--fp8-cutlass")],

@@ -565,6 +565,19 @@ __global__ void fp8_gemm_cast_bf16_kernel(__nv_bfloat16* __restrict__ dst, const
     }
 }
 
+// dst (n) = bf16(src (n)) on `stream` (fp8_gemm_cast_bf16_kernel): where the fp32 accumulator of a sum of GEMMs is rounded
+// once (the TCFP-12 fp32 sequence below; the LM head's row-chunked wgrad, llmc/modes/lowp/gemm_lowp.cuh). n % 8 == 0 and
+// both pointers 16-byte aligned, else it stops with an error naming n.
+static inline void fp8_gemm_cast_bf16(__nv_bfloat16* dst, const float* src, size_t n, cudaStream_t stream) {
+    if (n % 8 != 0 || ((uintptr_t)dst & 15) != 0 || ((uintptr_t)src & 15) != 0) {
+        fprintf(stderr, "error: fp8_gemm_cast_bf16: %zu values: needs a multiple of 8 and 16-byte aligned pointers\n", n);
+        exit(EXIT_FAILURE);
+    }
+    if (n == 0) return;
+    fp8_gemm_cast_bf16_kernel<<<gemm_elementwise_blocks(n / 8), 256, 0, stream>>>(dst, src, n / 8);
+    cudaCheckLaunch();
+}
+
 static inline void fp8_gemm_bias_broadcast(void* D, cudaDataType_t d_type, const __nv_bfloat16* bias, int m, int n, cudaStream_t stream) {
     const size_t count = (size_t)m * n;
     if (d_type == CUDA_R_32F) {
@@ -602,11 +615,7 @@ static inline bool fp8_gemm_run_sequence(Fp8GemmContext* ctx, const Fp8GemmSeque
             if (ls != CUBLAS_STATUS_SUCCESS) ok = fp8_fail(ctx, st, ls, "gemm_fp8: cublasLtMatmul refused the planned GEMM (m=%d n=%d k=%d): %s",
                                                            s.calls[i].m, s.calls[i].n, s.calls[i].k, cublasLtGetStatusName(ls));
         }
-        if (ok && s.cast_src) {
-            const size_t packets = s.cast_count / 8;
-            fp8_gemm_cast_bf16_kernel<<<gemm_elementwise_blocks(packets), 256, 0, ctx->gemm->stream>>>(s.cast_dst, s.cast_src, packets);
-            cudaCheckLaunch();
-        }
+        if (ok && s.cast_src) fp8_gemm_cast_bf16(s.cast_dst, s.cast_src, s.cast_count, ctx->gemm->stream);
     }
     for (int i = 0; i < prepared; i++) fp8_gemm_release(&prep[i]);
     if (ok) {

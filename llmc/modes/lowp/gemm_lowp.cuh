@@ -65,7 +65,7 @@ static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const f
         use == LOWP_USE_OFFERED && run && lowp_fusable(s, L, d, GEMM_DEFER_GELU, inp, (size_t)N * C, LOWP_ROLE_X, xt != NULL);
     if (use == LOWP_USE_OFFERED && !fused) lowp_materialize(d, st);
     if (!run) return false;
-    lowp_grow_codes(s, (size_t)N * (C > OC ? C : OC));
+    lowp_grow_layer_codes(s, weight, N, C, OC, false);
     lowp_quantize_weights(s, L, ctx->weight_version, st);
     const bool blocked = lowp_is_tcfp() && s->opt.block;
     float* xsc = L->f + 2 * LOWP_TRIPLE;
@@ -104,6 +104,81 @@ static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const f
     return true;
 }
 
+// dX (N, C) = dY · W from dY's plain codes dyc (N, OC; scale triple gsc) and the layer's transposed weight codes: one
+// FP8 GEMM, or TCFP-12's pair (W_hi + W_lo; W_hi only with --tcfp-abd 1; block scales with --tcfp-block). Dies if
+// cuBLASLt refuses it.
+static void lowp_dgrad(LowpState* s, LowpLayer* L, floatX* dinp, const uint8_t* dyc, const float* gsc, int N, int C, int OC,
+                       bool blocked, int fast, cudaStream_t st) {
+    cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
+    bool ok;
+    const float* lo = L->f + LOWP_TRIPLE;
+    if (!lowp_is_tcfp()) {
+        ok = fp8_linear_dgrad(&s->fp8, dinp, dyc, LOWP_INV(gsc), L->wt_hi, LOWP_INV(L->f), N, C, OC, FP8_SCALE_TENSOR, fast, 0.0f,
+                              FP8_E5M2, &cs);
+    } else {
+        const uint8_t* wt_lo = s->opt.abd ? NULL : L->wt_lo;
+        if (blocked) {
+            float* acc32 = lowp_acc32(s, (size_t)N * C);
+            ok = tcfp12_linear_dgrad(&s->fp8, dinp, dyc, s->ginv, L->wt_hi, L->blk_inv_hi_t, wt_lo, L->blk_inv_lo_t, N, C, OC,
+                                     lowp_block_mode(s->opt.block), fast, acc32 ? TCFP12_ACC_FP32 : TCFP12_ACC_BF16_LO_FIRST, acc32,
+                                     FP8_E5M2, &cs);
+        } else
+            ok = tcfp12_linear_dgrad(&s->fp8, dinp, dyc, LOWP_INV(gsc), L->wt_hi, LOWP_INV(L->f), wt_lo, LOWP_INV(lo), N, C, OC,
+                                     FP8_SCALE_TENSOR, fast, TCFP12_ACC_BF16_LO_FIRST, NULL, FP8_E5M2, &cs);
+    }
+    if (!ok) lowp_gemm_failed("dgrad", cs, &s->fp8);
+}
+
+// Rows per chunk of this backward call: the LM head's with --fp8-lm-head-rows R (per-tensor scales) runs in chunks of R
+// token rows when N > R; every other call, and the LM head otherwise, in one (N).
+static inline int lowp_backward_rows(const LowpState* s, const floatX* weight, int N, bool blocked) {
+    const int R = s->opt.lm_head_rows;
+    return weight == s->lm_head_weight && R > 0 && R < N && !blocked ? R : N;
+}
+
+// The LM head's backward in row chunks of `rows` (lowp_backward_rows < N): its dY (N, Vp) is the largest GEMM operand
+// of the model (Vp = 50304), and both its FP8 copies at once (plain for dgrad, transposed for wgrad) would take 2 N Vp
+// bytes, 6.3 GB at d12 B = 64: more than the whole FP8 model saves against BF16. Per chunk of rows [r0, r0 + n): the
+// chunk's plain and transposed E5M2 codes (2 n Vp bytes), dX's rows r0.. from them, and the chunk's share of dW:
+// dW += dY_chunkᵀ · X_chunk, where X_chunk's transposed codes (C, n) are columns r0.. of the kept xt (C, N), copied out
+// (C n bytes). The scale is the whole dY's, taken first (lowp_scale: the classifier's amax slot, an amax pass, or
+// delayed scaling's history; under delayed scaling every chunk adds its amax to the pending slot), so the codes are
+// those of the one-call backward bit for bit, and so is dX (each row's dot products are the same; cuBLASLt may pick
+// another algorithm for the smaller n). dW: the chunks' products accumulate in an fp32 copy of dweight (one FP32-output
+// GEMM per chunk with beta = 1) rounded to BF16 once at the end, as the one-GEMM wgrad (beta = 1 onto dweight) rounds
+// once; only the order of the fp32 sums differs. No bias (the LM head has none).
+static void lowp_backward_chunked(GemmContext* ctx, LowpState* s, LowpLayer* L, floatX* dinp, floatX* dweight, const floatX* dout,
+                                  int N, int C, int OC, int rows, uint32_t* hint, bool blocked) {
+    cudaStream_t st = ctx->stream;
+    lowp_grow_codes(s, (size_t)rows * C, (size_t)rows * OC, (size_t)rows * OC);  // (a8: X_chunk's transposed codes)
+    float* gsc = L->f + 3 * LOWP_TRIPLE;
+    const float* xsc = L->f + 2 * LOWP_TRIPLE;
+    uint32_t* acc = lowp_scale(s, L, LOWP_ROLE_DY, gsc, dout, (size_t)N * OC, FP8_E5M2, hint, st);
+    const int fast = lowp_fast_accum(s->opt, false);
+    float* dw32 = NULL;
+    if (dweight) {
+        lowp_grow(&s->acc32, &s->acc32_cap, (size_t)OC * C);
+        dw32 = s->acc32;
+        widen_to_float(dw32, dweight, (size_t)OC * C, st);
+    }
+    for (int r0 = 0; r0 < N; r0 += rows) {
+        const int n = rows < N - r0 ? rows : N - r0;
+        if (!dinp && !dweight) break;
+        fp8_quantize_pair(dinp ? s->g8 : NULL, dweight ? s->gt8 : NULL, dout + (size_t)r0 * OC, n, OC, FP8_E5M2, LOWP_SCALE(gsc), acc,
+                          0, 0, st, (float*)NULL);
+        if (dinp) lowp_dgrad(s, L, dinp + (size_t)r0 * C, s->g8, gsc, n, C, OC, blocked, fast, st);
+        if (dweight) {
+            cudaCheck(cudaMemcpy2DAsync(s->a8, (size_t)n, L->xt + r0, (size_t)N, (size_t)n, (size_t)C, cudaMemcpyDeviceToDevice, st));
+            cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
+            if (!fp8_linear_wgrad(&s->fp8, dw32, s->gt8, LOWP_INV(gsc), s->a8, LOWP_INV(xsc), n, C, OC, FP8_SCALE_TENSOR, fast, 1.0f,
+                                  FP8_E5M2, &cs))
+                lowp_gemm_failed("wgrad (LM head, row chunk)", cs, &s->fp8);
+        }
+        s->lm_head_chunks++;
+    }
+    if (dweight) fp8_gemm_cast_bf16(dweight, dw32, (size_t)OC * C, st);
+}
+
 // GemmLowpBackend::backward. pre_gelu: the GELU' the front will offer next (gemm_context.cuh); with --fp8-cutlass 1 an
 // fcproj layer makes its consumer's codes of it in this dgrad (lowp_cutlass.cuh).
 static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, bool* dbias_done, const floatX* dout,
@@ -121,13 +196,18 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, float
         use == LOWP_USE_OFFERED && run && lowp_fusable(s, L, d, GEMM_DEFER_DGELU, dout, (size_t)N * OC, LOWP_ROLE_DY, fp8_wgrad);
     if (use == LOWP_USE_OFFERED && !fused) lowp_materialize(d, st);
     if (!run) return false;
-    lowp_grow_codes(s, (size_t)N * (C > OC ? C : OC));
     lowp_quantize_weights(s, L, ctx->weight_version, st);  // no-op after this step's forward
     const bool blocked = lowp_is_tcfp() && s->opt.block;
     if (fp8_wgrad && L->xt_rows != N)
         die("gemm_lowp: the backward of a linear layer (N=%d C=%d OC=%d) without its forward at the same N", N, C, OC);
+    const int rows = lowp_backward_rows(s, weight, N, blocked);
+    if (rows < N) {  // (the LM head: no bias, nothing deferred or made)
+        lowp_backward_chunked(ctx, s, L, dinp, fp8_wgrad ? dweight : NULL, dout, N, C, OC, rows, hint, blocked);
+        if (dweight && !fp8_wgrad) gemm_backend_backward_dweight(ctx, dweight, dout, inp, N, C, OC);
+        return true;
+    }
+    lowp_grow_layer_codes(s, weight, N, C, OC, true);
     float* gsc = L->f + 3 * LOWP_TRIPLE;
-    float* lo = L->f + LOWP_TRIPLE;
     // dY: E5M2, plain (dgrad, B operand along OC) and transposed (wgrad, B operand along N), one pass that
     // also makes the bias gradient's column sums
     float* colpart = NULL;
@@ -158,24 +238,7 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, float
     const int fast = lowp_fast_accum(s->opt, false);
     // the fused dgrad writes its consumer's codes into a8 / gt8: after this layer's wgrad read gt8, and not over its own dY
     const bool fuse_next = dinp && dyc == s->g8 && lowp_cutlass_takes(s, L, GEMM_DEFER_DGELU, pre_gelu);
-    if (dinp && !fuse_next) {
-        bool ok;
-        if (!lowp_is_tcfp()) {
-            ok = fp8_linear_dgrad(&s->fp8, dinp, dyc, LOWP_INV(gsc), L->wt_hi, LOWP_INV(L->f), N, C, OC, FP8_SCALE_TENSOR,
-                                  fast, 0.0f, FP8_E5M2, &cs);
-        } else {
-            const uint8_t* wt_lo = s->opt.abd ? NULL : L->wt_lo;
-            if (blocked) {
-                float* acc32 = lowp_acc32(s, (size_t)N * C);
-                ok = tcfp12_linear_dgrad(&s->fp8, dinp, dyc, s->ginv, L->wt_hi, L->blk_inv_hi_t, wt_lo, L->blk_inv_lo_t, N, C, OC,
-                                         lowp_block_mode(s->opt.block), fast,
-                                         acc32 ? TCFP12_ACC_FP32 : TCFP12_ACC_BF16_LO_FIRST, acc32, FP8_E5M2, &cs);
-            } else
-                ok = tcfp12_linear_dgrad(&s->fp8, dinp, dyc, LOWP_INV(gsc), L->wt_hi, LOWP_INV(L->f), wt_lo, LOWP_INV(lo), N, C, OC,
-                                         FP8_SCALE_TENSOR, fast, TCFP12_ACC_BF16_LO_FIRST, NULL, FP8_E5M2, &cs);
-        }
-        if (!ok) lowp_gemm_failed("dgrad", cs, &s->fp8);
-    }
+    if (dinp && !fuse_next) lowp_dgrad(s, L, dinp, dyc, gsc, N, C, OC, blocked, fast, st);
     if (dweight) {
         if (!fp8_wgrad) {
             gemm_backend_backward_dweight(ctx, dweight, dout, inp, N, C, OC);
@@ -217,7 +280,7 @@ static bool lowp_keeps_input(GemmContext* ctx, const floatX* weight, int N) {
 }
 
 // GemmLowpBackend::report: the FP8 GEMM plans' algorithm tuning (fp8_gemm_tune_report), how many GEMMs made the next
-// operand in their CUTLASS epilogue (--fp8-cutlass 1), then how many tensors speculative scaling quantized
+// operand in their CUTLASS epilogue (--fp8-cutlass 1), in how many row chunks the LM head's backward ran, then how many tensors speculative scaling quantized
 // (lowp_producers.cuh) and how many of them it re-quantized because the amax had left the guessed power-of-two range
 // (one line each; nothing if unused). Synchronizes the stream.
 static void lowp_report(GemmContext* ctx, FILE* f) {
@@ -227,6 +290,9 @@ static void lowp_report(GemmContext* ctx, FILE* f) {
         fprintf(f, "%s: fused CUTLASS epilogues: %lld fc forwards (GELU codes), %lld fcproj dgrads (GELU' codes, bias column sums); "
                 "%lld taken by their consumers, %lld computed in BF16 instead; %lld under delayed scaling\n",
                 s->backend.name, s->cutlass_fc, s->cutlass_dgrad, s->cutlass_taken, s->cutlass_unmade, s->cutlass_advanced);
+    if (s->lm_head_chunks > 0)
+        fprintf(f, "%s: the LM head's backward ran in %lld row chunks of at most %d rows (--fp8-lm-head-rows)\n", s->backend.name,
+                s->lm_head_chunks, s->opt.lm_head_rows);
     const long long uses = s->spec.uses;
     if (uses <= 0) return;
     const unsigned long long misses = lowp_spec_misses_read(&s->spec, ctx->stream);
@@ -259,6 +325,8 @@ static inline void gemm_lowp_options_validate(const LowpOptions* opt, int allow_
     if (opt->block && fp8_block_scaling_unavailable())  // cuBLASLt version guard (gemm_fp8.cuh)
         die("--tcfp-block %d %s", opt->block, fp8_block_scaling_unavailable());
     if (opt->delayed < 0 || opt->warmup < 0) die("--fp8-delayed / --fp8-warmup: must be >= 0");
+    if (opt->lm_head_rows < 0 || opt->lm_head_rows % 16 != 0)
+        die("--fp8-lm-head-rows %d: expected 0 (all rows at once) or a positive multiple of 16 (FP8 GEMM operands)", opt->lm_head_rows);
     if (opt->cutlass)
         if (const char* why = lowp_cutlass_refusal(opt)) die("--fp8-cutlass 1: %s", why);
 }
@@ -318,6 +386,7 @@ static inline void gemm_lowp_set_model(GemmContext* ctx, const floatX* params, c
 static inline void gemm_lowp_describe(const GemmContext* ctx, char* out, size_t n) {
     if (!ctx->lowp) { snprintf(out, n, "none"); return; }
     const LowpOptions& o = ((const LowpState*)ctx->lowp->state)->opt;
-    snprintf(out, n, "block=%d ef=%d srr=%d abd=%d hp_wgrad=%d warmup=%d delayed=%d fast_accum=%d lm_head=%d producers=%d cutlass=%d",
-             o.block, o.error_feedback, o.srr, o.abd, o.hp_wgrad, o.warmup, o.delayed, o.fast_accum, o.lm_head, o.producers, o.cutlass);
+    snprintf(out, n, "block=%d ef=%d srr=%d abd=%d hp_wgrad=%d warmup=%d delayed=%d fast_accum=%d lm_head=%d lm_head_rows=%d producers=%d "
+             "cutlass=%d", o.block, o.error_feedback, o.srr, o.abd, o.hp_wgrad, o.warmup, o.delayed, o.fast_accum, o.lm_head, o.lm_head_rows,
+             o.producers, o.cutlass);
 }

@@ -43,6 +43,8 @@ struct LowpOptions {
                          // (llmc/kernels/fp8/lowp_producers.cuh; speculative current scaling); 0 = separate passes
     int cutlass;         // FP8 build: the fc forward's GELU and the fcproj dgrad's GELU' made into the next GEMM's codes in
                          // the producing GEMM's epilogue (CUTLASS, llmc/modes/lowp/lowp_cutlass.cuh); 0 = cuBLASLt + producers
+    int lm_head_rows;    // with lm_head: the LM head's backward in row chunks of at most this many token rows (a multiple of
+                         // 16), so that its dY codes take 2 x lm_head_rows x Vp bytes instead of 2 x N x Vp; 0 = all N at once
 };
 
 // --fp8-fast-accum values. Without fast accumulation cuBLASLt's Hopper FP8 GEMMs promote the tensor
@@ -118,8 +120,9 @@ struct LowpState {
     LowpAmaxHint hint;           // the producer amax registered for the next GEMM call
     LowpDeferred deferred;       // the producer taken over for the next GEMM call (lowp_handover.h; kind NONE: none)
     LowpSpec spec;               // speculative scaling's device state and counts (llmc/kernels/fp8/lowp_producers.cuh)
-    uint8_t *a8, *g8, *gt8;      // codes of X (plain), dY (plain, transposed) (grow-only)
-    size_t codes_cap;
+    uint8_t *a8, *g8, *gt8;      // codes of X (plain), dY (plain, transposed) (grow-only, each its own capacity)
+    size_t a8_cap, g8_cap, gt8_cap;
+    long long lm_head_chunks;    // row chunks the LM head's backward ran in (--fp8-lm-head-rows), for the report and the tests
     float *xs, *xinv, *gs, *ginv;  // block-128 activation / gradient scales (grow-only)
     size_t blk_cap;
     float* w32;                  // widened weights when no master copy (grow-only)
@@ -157,10 +160,24 @@ static inline void lowp_grow_set(T** (&bufs)[K], size_t* cap, size_t n) {
     *cap = n;
 }
 
-// The three activation / gradient code buffers, n bytes each.
-static inline void lowp_grow_codes(LowpState* s, size_t n) {
-    uint8_t** bufs[3] = {&s->a8, &s->g8, &s->gt8};
-    lowp_grow_set(bufs, &s->codes_cap, n);
+// The three activation / gradient code buffers, at least na, ng, ngt bytes. They trade roles (a fused CUTLASS epilogue
+// writes its consumer's codes into the buffer the consumer reads them from, lowp_cutlass.cuh), so a linear layer's call
+// grows all three to N x max(C, OC); only the LM head, whose dY codes (N x Vp) would otherwise size all three, asks for
+// less (gemm_lowp.cuh). A buffer is never reallocated while it holds codes made for the next call: the consumer of made
+// codes needs no more than their producer ensured.
+static inline void lowp_grow_codes(LowpState* s, size_t na, size_t ng, size_t ngt) {
+    lowp_grow(&s->a8, &s->a8_cap, na);
+    lowp_grow(&s->g8, &s->g8_cap, ng);
+    lowp_grow(&s->gt8, &s->gt8_cap, ngt);
+}
+
+// The code buffers a call of the layer of `weight` (N rows, C in, OC out) needs: N x max(C, OC) each, but for the LM head
+// (weight lm_head) only its X codes (N x C) in the forward and its dY codes (N x OC, plain and transposed) in the backward
+// (no epilogue makes codes around it).
+static inline void lowp_grow_layer_codes(LowpState* s, const floatX* weight, int N, int C, int OC, bool backward) {
+    const size_t n = (size_t)N * (C > OC ? C : OC);
+    if (weight != s->lm_head_weight) lowp_grow_codes(s, n, n, n);
+    else lowp_grow_codes(s, (size_t)N * C, backward ? (size_t)N * OC : 0, backward ? (size_t)N * OC : 0);
 }
 
 // The four block-scale buffers, n floats each.

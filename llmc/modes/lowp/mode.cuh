@@ -19,6 +19,7 @@
 static inline LowpOptions lowp_default_options() {
     LowpOptions o = {};
     o.producers = 1;
+    o.lm_head_rows = 8192;
     return o;
 }
 
@@ -58,6 +59,7 @@ struct Mode : ModeDefaults {
             {"--fp8-hp-wgrad", CLI_INT, &opt.hp_wgrad, "1 = weight gradients in BF16 instead of FP8", 0, 1, NULL},
             {"--fp8-warmup", CLI_INT, &opt.warmup, "optimizer steps with BF16 GEMMs before FP8 starts", 0, INT_MAX, NULL},
             {"--fp8-lm-head", CLI_INT, &opt.lm_head, "1 = the LM head in FP8 too", 0, 1, NULL},
+            {"--fp8-lm-head-rows", CLI_INT, &opt.lm_head_rows, "with --fp8-lm-head 1: its backward in chunks of this many token rows (a multiple of 16: its dY codes take 2 x rows x Vp bytes, not 2 x B*T x Vp); 0 = all rows at once", 0, INT_MAX, NULL},
             {"--fp8-producers", CLI_INT, &opt.producers, "1 = GELU / GELU' quantized in their own pass (speculative current scaling); 0 = separate passes", 0, 1, NULL},
             {"--fp8-cutlass", CLI_INT, &opt.cutlass, "1 = fc forward and fcproj dgrad as CUTLASS GEMMs whose epilogues write the next GEMM's codes (GELU / GELU', fast accumulation; FP8=1 build with CUTLASS, H100 / H200); 0 = cuBLASLt + producer passes", 0, 1, NULL},
             {"--fp8-fallback", CLI_INT, &fallback, "1 = on a GPU without FP8 tensor cores run BF16 GEMMs instead of failing", 0, 1, NULL},
@@ -66,7 +68,7 @@ struct Mode : ModeDefaults {
             {"--tcfp-srr", CLI_INT, &opt.srr, "1 = stochastic rounding of the residual W_lo (instead of error feedback)", 0, 1, NULL},
             {"--tcfp-abd", CLI_INT, &opt.abd, "1 = asymmetric backward: dgrad with W_hi only", 0, 1, NULL},
         };
-        constexpr int kFP8Flags = 8, kAll = (int)(sizeof(f) / sizeof(f[0]));
+        constexpr int kFP8Flags = 9, kAll = (int)(sizeof(f) / sizeof(f[0]));
         static_assert(kAll <= kMaxFlags, "kMaxFlags");
         const int n = kLowpTCFP12 ? kAll : kFP8Flags;
         for (int i = 0; i < n; i++) out[i] = f[i];

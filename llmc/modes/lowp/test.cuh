@@ -282,6 +282,74 @@ struct ModeTest : ModeTestDefaults {
     void finish(const char* ckpt, const DebugState& ref, BuildModelFn build) {
         finish_steps();
         if (!kLowpTCFP12 && !cutlass_skipped()) check_cutlass_delayed(ckpt, ref, build);
+        check_lm_head_rows(ckpt, ref, build);
+    }
+
+    // --fp8-lm-head 1 with --fp8-lm-head-rows R < B*T (the LM head's backward in row chunks, gemm_lowp.cuh
+    // lowp_backward_chunked) against R = 0 (one call), under current and under delayed scaling (history 4): on a fresh
+    // model each, one forward + backward, then LM_HEAD_STEPS training steps on the reference batch. The chunks ran
+    // (ceil(B*T / R) per backward). The codes are the one-call backward's bit for bit (the scale of the whole dY, the same
+    // rounding), dX is the same dot products (cuBLASLt may pick another algorithm for the chunk's rows) and dW the same
+    // products summed in another fp32 order, so the two differ only where a value crosses a BF16 rounding midpoint (and
+    // what the E5M2 codes downstream make of that): dwte and all gradients within LM_HEAD_TOL relative L2, a hundredth of
+    // what a lost chunk, a wrong row offset or a wrong X column block gives (rel L2 of order 1 in dwte); the step losses
+    // within LOWP_TOL_STEP.
+    static constexpr int LM_HEAD_STEPS = 3;
+    static constexpr double LM_HEAD_TOL = 1e-2;
+    void check_lm_head_rows(const char* ckpt, const DebugState& ref, BuildModelFn build) {
+        const int B = ref.B, T = ref.T, N = B * T;
+        const int R = 16 * (N / 80 > 0 ? N / 80 : 1);  // five chunks or more, the last one partial unless R divides N
+        if (N % 16 != 0 || R >= N) {
+            printf("\n  --fp8-lm-head-rows: not checked (B*T = %d: no multiple of 16 below it to chunk by)\n", N);
+            return;
+        }
+        const long long chunks = (N + R - 1) / R;
+        const LowpOptions saved = opt;
+        for (int delayed = 0; delayed <= 4; delayed += 4) {
+            printf("\n  --fp8-lm-head 1 --fp8-lm-head-rows %d (%lld chunks of B*T = %d) against 0%s:\n", R, chunks, N,
+                   delayed ? ", --fp8-delayed 4" : "");
+            float* grads[2];
+            float loss[2][LM_HEAD_STEPS];
+            long long ran[2];
+            size_t nparams = 0, nwte = 0;
+            for (int c = 0; c < 2; c++) {
+                opt = lowp_default_options();
+                opt.lm_head = 1;
+                opt.delayed = delayed;
+                opt.lm_head_rows = c ? R : 0;
+                GPT2 m;
+                build(&m, ckpt, B, T);
+                gpt2_zero_grad(&m);
+                gpt2_forward_backward(&m, ref.x, ref.y, B, T, 1.0f);
+                nparams = m.num_parameters;
+                nwte = m.param_sizes[0];
+                grads[c] = download_floatX(m.grads_memory, nparams);
+                for (int step = 0; step < LM_HEAD_STEPS; step++) {
+                    gpt2_zero_grad(&m);
+                    loss[c][step] = gpt2_forward_backward(&m, ref.x, ref.y, B, T, 1.0f);
+                    gpt2_update(&m, ref.lr, ref.beta1, ref.beta2, ref.eps, ref.weight_decay, ref.grad_clip, step + 1);
+                }
+                ran[c] = lowp_state(&m.gemm)->lm_head_chunks;
+                gpt2_free(&m);
+            }
+            const long long want = chunks * (1 + LM_HEAD_STEPS);
+            printf("    row chunks run: %lld (expected %lld), %lld with rows 0 (expected 0)  %s\n", ran[1], want, ran[0],
+                   ran[1] == want && ran[0] == 0 ? "ok" : "FAIL");
+            record(ran[1] == want && ran[0] == 0);
+            record_close("dwte", grads[1], grads[0], nwte, LM_HEAD_TOL, "one call");
+            record_close("grads", grads[1], grads[0], nparams, LM_HEAD_TOL, "one call");
+            double worst = 0.0;
+            for (int step = 0; step < LM_HEAD_STEPS; step++) {
+                const double e = fabs((double)loss[1][step] - loss[0][step]) / fabs((double)loss[0][step]);
+                worst = e > worst || isnan(e) ? e : worst;
+            }
+            printf("    %d step losses against one call: max rel %.2e  tol %.1e  %s\n", LM_HEAD_STEPS, worst, LOWP_TOL_STEP,
+                   worst <= LOWP_TOL_STEP ? "ok" : "FAIL");
+            record(worst <= LOWP_TOL_STEP);
+            free(grads[0]);
+            free(grads[1]);
+        }
+        opt = saved;
     }
 
     // --fp8-cutlass 1 under delayed scaling (history 4) after a one-step BF16 warm-up, with an evaluation forward before
