@@ -149,6 +149,7 @@ static inline int lowp_backward_rows(const LowpState* s, const floatX* weight, i
 // once; only the order of the fp32 sums differs. No bias (the LM head has none).
 static void lowp_backward_chunked(GemmContext* ctx, LowpState* s, LowpLayer* L, floatX* dinp, floatX* dweight, const floatX* dout,
                                   int N, int C, int OC, int rows, uint32_t* hint, bool blocked) {
+    if (!dinp && !dweight) return;
     cudaStream_t st = ctx->stream;
     lowp_grow_codes(s, (size_t)rows * C, (size_t)rows * OC, (size_t)rows * OC);  // (a8: X_chunk's transposed codes)
     float* gsc = L->f + 3 * LOWP_TRIPLE;
@@ -163,7 +164,6 @@ static void lowp_backward_chunked(GemmContext* ctx, LowpState* s, LowpLayer* L, 
     }
     for (int r0 = 0; r0 < N; r0 += rows) {
         const int n = rows < N - r0 ? rows : N - r0;
-        if (!dinp && !dweight) break;
         fp8_quantize_pair(dinp ? s->g8 : NULL, dweight ? s->gt8 : NULL, dout + (size_t)r0 * OC, n, OC, FP8_E5M2, LOWP_SCALE(gsc), acc,
                           0, 0, st, (float*)NULL);
         if (dinp) lowp_dgrad(s, L, dinp + (size_t)r0 * C, s->g8, gsc, n, C, OC, blocked, fast, st);

@@ -127,7 +127,7 @@ struct LowpState {
     size_t blk_cap;
     float* w32;                  // widened weights when no master copy (grow-only)
     size_t w32_cap;
-    float* acc32;                // block 32 / 64: fp32 accumulator of the chunked GEMMs (grow-only)
+    float* acc32;                // fp32 accumulator of chunked GEMMs: block 32 / 64, the LM head's row chunks (grow-only)
     size_t acc32_cap;
     float* colpart;              // column sums of dY per 64-row tile (the bias gradient; grow-only)
     size_t colpart_cap;

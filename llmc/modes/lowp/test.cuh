@@ -191,16 +191,21 @@ static void check_lowp_refs(const LowpRefs* r, const DebugState* plain, const fl
     lowp_recipe_row("gradients", r, grads, r->own.grads, r->other.grads, np);
 }
 
+// max_i |a_i - ref_i| / |ref_i| over n losses; a NaN stays (and fails every tolerance).
+static double loss_max_rel(const float* a, const float* ref, int n) {
+    double worst = 0.0;
+    for (int i = 0; i < n; i++) {
+        const double e = fabs((double)a[i] - ref[i]) / fabs((double)ref[i]);
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+    return worst;
+}
+
 // The step losses of this build's training run against both quantized states (pass / fail on its own).
 static void check_lowp_steps(const LowpRefs* r, const float* losses) {
     if (!r->loaded) return;
-    double worst = 0.0, worst_other = 0.0;
-    for (int i = 0; i < r->own.num_steps; i++) {
-        const double e = fabs((double)losses[i] - r->own.step_losses[i]) / fabs((double)r->own.step_losses[i]);
-        const double x = fabs((double)losses[i] - r->other.step_losses[i]) / fabs((double)r->other.step_losses[i]);
-        worst = e > worst || isnan(e) ? e : worst;  // (a NaN stays and fails)
-        worst_other = x > worst_other || isnan(x) ? x : worst_other;
-    }
+    const double worst = loss_max_rel(losses, r->own.step_losses, r->own.num_steps);
+    const double worst_other = loss_max_rel(losses, r->other.step_losses, r->own.num_steps);
     const int ok = worst <= LOWP_TOL_STEP;
     printf("  step losses vs the %s reference: max rel %.2e (vs %s: %.2e)  tol %.1e  %s\n", r->own_name, worst, r->other_name,
            worst_other, LOWP_TOL_STEP, ok ? "ok" : "FAIL");
@@ -338,11 +343,7 @@ struct ModeTest : ModeTestDefaults {
             record(ran[1] == want && ran[0] == 0);
             record_close("dwte", grads[1], grads[0], nwte, LM_HEAD_TOL, "one call");
             record_close("grads", grads[1], grads[0], nparams, LM_HEAD_TOL, "one call");
-            double worst = 0.0;
-            for (int step = 0; step < LM_HEAD_STEPS; step++) {
-                const double e = fabs((double)loss[1][step] - loss[0][step]) / fabs((double)loss[0][step]);
-                worst = e > worst || isnan(e) ? e : worst;
-            }
+            const double worst = loss_max_rel(loss[1], loss[0], LM_HEAD_STEPS);
             printf("    %d step losses against one call: max rel %.2e  tol %.1e  %s\n", LM_HEAD_STEPS, worst, LOWP_TOL_STEP,
                    worst <= LOWP_TOL_STEP ? "ok" : "FAIL");
             record(worst <= LOWP_TOL_STEP);
@@ -399,11 +400,7 @@ struct ModeTest : ModeTestDefaults {
             gpt2_free(&m);
         }
         opt = saved;
-        double worst = 0.0;
-        for (int i = 0; i < 2 * S; i++) {
-            const double e = fabs((double)loss[1][i] - loss[0][i]) / fabs((double)loss[0][i]);
-            worst = e > worst || isnan(e) ? e : worst;
-        }
+        const double worst = loss_max_rel(loss[1], loss[0], 2 * S);
         const int ok_loss = worst <= LOWP_TOL_STEP;
         printf("    losses (%d evaluations, %d steps) against --fp8-cutlass 0: max rel %.2e  tol %.1e  %s\n", S, S, worst, LOWP_TOL_STEP,
                ok_loss ? "ok" : "FAIL");
