@@ -3,6 +3,7 @@
 // Formulas: train_gpt2.c layernorm_forward / layernorm_backward / residual_forward.
 //
 //   forward   mean = sum(x)/C, var = sum((x-mean)^2)/C (two passes over registers), rstd = 1/sqrt(var+1e-5)
+//             (the two divisions and the add rounded to nearest, whatever the fast-math flags)
 //             out = (x - mean) * rstd * weight + bias
 //   backward  xhat = (x - mean) * rstd, dxhat = dout * weight
 //             dinp    += rstd * (dxhat - mean_c(dxhat) - xhat * mean_c(dxhat * xhat))
@@ -84,14 +85,38 @@ __device__ __forceinline__ float ln_row_sum(float v) {
 //   kMaxPPL   the widest row layernorm_forward_sink instantiates the sink's kernels for, in packets per lane
 //             (8: C <= 2048 in BF16; LN_WARP_PPL_MAX: the whole warp path), so that a sink with much code
 //             per packet need not compile the widest kernels (layernorm_forward_sink_fits).
+//   kOut      false: out is neither computed nor stored (weight, bias and out are not read or written; kOn must be
+//             false): the kernel writes the residual (FUSED) and the row statistics only (LnStatsOnly).
 struct LnNoSink {
     static constexpr bool kInputs = false;
     static constexpr bool kOn = false;
+    static constexpr bool kOut = true;
     static constexpr int kMaxPPL = LN_WARP_PPL_MAX;
     __device__ __forceinline__ void in2(x128&, bool, size_t) const {}
     __device__ __forceinline__ void res(x128&, bool, size_t) const {}
     __device__ __forceinline__ void packet(x128&, bool, size_t) const {}
 };
+
+// The statistics-only sink (layernorm_forward_stats; stateless): the residual (FUSED) and mean / rstd, no out. For a consumer that
+// computes out itself from them (ln_out_value), e.g. the FP8 backend's quantization of the next GEMM's input
+// (llmc/kernels/fp8/lowp_producers.cuh LowpSrcLayernorm).
+struct LnStatsOnly {
+    static constexpr bool kInputs = false;
+    static constexpr bool kOn = false;
+    static constexpr bool kOut = false;
+    static constexpr int kMaxPPL = LN_WARP_PPL_MAX;
+    __device__ __forceinline__ void in2(x128&, bool, size_t) const {}
+    __device__ __forceinline__ void res(x128&, bool, size_t) const {}
+    __device__ __forceinline__ void packet(x128&, bool, size_t) const {}
+};
+
+// One value of out before its rounding to floatX: boundary<LAYERNORM_OUT>((x - mean) * rstd * weight + bias), x the
+// (rounded) value the row statistics were taken of. The one expression of it, so that a consumer computing out from
+// the statistics (LnStatsOnly) gets the kernel's bits.
+template <bool CNT = true>
+__device__ __forceinline__ float ln_out_value(float x, float m, float s, float w, float b) {
+    return boundary_value<LAYERNORM_OUT, CNT>((x - m) * s * w + b);
+}
 
 // inp2 of the fused residual add: a projection GEMM's output (attproj, fcproj), read through the MATMUL_OUT boundary
 // (SF16: Q1.15; not counted, since a --q115-stats forward bounds it in the GEMM front, which counts), so that the GEMM
@@ -121,6 +146,7 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
     const size_t base = (size_t)row * C;
 
     static_assert(!(AMAX && Sink::kOn), "layernorm_forward_thread: amax of out with a sink that may change out");
+    static_assert(Sink::kOut || !(AMAX || Sink::kOn), "layernorm_forward_thread: no out (kOut false) with amax or kOn");
     x128 xv[PPT];
     float sum = 0.0f;
     #pragma unroll
@@ -162,7 +188,11 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
             for (int i = 0; i < X; i++) sum += (float)xv[k][i];
         }
     }
-    const float m = ln_row_sum<TPR>(sum) / C;
+    // The row's scalars with explicitly rounded division and add: under --use_fast_math `/` is an approximate reciprocal
+    // and multiply, which ptxas may fuse with the neighbouring add or subtract into an FMA or not depending on the code
+    // around it, so kernels with and without the output loop (layernorm_forward_stats) gave mean / rstd an ulp apart at
+    // C = 768 and 1600 (measured; exact at powers of two). Once per row: no cost.
+    const float m = __fdiv_rn(ln_row_sum<TPR>(sum), (float)C);
     float var = 0.0f;
     #pragma unroll
     for (int k = 0; k < PPT; k++) {
@@ -174,10 +204,10 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
             }
         }
     }
-    const float s = rsqrtf(ln_row_sum<TPR>(var) / C + LAYERNORM_EPS);
+    const float s = rsqrtf(__fadd_rn(__fdiv_rn(ln_row_sum<TPR>(var), (float)C), LAYERNORM_EPS));
     unsigned int amax = 0u;
     #pragma unroll
-    for (int k = 0; k < PPT; k++) {
+    for (int k = 0; k < (Sink::kOut ? PPT : 0); k++) {
         const int p = t + k * TPR;
         x128 o;
         if (p < P) {
@@ -185,7 +215,7 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
             const x128 b = load128(bias + p * X);
             #pragma unroll
             for (int i = 0; i < X; i++) {
-                o[i] = (floatX)boundary_value<LAYERNORM_OUT, CNT>(((float)xv[k][i] - m) * s * (float)w[i] + (float)b[i]);
+                o[i] = (floatX)ln_out_value<CNT>((float)xv[k][i], m, s, (float)w[i], (float)b[i]);
                 if constexpr (AMAX) amax = max(amax, abs_bits((float)o[i]));  // the value as stored
             }
             if constexpr (!Sink::kOn) store128(out + base + p * X, o);
@@ -206,14 +236,15 @@ layernorm_forward_thread(floatX* __restrict__ residual, floatX* __restrict__ out
 // AMAX: also atomicMax(amax_out, max abs_bits(out)) once per block (block_amax_accumulate); threads
 // past the last row come back from layernorm_forward_thread with 0 and still take part in it. CNT: see
 // layernorm_forward_thread.
-template <int TPR, int PPT, bool FUSED, bool AMAX, bool CNT>
+// Sink: a stateless sink (LnNoSink; LnStatsOnly for layernorm_forward_stats), default-constructed.
+template <int TPR, int PPT, bool FUSED, bool AMAX, bool CNT, class Sink = LnNoSink>
 __global__ void __launch_bounds__(LN_THREADS)
 layernorm_forward_kernel(floatX* __restrict__ residual, floatX* __restrict__ out, float* __restrict__ mean,
                          float* __restrict__ rstd, const floatX* __restrict__ inp1, const floatX* __restrict__ inp2,
                          const floatX* __restrict__ weight, const floatX* __restrict__ bias, int N, int C,
                          unsigned int* __restrict__ amax_out) {
     const unsigned int amax =
-        layernorm_forward_thread<TPR, PPT, FUSED, AMAX, LnNoSink, CNT>(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C, LnNoSink());
+        layernorm_forward_thread<TPR, PPT, FUSED, AMAX, Sink, CNT>(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C, Sink());
     if constexpr (AMAX) block_amax_accumulate(amax_out, amax);
 }
 
@@ -251,7 +282,7 @@ static inline bool layernorm_forward_sink_fits(int C) {
     return layernorm_forward_warp_path(C) && ceil_div(C / x128::size, 32) <= Sink::kMaxPPL;
 }
 
-template <bool FUSED, bool AMAX>
+template <bool FUSED, bool AMAX, class Sink = LnNoSink>
 static inline void layernorm_forward_dispatch(const char* who, floatX* residual, floatX* out, float* mean, float* rstd,
                                               const floatX* inp1, const floatX* inp2, const floatX* weight,
                                               const floatX* bias, int N, int C, unsigned int* amax_out,
@@ -263,8 +294,8 @@ static inline void layernorm_forward_dispatch(const char* who, floatX* residual,
     boundary_with_count([&](auto cnt) {  // the counting instantiation while --q115-stats counts
         constexpr bool CNT = decltype(cnt)::value;
 #define LN_FWD(TPR, PPT, BLOCKS) \
-        layernorm_forward_kernel<TPR, PPT, FUSED, AMAX, CNT><<<BLOCKS, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1, \
-                                                                                                inp2, weight, bias, N, C, amax_out)
+        layernorm_forward_kernel<TPR, PPT, FUSED, AMAX, CNT, Sink><<<BLOCKS, LN_THREADS, 0, stream>>>(residual, out, mean, rstd, inp1, \
+                                                                                                      inp2, weight, bias, N, C, amax_out)
         if (ppl <= 1) LN_FWD(32, 1, warp_blocks);
         else if (ppl <= 2) LN_FWD(32, 2, warp_blocks);
         else if (ppl <= 3) LN_FWD(32, 3, warp_blocks);
@@ -377,6 +408,26 @@ static inline void layernorm_forward_sink(floatX* residual, floatX* out, float* 
     else if constexpr (Sink::kMaxPPL > 8) LN_SINK(LN_WARP_PPL_MAX);
 #undef LN_SINK
     cudaCheckLaunch();
+}
+
+// The row statistics of layernorm_forward (inp2 == NULL: of inp1) or of fused_residual_layernorm_forward (of residual =
+// inp1 + inp2, stored as that launcher stores it), without out: mean, rstd (N) fp32 (either may be NULL) and, fused,
+// residual (N, C) floatX, the same bits as those launchers write (the same row kernels, PPT included, without the
+// output loop; layernorm_forward_sink's rounded-up PPT moved mean / rstd by an ulp at C = 768 and 1600, measured). For a
+// consumer that computes out itself from the statistics (ln_out_value: the same bits as out): the LayerNorm then reads
+// its input once and writes no (N, C) output. Requirements and errors as those launchers.
+static inline void layernorm_forward_stats(floatX* residual, float* mean, float* rstd, const floatX* inp1, const floatX* inp2, int N,
+                                           int C, cudaStream_t stream) {
+    const char* who = "layernorm_forward_stats";
+    const void* ptrs[] = {inp1, inp2 ? residual : inp1, inp2 ? inp2 : inp1};
+    const char* names[] = {"inp1", "residual", "inp2"};
+    layernorm_check_args(who, N, C, ptrs, names, 3);
+    if (inp2)
+        layernorm_forward_dispatch<true, false, LnStatsOnly>(who, residual, nullptr, mean, rstd, inp1, inp2, nullptr, nullptr, N, C, nullptr,
+                                                             stream);
+    else
+        layernorm_forward_dispatch<false, false, LnStatsOnly>(who, nullptr, nullptr, mean, rstd, inp1, nullptr, nullptr, nullptr, N, C,
+                                                              nullptr, stream);
 }
 
 // ---------------------------------------------------------------------------------------------------

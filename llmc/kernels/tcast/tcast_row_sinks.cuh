@@ -92,6 +92,7 @@ struct TcastRowSink {
     TcastKernelArgs k;
     static constexpr bool kInputs = false;
     static constexpr bool kOn = true;
+    static constexpr bool kOut = true;
     static constexpr int kMaxPPL = LN_WARP_PPL_MAX;
     __device__ __forceinline__ void in2(x128&, bool, size_t) const {}
     __device__ __forceinline__ void res(x128&, bool, size_t) const {}
@@ -136,6 +137,7 @@ struct TcastSitesSink {
     TcastLaneCast x_cast, res_cast, out_cast;
     static constexpr bool kInputs = true;
     static constexpr bool kOn = true;
+    static constexpr bool kOut = true;
     static constexpr int kMaxPPL = 8;  // C <= 2048 (every GPT-2 width): the 16-packet kernels would double its compile time
     __device__ __forceinline__ void in2(x128& v, bool valid, size_t e0) const {
         if (!x_cast.on) return;
