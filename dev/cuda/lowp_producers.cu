@@ -1,5 +1,5 @@
-// lowp_producers.cu - correctness and speed harness for llmc/kernels/fp8/lowp_producers.cuh: the GELU and GELU'
-// producers that write FP8 codes in their own pass, with speculative current scaling (issue 17).
+// lowp_producers.cu - correctness and speed harness for llmc/kernels/fp8/lowp_producers.cuh: the GELU, GELU' and
+// LayerNorm producers that write FP8 codes in their own pass, with speculative current scaling (issues 17, 27).
 //
 // Build and run (from the repository root):
 //   make cuda-dev HARNESSES=lowp_producers && build/bf16/dev/lowp_producers      [--check-only: no timing]
@@ -16,9 +16,15 @@
 //   * shapes: GPT-2-like (4096 x 3072: more tiles than the fallback's grid, so its blocks loop), an edge shape
 //     (100 x 200: partial tiles), and unaligned sources (the element-wise path); outputs poisoned before
 //     every run; inputs with a NaN-free spread over many binades.
+//   * LayerNorm -> E4M3 (--fp8-producers 2), plain and fused with the residual add: layernorm_forward_stats writes
+//     the residual, mean and rstd with the bits of layernorm.cuh's launchers (and no out: the poisoned out stays
+//     untouched), the producer on those statistics makes the codes, scale triple and (keep_activations) BF16 out of
+//     LayerNorm + current scaling + fp8_quantize_pair, for each guess; the unfused LayerNorm on the stored residual
+//     gives the fused kernel's out (the backend's fallback when the consumer cannot fuse). Widths 768, 1024, 1600
+//     (3, 4 and 7 packets per lane) and 64; rows 4096 and 100 (partial tiles: the producer's element-wise path).
 // Timing: separate passes against the producer as training runs it (no BF16 output; right guess, and wrong
 // guess: with the fallback) at the d12 B=64 (65536 x 3072) and d24 B=32 (32768 x 4096) shapes of the MLP
-// activation.
+// activation, and for the fused residual + LayerNorm at (65536, 768) and (32768, 1024).
 // Exit status 1 if any check fails.
 #include <math.h>
 #include <stdio.h>
@@ -113,6 +119,39 @@ static void producer_speculative(bool dgelu, LowpSpec* sp, const floatX* pre, co
     }
 }
 
+// Whether every byte of b still holds the poison (0xFF): nothing was written there.
+static bool untouched(const DeviceBuffer<floatX>& b) {
+    const std::vector<floatX> v = download_raw(b);
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(v.data());
+    return std::all_of(bytes, bytes + v.size() * sizeof(floatX), [](unsigned char c) { return c == 0xFF; });
+}
+
+// A speculative producer, run(keep) into got (keep: it also stores the BF16 values into got.store), for each kind of guess
+// of the scale already in ref (none: the first use, right, 2x, 1/2) against ref's outputs (column sums if colpart, the
+// store where kept): exactly one re-quantization per wrong guess, and got.store untouched where not kept. stores: the
+// producer has a store path (then the even guesses keep). label names the case.
+template <class Run>
+static void check_guesses(Tally& tally, LowpSpec* sp, const Outputs& ref, Outputs& got, bool colpart, bool stores, const char* label,
+                          Run run) {
+    const float right = download_raw(ref.triple)[T_SCALE];
+    const float guesses[4] = {0.0f, right, 2.0f * right, 0.5f * right};
+    const char* gname[4] = {"no guess", "right guess", "guess 2x", "guess 1/2"};
+    for (int g = 0; g < 4; g++) {
+        got.poison();
+        std::vector<float> t(T_FLOATS, 0.0f);
+        t[T_SCALE] = guesses[g];
+        cudaCheck(cudaMemcpy(got.triple.ptr, t.data(), sizeof(float) * T_FLOATS, cudaMemcpyHostToDevice));
+        const unsigned long long m0 = misses_now(*sp);
+        const bool keep = stores && g % 2 == 0;  // the training path (no BF16 store) and the stored one
+        run(keep);
+        const unsigned long long m1 = misses_now(*sp);
+        const bool ok = same_outputs(got, ref, colpart, keep) && m1 - m0 == (g == 1 ? 0ull : 1ull) && (!stores || keep || untouched(got.store));
+        char name[200];
+        snprintf(name, sizeof(name), "%s %s%s", label, gname[g], keep ? " (stored)" : "");
+        tally.check(name, ok);
+    }
+}
+
 static void check_case(Tally& tally, LowpSpec* sp, bool dgelu, int rows, int cols, bool unaligned, uint64_t seed) {
     const size_t n = (size_t)rows * cols;
     const int off = unaligned ? 1 : 0;  // one element: 2 bytes off the 16-byte alignment
@@ -136,27 +175,9 @@ static void check_case(Tally& tally, LowpSpec* sp, bool dgelu, int rows, int col
     const float right = download_raw(ref.triple)[T_SCALE];
     char name[160];
     const char* what = dgelu ? "GELU' -> E5M2" : "GELU -> E4M3";
-    const float guesses[4] = {0.0f, right, 2.0f * right, 0.5f * right};
-    const char* gname[4] = {"no guess", "right guess", "guess 2x", "guess 1/2"};
-    for (int g = 0; g < 4; g++) {
-        got.poison();
-        std::vector<float> t(T_FLOATS, 0.0f);
-        t[T_SCALE] = guesses[g];
-        cudaCheck(cudaMemcpy(got.triple.ptr, t.data(), sizeof(float) * T_FLOATS, cudaMemcpyHostToDevice));
-        const unsigned long long m0 = misses_now(*sp);
-        const bool keep = !dgelu && g % 2 == 0;  // GELU: the training path (no BF16 store) and the stored one
-        producer_speculative(dgelu, sp, pre.ptr + off, d.ptr + off, rows, cols, got, keep);
-        const unsigned long long m1 = misses_now(*sp);
-        bool ok = same_outputs(got, ref, dgelu, keep) && m1 - m0 == (g == 1 ? 0ull : 1ull);
-        if (!dgelu && !keep) {  // no store: the poisoned buffer is untouched
-            const std::vector<floatX> st = download_raw(got.store);
-            const unsigned char* bytes = reinterpret_cast<const unsigned char*>(st.data());
-            ok = ok && std::all_of(bytes, bytes + st.size() * sizeof(floatX), [](unsigned char c) { return c == 0xFF; });
-        }
-        snprintf(name, sizeof(name), "%s %dx%d%s %s%s", what, rows, cols, unaligned ? " unaligned" : "", gname[g],
-                 keep ? " (stored)" : "");
-        tally.check(name, ok);
-    }
+    snprintf(name, sizeof(name), "%s %dx%d%s", what, rows, cols, unaligned ? " unaligned" : "");
+    check_guesses(tally, sp, ref, got, dgelu, !dgelu, name,  // (GELU' has no store path)
+                  [&](bool keep) { producer_speculative(dgelu, sp, pre.ptr + off, d.ptr + off, rows, cols, got, keep); });
     // delayed scaling: a known scale (here 2x the current one), the amax into a pending slot
     {
         Outputs dref(rows, cols), dgot(rows, cols);
@@ -185,6 +206,118 @@ static void check_case(Tally& tally, LowpSpec* sp, bool dgelu, int rows, int col
         snprintf(name, sizeof(name), "%s %dx%d%s delayed (known scale)", what, rows, cols, unaligned ? " unaligned" : "");
         tally.check(name, codes_ok && amax_ok);
     }
+}
+
+// The LayerNorm's inputs and outputs at (rows, C): residual-stream inputs with a few wide rows, the LayerNorm's
+// weight around 1 and bias around 0.
+struct LnCase {
+    int rows, C;
+    bool fused;
+    DeviceBuffer<floatX> inp1, inp2, w, b, res, out;
+    DeviceBuffer<float> mean, rstd;
+    LnCase(int r, int c, bool f, uint64_t seed)
+        : rows(r), C(c), fused(f), inp1((size_t)r * c), inp2((size_t)r * c), w(c), b(c), res((size_t)r * c), out((size_t)r * c), mean(r),
+          rstd(r) {
+        std::vector<float> x = random_normal((size_t)r * c, seed, 1.0f);
+        HostRng g(seed + 3);
+        for (int i = 0; i < r; i += 37) {  // rows of another magnitude (the residual stream grows along the model)
+            const float f = exp2f(g.uniform(-4.0f, 6.0f));
+            for (int j = 0; j < c; j++) x[(size_t)i * c + j] *= f;
+        }
+        upload(inp1, x);
+        upload(inp2, make_d((size_t)r * c, seed + 5, 0.5f));
+        std::vector<float> hw = random_normal(c, seed + 7, 0.2f), hb = random_normal(c, seed + 9, 0.1f);
+        for (float& v : hw) v += 1.0f;
+        upload(w, hw);
+        upload(b, hb);
+    }
+    // what the LayerNorm normalizes, as stored (valid after a launcher ran)
+    const floatX* x() const { return fused ? res.ptr : inp1.ptr; }
+    // the launcher the backend runs without the producers, with the amax slot of current scaling
+    void launcher(uint32_t* slot, cudaStream_t st = 0) {
+        if (fused) fused_residual_layernorm_forward(res.ptr, out.ptr, mean.ptr, rstd.ptr, inp1.ptr, inp2.ptr, w.ptr, b.ptr, rows, C, st, slot);
+        else layernorm_forward(out.ptr, mean.ptr, rstd.ptr, inp1.ptr, w.ptr, b.ptr, rows, C, st, slot);
+    }
+    void stats(cudaStream_t st = 0) { layernorm_forward_stats(res.ptr, mean.ptr, rstd.ptr, inp1.ptr, fused ? inp2.ptr : NULL, rows, C, st); }
+    LowpSrcLayernorm source(floatX* store) const { return LowpSrcLayernorm{x(), mean.ptr, rstd.ptr, w.ptr, b.ptr, store}; }
+};
+
+static void check_ln_case(Tally& tally, LowpSpec* sp, int rows, int C, bool fused, uint64_t seed) {
+    char name[160];
+    const char* what = fused ? "residual + LayerNorm -> E4M3" : "LayerNorm -> E4M3";
+    LnCase lc(rows, C, fused, seed);
+    // reference: the launcher with its amax, current scaling, fp8_quantize_pair of out
+    DeviceBuffer<uint32_t> slot(1);
+    slot.zero();
+    lc.launcher(slot.ptr);
+    Outputs ref(rows, C), got(rows, C);
+    ref.poison();
+    float* t = ref.triple.ptr;
+    fp8_scale_from_amax_bits(slot.ptr, t + T_AMAX, t + T_SCALE, t + T_INV, FP8_E4M3FN, 0, 1, 0);
+    fp8_quantize_pair(ref.codes.ptr, ref.tcodes.ptr, lc.out.ptr, rows, C, FP8_E4M3FN, t + T_SCALE, NULL, 0, 0, 0, NULL);
+    cudaCheck(cudaMemcpy(ref.store.ptr, lc.out.ptr, (size_t)rows * C * sizeof(floatX), cudaMemcpyDeviceToDevice));
+    const std::vector<floatX> res_ref = download_raw(lc.res), out_ref = download_raw(lc.out);
+    const std::vector<float> mean_ref = download_raw(lc.mean), rstd_ref = download_raw(lc.rstd);
+    // the unfused LayerNorm on the stored input gives the same out (lowp_materialize)
+    DeviceBuffer<floatX> out2((size_t)rows * C);
+    out2.poison();
+    layernorm_forward(out2.ptr, NULL, NULL, lc.x(), lc.w.ptr, lc.b.ptr, rows, C, 0);
+    snprintf(name, sizeof(name), "%s %dx%d: unfused LayerNorm on the stored input = out", what, rows, C);
+    tally.check(name, same_bits(download_raw(out2), out_ref));
+    // the statistics alone: residual, mean, rstd as the launcher writes them, out untouched
+    poison_all(lc.res, lc.out, lc.mean, lc.rstd);
+    lc.stats();
+    bool ok = (!fused || same_bits(download_raw(lc.res), res_ref)) && same_bits(download_raw(lc.mean), mean_ref) &&
+              same_bits(download_raw(lc.rstd), rstd_ref);
+    ok = ok && untouched(lc.out);
+    snprintf(name, sizeof(name), "%s %dx%d: layernorm_forward_stats = the launcher's statistics%s, no out", what, rows, C,
+             fused ? " and residual" : "");
+    tally.check(name, ok);
+    // the producer on them, for each kind of guess (speculative current scaling)
+    snprintf(name, sizeof(name), "%s %dx%d", what, rows, C);
+    check_guesses(tally, sp, ref, got, false, true, name, [&](bool keep) {
+        lowp_quantize_speculative(sp, lc.source(keep ? got.store.ptr : NULL), rows, C, FP8_E4M3FN, got.codes.ptr, got.tcodes.ptr,
+                                  got.triple.ptr + T_AMAX, got.triple.ptr + T_SCALE, got.triple.ptr + T_INV, NULL, 0);
+    });
+}
+
+// Milliseconds of the LayerNorm (fused with the residual add) + quantization as the backend runs them without the
+// LayerNorm producer (the launcher with its amax slot, the scale, fp8_quantize_pair), and with it (statistics, then the
+// producer with the right guess; and with a wrong one: the fallback).
+static void time_ln_shape(LowpSpec* sp, int rows, int C, const char* label, float copy_gbs) {
+    LnCase lc(rows, C, true, 9);
+    Outputs o(rows, C);
+    DeviceBuffer<uint32_t> slot(1);
+    float* t = o.triple.ptr;
+    auto separate = [&] {
+        cudaCheck(cudaMemsetAsync(slot.ptr, 0, sizeof(uint32_t), 0));
+        lc.launcher(slot.ptr);
+        fp8_scale_from_amax_bits(slot.ptr, t + T_AMAX, t + T_SCALE, t + T_INV, FP8_E4M3FN, 0, 1, 0);
+        fp8_quantize_pair(o.codes.ptr, o.tcodes.ptr, lc.out.ptr, rows, C, FP8_E4M3FN, t + T_SCALE, NULL, 0, 0, 0, NULL);
+    };
+    const float t_sep = time_median_ms(separate);
+    const float t_ln = time_median_ms([&] { lc.launcher(NULL); });
+    const float t_stats = time_median_ms([&] { lc.stats(); });
+    separate();  // the right scale in the triple
+    const float right = download_raw(o.triple)[T_SCALE];
+    auto producer = [&] {
+        lc.stats();
+        lowp_quantize_speculative(sp, lc.source(NULL), rows, C, FP8_E4M3FN, o.codes.ptr, o.tcodes.ptr, t + T_AMAX, t + T_SCALE, t + T_INV,
+                                  NULL, 0);
+    };
+    const float t_hit = time_median_ms(producer);
+    const float t_miss = time_median_ms([&] {
+        const float guess = 2.0f * right;
+        cudaCheck(cudaMemcpyAsync(t + T_SCALE, &guess, sizeof(float), cudaMemcpyHostToDevice, 0));
+        producer();
+    });
+    // bytes at least: separate read 2 inputs, write residual and out, read out, write 2 codes = 14 B a value;
+    // with the producer 2 + 2 + 2 (residual), read it again 2, write 2 codes = 10 B
+    const double n = (double)rows * C;
+    printf("  %-4s LayerNorm %5d x %4d  separate %6.3f ms (LayerNorm %6.3f, %3.0f%% of copy rate)  statistics %6.3f + producer = %6.3f ms "
+           "(%3.0f%%)  with fallback %6.3f ms  %.2fx\n",
+           label, rows, C, t_sep, t_ln, 100.0 * 8.0 * n / (t_ln * 1e-3) / 1e9 / copy_gbs, t_stats, t_hit,
+           100.0 * 10.0 * n / (t_hit * 1e-3) / 1e9 / copy_gbs, t_miss, t_sep / t_hit);
 }
 
 // Milliseconds of the separate passes and of the producer (right and wrong guess) at one shape.
@@ -231,6 +364,12 @@ int main(int argc, char** argv) {
         check_case(tally, &sp, dgelu, 100, 200, false, 200 + dgelu);
         check_case(tally, &sp, dgelu, 128, 256, true, 300 + dgelu);
     }
+    for (int fused = 0; fused < 2; fused++) {
+        check_ln_case(tally, &sp, 4096, 768, fused, 400 + fused);
+        check_ln_case(tally, &sp, 4096, 1024, fused, 410 + fused);
+        check_ln_case(tally, &sp, 100, 1600, fused, 420 + fused);
+        check_ln_case(tally, &sp, 100, 64, fused, 430 + fused);
+    }
     if (timing) {
         const float gbs = copy_bandwidth_gbs();
         printf("\ntiming (median of 20; copy rate %.0f GB/s read + write):\n", gbs);
@@ -238,6 +377,8 @@ int main(int argc, char** argv) {
             time_shape(&sp, dgelu, 65536, 3072, "d12", gbs);
             time_shape(&sp, dgelu, 32768, 4096, "d24", gbs);
         }
+        time_ln_shape(&sp, 65536, 768, "d12", gbs);
+        time_ln_shape(&sp, 32768, 1024, "d24", gbs);
     }
     cudaCheck(cudaFree(sp.dev));
     return tally.finish();

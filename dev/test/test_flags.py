@@ -99,7 +99,7 @@ BAD = {
     "--fp8-lm-head": ["2", "-1"],
     "--fp8-lm-head-rows": ["-1", "8", "100"],
     "--fp8-fallback": ["2", "-1"],
-    "--fp8-producers": ["2", "-1"],
+    "--fp8-producers": ["3", "-1"],
     "--fp8-cutlass": ["2", "-1", ("1", ["--fp8-producers", "0"], "--fp8-cutlass")],
     "--tcfp-block": ["16", "1", "-1", "256", ("128", ["--fp8-fast-accum", "1"], "--fp8-fast-accum")],
     "--tcfp-ef": ["2", "-1"],

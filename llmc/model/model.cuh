@@ -368,7 +368,9 @@ static inline void gpt2_gelu(GPT2* m, floatX* out, floatX* pre, size_t rows, siz
 // out = LayerNorm(inp1), or residual = inp1 + inp2 and out = LayerNorm(residual) when inp2 != NULL (one fused
 // kernel), out being the input of the next matmul_forward, whose weight is `consumer`: that GEMM's backend may
 // run the LayerNorm itself together with what it needs of out (the TensorCast backend: the x operand's cast,
-// written as the rows are normalized); else the LayerNorm kernel, with the backend's amax slot for out.
+// written as the rows are normalized), or write the statistics now and out's FP8 codes inside that GEMM call (FP8 /
+// TCFP-12: out then exists in BF16 only with keep_activations, and only after that call); else the LayerNorm kernel,
+// with the backend's amax slot for out.
 static inline void gpt2_layernorm(GPT2* m, floatX* residual, floatX* out, float* mean, float* rstd, const floatX* inp1,
                                   const floatX* inp2, const floatX* w, const floatX* b, int N, int C, const floatX* consumer) {
     GemmContext* g = &m->gemm;
@@ -467,10 +469,10 @@ static inline bool gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         floatX* fch = a.fch + l * 4 * BTC;
         floatX* fch_gelu = a.fch_gelu + (m->recompute >= 1 ? 0 : l * 4 * BTC);
         floatX* residual3 = a.residual3 + l * BTC;
-        gpt2_stored(m, LAYERNORM_OUT, TS_LN1, l, ln1, N, C);  // (written by the previous layer's residual + LayerNorm)
-
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         matmul_forward(g, qkv, ln1, p.qkvw + (size_t)l * 3 * C * C, p.qkvb + l * 3 * C, N, C, 3 * C, NULL);
+        // (ln1: written by the previous layer's residual + LayerNorm, or inside the qkv GEMM's quantization, gpt2_layernorm)
+        gpt2_stored(m, LAYERNORM_OUT, TS_LN1, l, ln1, N, C);
         gpt2_stored(m, MATMUL_OUT, TS_QKV, l, qkv, N, 3 * C);
         prof_mark(m->prof, PROF_ATTENTION_FWD, s);
         attention_forward(atty, lse, qkv, B, T, C, NH, s, gemm_amax_slot(g, atty, BTC),
@@ -486,7 +488,6 @@ static inline bool gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
                                 p.ln2b + l * C, N, C, l, CAST_ID_LN2, CAST_ID_RESIDUAL2, p.fcw + (size_t)l * 4 * C * C, ln2_casts,
                                 p.attprojw + (size_t)l * C * C);
         gpt2_stored(m, RESIDUAL_OUT, TS_RESIDUAL2, l, residual2, N, C);
-        gpt2_stored(m, LAYERNORM_OUT, TS_LN2, l, ln2, N, C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         if (m->gelu_fusion) {
             // (the front also applies the GELU output's GELU_OUT cast: with fch's MATMUL_OUT cast, one kernel)
@@ -497,6 +498,7 @@ static inline bool gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
             prof_mark(m->prof, PROF_GELU, s);
             gpt2_gelu(m, fch_gelu, fch, N, 4 * C, l);
         }
+        gpt2_stored(m, LAYERNORM_OUT, TS_LN2, l, ln2, N, C);  // (after the fc GEMM: see ln1)
         gpt2_stored(m, MATMUL_OUT, TS_FCH, l, fch, N, 4 * C);
         prof_mark(m->prof, PROF_MATMUL_FWD, s);
         const bool ln_next_casts = gpt2_projection_cast_by_layernorm(m, N, C);
@@ -517,7 +519,6 @@ static inline bool gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         }
         gpt2_stored(m, RESIDUAL_OUT, TS_RESIDUAL3, l, residual3, N, C);
     }
-    gpt2_stored(m, LAYERNORM_OUT, TS_LNF, -1, a.lnf, N, C);
     prof_mark(m->prof, PROF_MATMUL_FWD, s);
     if (classifier_reads) {
         matmul_forward_logits(g, a.output, a.lnf, p.wte, N, C, Vp);
@@ -525,6 +526,7 @@ static inline bool gpt2_forward(GPT2* m, int B, int T, bool classifier_reads = f
         g->out_cast_by_reader = 2;  // (the LM head's GEMM is the training step's: a cast stays a pass after it)
         matmul_forward(g, a.output, a.lnf, p.wte, NULL, N, C, Vp, NULL);
     }
+    gpt2_stored(m, LAYERNORM_OUT, TS_LNF, -1, a.lnf, N, C);  // (after the LM head's GEMM: see ln1)
     // TensorCast: matmul_forward_logits leaves the MATMUL_OUT boundary to the classifier, which applies
     // only the compile-time boundaries; the run-time casts of the logits are passes here, or the classifier's
     const bool casts_left = classifier_reads && gpt2_logits_cast_by_classifier(m, N, Vp);

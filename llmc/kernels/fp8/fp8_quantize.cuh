@@ -105,16 +105,17 @@ __global__ void __launch_bounds__(FP8Q_THREADS)
 // from memory (Fp8SrcMatrix) or computed by the kernel that quantizes them, so that a producer and its
 // quantization are one pass (llmc/kernels/fp8/lowp_producers.cuh). A source has
 //   Elem                 the storage type whose 16-byte packets set the vector width V = Packed128<Elem>::size
-//   packet(v, idx)       the V values at flat indices idx .. idx + V - 1 (idx a multiple of V)
-//   at(idx)              the value at flat index idx
+//   packet(v, idx, r, c) the V values at flat indices idx .. idx + V - 1 (idx a multiple of V), i.e. row r, columns
+//                        c .. c + V - 1 (idx = r * cols + c: given so that a source need not divide)
+//   at(idx, r, c)        the value at flat index idx, row r, column c
 //   vec_ok()             (host) whether packet() may use 16-byte accesses (its pointers are 16-byte aligned)
 // Both device functions must give the same value for the same index (edge tiles use at()).
 template <class T>
 struct Fp8SrcMatrix {
     using Elem = T;
     const T* x;
-    __device__ __forceinline__ void packet(float* v, size_t idx) const { fp8q_load_packet(v, x + idx); }
-    __device__ __forceinline__ float at(size_t idx) const { return (float)x[idx]; }
+    __device__ __forceinline__ void packet(float* v, size_t idx, int, int) const { fp8q_load_packet(v, x + idx); }
+    __device__ __forceinline__ float at(size_t idx, int, int) const { return (float)x[idx]; }
     bool vec_ok() const { return fp8q_aligned16(x); }
 };
 
@@ -159,7 +160,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS, FP8Q_TRANSPOSE_MIN_BLOCKS)
                 if constexpr (BLOCKED) sk = __ldg(scale + fp8_block_index_of(L, r, c));
                 const size_t idx = (size_t)r * cols + c;
                 float v[V];
-                src.packet(v, idx);
+                src.packet(v, idx, r, c);
                 uint32_t mr = 0;
                 #pragma unroll
                 for (int j = 0; j < V; j++) {
@@ -221,7 +222,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS, FP8Q_TRANSPOSE_MIN_BLOCKS)
                     float sk = s;
                     if constexpr (BLOCKED) sk = __ldg(scale + fp8_block_index_of(L, r, c));
                     const size_t idx = (size_t)r * cols + c;
-                    const float xv = src.at(idx);
+                    const float xv = src.at(idx, r, c);
                     m = max(m, abs_bits(xv));
                     const uint8_t code = fp8q_encode1<KIND, SR>(fp8q_scaled(xv, sk), seed, idx);
                     tile[fp8q_tpos(cl, rl)] = code;
@@ -231,7 +232,7 @@ __global__ void __launch_bounds__(FP8Q_THREADS, FP8Q_TRANSPOSE_MIN_BLOCKS)
             if (col_partials && threadIdx.x < FP8Q_TILE && c0 + (int)threadIdx.x < cols) {  // edge tiles: rows in order
                 const int c = c0 + threadIdx.x;
                 float t = 0.0f;
-                for (int r = r0; r < min(rows, r0 + FP8Q_TILE); r++) t += src.at((size_t)r * cols + c);
+                for (int r = r0; r < min(rows, r0 + FP8Q_TILE); r++) t += src.at((size_t)r * cols + c, r, c);
                 col_partials[(size_t)tr * cols + c] = t;
             }
         }

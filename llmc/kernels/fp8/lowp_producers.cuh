@@ -6,9 +6,13 @@
 //          (per value: read pre 2 B, write 2 codes = 4 B, against 2 + 2 + 2 + 2 = 8 B for GELU + quantization)
 //   dGELU  d = (dY W) * gelu_tanh'(pre), d the fcproj dgrad (N, 4C): the fc layer's dY, E5M2, with the
 //          column sums of its bias gradient (read d and pre, write 2 codes = 6 B, against 10 B)
+//   LayerNorm  out = LayerNorm(x) from the row statistics the LayerNorm kernel wrote without out
+//          (layernorm.cuh layernorm_forward_stats): the qkv / fc layer's X (and the LM head's), E4M3
+//          (read x 2 B, write 2 codes; the LayerNorm writes no BF16 out: 2 B a value less than LayerNorm + quantization)
 // The values are computed and rounded to BF16 exactly as gemm.cuh's gemm_gelu_forward_kernel<false> and
 // gemm_gelu_backward_kernel do (same device functions, same roundings), so the codes, amax and column sums
-// equal those of the separate passes bit for bit (dev/cuda/fp8_quant.cu checks it).
+// equal those of the separate passes bit for bit (dev/cuda/lowp_producers.cu checks it); the LayerNorm's as
+// layernorm.cuh's forward kernels do (ln_out_value).
 //
 // Scaling. With per-tensor current scaling the scale needs the amax of the whole tensor, which exists only
 // once the tensor does. The producers therefore quantize speculatively: with the scale of the previous use
@@ -24,6 +28,7 @@
 #include "llmc/core/cuda_utils.cuh"
 #include "llmc/kernels/boundary.cuh"
 #include "llmc/kernels/gemm/gemm.cuh"
+#include "llmc/kernels/layernorm.cuh"
 #include "llmc/kernels/fp8/fp8_quant.cuh"
 
 // Source (fp8_quantize.cuh Fp8SrcMatrix) of the GELU output: gemm_gelu_stored, the value gemm_gelu_forward_kernel<false>
@@ -33,7 +38,7 @@ struct LowpSrcGelu {
     using Elem = floatX;
     const floatX* pre;
     floatX* store;
-    __device__ __forceinline__ void packet(float* v, size_t idx) const {
+    __device__ __forceinline__ void packet(float* v, size_t idx, int, int) const {
         const x128 p = load128cs(pre + idx);
         x128 o;
         #pragma unroll
@@ -43,7 +48,7 @@ struct LowpSrcGelu {
         }
         if (store) store128(store + idx, o);
     }
-    __device__ __forceinline__ float at(size_t idx) const {
+    __device__ __forceinline__ float at(size_t idx, int, int) const {
         const floatX o = gemm_gelu_stored((float)pre[idx]);
         if (store) store[idx] = o;
         return (float)o;
@@ -57,16 +62,51 @@ struct LowpSrcDgelu {
     using Elem = floatX;
     const floatX* d;
     const floatX* pre;
-    __device__ __forceinline__ void packet(float* v, size_t idx) const {
+    __device__ __forceinline__ void packet(float* v, size_t idx, int, int) const {
         const x128 g = load128cs(d + idx);
         const x128 p = load128cs(pre + idx);
         #pragma unroll
         for (int k = 0; k < x128::size; k++) v[k] = (float)gemm_dgelu_stored((float)g[k], (float)p[k]);
     }
-    __device__ __forceinline__ float at(size_t idx) const {
+    __device__ __forceinline__ float at(size_t idx, int, int) const {
         return (float)gemm_dgelu_stored((float)d[idx], (float)pre[idx]);
     }
     bool vec_ok() const { return ((uintptr_t)d & 15) == 0 && ((uintptr_t)pre & 15) == 0; }
+};
+
+// Source of a LayerNorm output (rows, C) from the statistics layernorm_forward_stats wrote: out = ln_out_value(x, mean,
+// rstd, weight, bias) rounded to floatX, the value layernorm.cuh's forward kernels store (x: the LayerNorm's input as
+// it normalized it, i.e. the stored residual of the fused kernel). store != NULL: also writes those values there (tests,
+// tensor statistics: GemmContext::keep_activations); store must not alias x.
+struct LowpSrcLayernorm {
+    using Elem = floatX;
+    const floatX* x;
+    const float* mean;
+    const float* rstd;
+    const floatX* weight;
+    const floatX* bias;
+    floatX* store;
+    __device__ __forceinline__ void packet(float* v, size_t idx, int r, int c) const {
+        const float m = __ldg(mean + r), s = __ldg(rstd + r);
+        const x128 xv = load128cs(x + idx);
+        const x128 w = load128(weight + c);
+        const x128 b = load128(bias + c);
+        x128 o;
+        #pragma unroll
+        for (int k = 0; k < x128::size; k++) {
+            o[k] = (floatX)ln_out_value((float)xv[k], m, s, (float)w[k], (float)b[k]);
+            v[k] = (float)o[k];
+        }
+        if (store) store128(store + idx, o);
+    }
+    __device__ __forceinline__ float at(size_t idx, int r, int c) const {
+        const floatX o = (floatX)ln_out_value((float)x[idx], mean[r], rstd[r], (float)weight[c], (float)bias[c]);
+        if (store) store[idx] = o;
+        return (float)o;
+    }
+    bool vec_ok() const {
+        return ((uintptr_t)x & 15) == 0 && ((uintptr_t)weight & 15) == 0 && ((uintptr_t)bias & 15) == 0 && ((uintptr_t)store & 15) == 0;
+    }
 };
 
 // Device state of speculative scaling: the amax (bits) of the tensor being produced, the re-quantize flag

@@ -89,12 +89,15 @@ struct GemmContext;
 //             writing out itself only with keep_activations (GELU) or when that call cannot take it (then
 //             with the front's kernel, before anything reads out). false: the caller runs it now.
 //   layernorm: offer the LayerNorm forward `ln` (GemmLayerNorm), whose out is the input of the next forward call
-//             with weight `consumer`; true: the backend ran it (every output of the LayerNorm written, as
-//             layernorm.cuh's launchers write them) together with what that call needs of out. false: the
-//             caller runs it. May be NULL (never taken).
+//             with weight `consumer`; true: the backend took it: either it ran it (every output of the LayerNorm
+//             written, as layernorm.cuh's launchers write them) together with what that call needs of out (TensorCast),
+//             or it wrote the residual and the row statistics now and computes out inside the next forward call's
+//             quantization of its input, writing out itself only with keep_activations or when that call cannot
+//             take it (FP8 / TCFP-12: GEMM_DEFER_LAYERNORM). false: the caller runs it. May be NULL (never taken).
 // The elementwise producers a backend may take over (defer): GELU: out = gelu_tanh(pre);
-// DGELU: out = out * gelu_tanh'(pre) (out holds dout · weight on entry).
-enum GemmDefer { GEMM_DEFER_NONE = 0, GEMM_DEFER_GELU = 1, GEMM_DEFER_DGELU = 2 };
+// DGELU: out = out * gelu_tanh'(pre) (out holds dout · weight on entry); LAYERNORM: out = LayerNorm(pre) from the row
+// statistics (offered through layernorm, not defer).
+enum GemmDefer { GEMM_DEFER_NONE = 0, GEMM_DEFER_GELU = 1, GEMM_DEFER_DGELU = 2, GEMM_DEFER_LAYERNORM = 3 };
 
 // A LayerNorm forward (llmc/kernels/layernorm.cuh): out = LayerNorm(inp1) if inp2 == NULL (residual unused),
 // else residual = inp1 + inp2, out = LayerNorm(residual); mean, rstd: the row statistics; (N, C) row-major.

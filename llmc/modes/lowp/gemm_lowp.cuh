@@ -61,9 +61,9 @@ static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const f
     }
     const LowpUse use = lowp_cutlass_use(s, d, run && xt != NULL, L, inp, (size_t)N * C, st);
     const bool made = use == LOWP_USE_MADE;
-    const bool fused =
-        use == LOWP_USE_OFFERED && run && lowp_fusable(s, L, d, GEMM_DEFER_GELU, inp, (size_t)N * C, LOWP_ROLE_X, xt != NULL);
-    if (use == LOWP_USE_OFFERED && !fused) lowp_materialize(d, st);
+    const bool fused = use == LOWP_USE_OFFERED && run && (d.kind == GEMM_DEFER_GELU || d.kind == GEMM_DEFER_LAYERNORM) &&
+                       lowp_fusable(s, L, d, (GemmDefer)d.kind, inp, (size_t)N * C, LOWP_ROLE_X, xt != NULL);
+    if (use == LOWP_USE_OFFERED && !fused) lowp_materialize(s, d, st);
     if (!run) return false;
     lowp_grow_layer_codes(s, weight, N, C, OC, false);
     lowp_quantize_weights(s, L, ctx->weight_version, st);
@@ -72,9 +72,13 @@ static bool lowp_forward(GemmContext* ctx, floatX* y, const floatX* inp, const f
     const uint8_t* xc = s->a8;  // X's codes
     if (made) {
         xc = s->g8;  // made by the fc forward's epilogue: transposed in xt, scale in xsc
-    } else if (fused) {
+    } else if (fused && d.kind == GEMM_DEFER_GELU) {
         const LowpSrcGelu src{(const floatX*)d.pre, ctx->keep_activations ? (floatX*)d.out : NULL};
         lowp_quantize_produced(s, L, LOWP_ROLE_X, src, N, C, FP8_E4M3FN, s->a8, xt, xsc, NULL, st);
+    } else if (fused) {  // the LayerNorm before the qkv / fc layer (or the LM head)
+        const LowpSrcLayernorm src = lowp_ln_source(s, d, ctx->keep_activations ? (floatX*)d.out : NULL);
+        lowp_quantize_produced(s, L, LOWP_ROLE_X, src, N, C, FP8_E4M3FN, s->a8, xt, xsc, NULL, st);
+        s->ln_taken++;
     } else {
         lowp_quantize_act(s, L, LOWP_ROLE_X, inp, N, C, FP8_E4M3FN, s->a8, xt, xsc, 0, blocked, hint, st);
     }
@@ -194,7 +198,7 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, float
     const bool made = use == LOWP_USE_MADE;
     const bool fused =
         use == LOWP_USE_OFFERED && run && lowp_fusable(s, L, d, GEMM_DEFER_DGELU, dout, (size_t)N * OC, LOWP_ROLE_DY, fp8_wgrad);
-    if (use == LOWP_USE_OFFERED && !fused) lowp_materialize(d, st);
+    if (use == LOWP_USE_OFFERED && !fused) lowp_materialize(s, d, st);
     if (!run) return false;
     lowp_quantize_weights(s, L, ctx->weight_version, st);  // no-op after this step's forward
     const bool blocked = lowp_is_tcfp() && s->opt.block;
@@ -280,7 +284,8 @@ static bool lowp_keeps_input(GemmContext* ctx, const floatX* weight, int N) {
 }
 
 // GemmLowpBackend::report: the FP8 GEMM plans' algorithm tuning (fp8_gemm_tune_report), how many GEMMs made the next
-// operand in their CUTLASS epilogue (--fp8-cutlass 1), in how many row chunks the LM head's backward ran, then how many tensors speculative scaling quantized
+// operand in their CUTLASS epilogue (--fp8-cutlass 1), in how many row chunks the LM head's backward ran, how many LayerNorm
+// outputs the producers computed, then how many tensors speculative scaling quantized
 // (lowp_producers.cuh) and how many of them it re-quantized because the amax had left the guessed power-of-two range
 // (one line each; nothing if unused). Synchronizes the stream.
 static void lowp_report(GemmContext* ctx, FILE* f) {
@@ -293,6 +298,9 @@ static void lowp_report(GemmContext* ctx, FILE* f) {
     if (s->lm_head_chunks > 0)
         fprintf(f, "%s: the LM head's backward ran in %lld row chunks of at most %d rows (--fp8-lm-head-rows)\n", s->backend.name,
                 s->lm_head_chunks, s->opt.lm_head_rows);
+    if (s->ln_taken > 0)
+        fprintf(f, "%s: %lld LayerNorm outputs computed inside their consumer's quantization (--fp8-producers 2)\n", s->backend.name,
+                s->ln_taken);
     const long long uses = s->spec.uses;
     if (uses <= 0) return;
     const unsigned long long misses = lowp_spec_misses_read(&s->spec, ctx->stream);
@@ -306,10 +314,11 @@ static void lowp_report(GemmContext* ctx, FILE* f) {
 static inline void gemm_lowp_options_validate(const LowpOptions* opt, int allow_fallback) {
     const struct { const char* flag; int value; } switches[] = {
         {"--fp8-hp-wgrad", opt->hp_wgrad}, {"--fp8-lm-head", opt->lm_head},
-        {"--fp8-producers", opt->producers}, {"--fp8-cutlass", opt->cutlass},
+        {"--fp8-cutlass", opt->cutlass},
         {"--tcfp-ef", opt->error_feedback},    {"--tcfp-srr", opt->srr},           {"--tcfp-abd", opt->abd}};
     for (const auto& sw : switches)
         if (sw.value != 0 && sw.value != 1) die("%s: expected 0 or 1, got %d", sw.flag, sw.value);
+    if (opt->producers < 0 || opt->producers > 2) die("--fp8-producers: expected 0, 1 or 2, got %d", opt->producers);
     if (opt->fast_accum < LOWP_FAST_ACCUM_NONE || opt->fast_accum > LOWP_FAST_ACCUM_FORWARD)
         die("--fp8-fast-accum: expected 0, 1 or 2, got %d", opt->fast_accum);
     if (allow_fallback != 0 && allow_fallback != 1) die("--fp8-fallback: expected 0 or 1, got %d", allow_fallback);
@@ -367,6 +376,7 @@ static inline void gemm_lowp_attach(GemmContext* ctx, const LowpOptions* opt, in
     s->backend.amax_slot = lowp_amax_slot;
     s->backend.keeps_input = lowp_keeps_input;
     s->backend.defer = lowp_defer;
+    s->backend.layernorm = lowp_layernorm;
     s->backend.keeps_inputs = !opt->hp_wgrad;
     s->backend.report = lowp_report;
     s->backend.destroy = lowp_destroy;

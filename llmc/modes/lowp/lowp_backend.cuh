@@ -39,8 +39,8 @@ struct LowpOptions {
     int delayed;         // amax history length for delayed scaling; 0 = current scaling
     int fast_accum;      // CUBLASLT_MATMUL_DESC_FAST_ACCUM: 0 none, 1 every FP8 GEMM, 2 forward GEMMs only (LOWP_FAST_ACCUM_*)
     int lm_head;         // the LM head (weight = wte) too
-    int producers;       // GELU / GELU' computed inside the quantization of the next GEMM's operands
-                         // (llmc/kernels/fp8/lowp_producers.cuh; speculative current scaling); 0 = separate passes
+    int producers;       // 1: GELU / GELU' computed inside the quantization of the next GEMM's operands, 2: the LayerNorm
+                         // outputs too (llmc/kernels/fp8/lowp_producers.cuh; speculative current scaling); 0 = separate passes
     int cutlass;         // FP8 build: the fc forward's GELU and the fcproj dgrad's GELU' made into the next GEMM's codes in
                          // the producing GEMM's epilogue (CUTLASS, llmc/modes/lowp/lowp_cutlass.cuh); 0 = cuBLASLt + producers
     int lm_head_rows;    // with lm_head: the LM head's backward in row chunks of at most this many token rows (a multiple of
@@ -119,6 +119,8 @@ struct LowpState {
     int next_slot;
     LowpAmaxHint hint;           // the producer amax registered for the next GEMM call
     LowpDeferred deferred;       // the producer taken over for the next GEMM call (lowp_handover.h; kind NONE: none)
+    GemmLayerNorm ln_job;        // deferred.kind LAYERNORM: the LayerNorm whose statistics are written and whose out is not
+    long long ln_taken;          // LayerNorm outputs computed inside their consumer's quantization (lowp_forward), for the tests
     LowpSpec spec;               // speculative scaling's device state and counts (llmc/kernels/fp8/lowp_producers.cuh)
     uint8_t *a8, *g8, *gt8;      // codes of X (plain), dY (plain, transposed) (grow-only, each its own capacity)
     size_t a8_cap, g8_cap, gt8_cap;
@@ -412,18 +414,49 @@ static bool lowp_defer(GemmContext* ctx, GemmDefer kind, floatX* out, const floa
     return r != LOWP_OFFER_DECLINED;
 }
 
+// GemmLowpBackend::layernorm (--fp8-producers 2): take over the LayerNorm whose out is the next forward call's X (weight
+// `consumer`): write only the residual (fused) and the row statistics now (layernorm_forward_stats) and leave out to that
+// call, which computes it inside its quantization of X (LowpSrcLayernorm, lowp_forward): the BF16 out is neither written
+// nor read back (it is written as well with keep_activations). Taken where the GELU producers are (lowp_defer) and the
+// consumer will run FP8 GEMMs (after the warm-up; the LM head only with --fp8-lm-head 1), B*T and C multiples of 16. A
+// call that then cannot fuse it computes out first (lowp_materialize).
+static bool lowp_layernorm(GemmContext* ctx, const GemmLayerNorm& ln, const floatX* consumer) {
+    LowpState* s = lowp_state(ctx);
+    const bool can_take = s->opt.producers >= 2 && !s->opt.hp_wgrad && !(lowp_is_tcfp() && s->opt.block) &&
+                          ctx->optimizer_steps >= s->opt.warmup && (consumer != s->lm_head_weight || s->opt.lm_head) &&
+                          ln.N % 16 == 0 && ln.C % 16 == 0;
+    if (!can_take) return false;
+    const floatX* x = ln.inp2 ? ln.residual : ln.inp1;  // what the LayerNorm normalizes, as stored
+    if (lowp_handover_offer(&s->deferred, GEMM_DEFER_LAYERNORM, ln.out, x, (size_t)ln.N * ln.C, 1) != LOWP_OFFER_DEFERRED) return false;
+    layernorm_forward_stats(ln.residual, ln.mean, ln.rstd, ln.inp1, ln.inp2, ln.N, ln.C, ctx->stream);
+    s->ln_job = ln;
+    return true;
+}
+
+// The source of the deferred LayerNorm d (the job lowp_layernorm took); store: where the producer also writes the BF16
+// out, or NULL.
+static inline LowpSrcLayernorm lowp_ln_source(const LowpState* s, const LowpDeferred& d, floatX* store) {
+    const GemmLayerNorm& j = s->ln_job;
+    return LowpSrcLayernorm{(const floatX*)d.pre, j.mean, j.rstd, j.weight, j.bias, store};
+}
+
 // The deferred producer, taken by every forward / backward call (valid for the next call only; the slot is left empty).
 static inline LowpDeferred lowp_take_deferred(LowpState* s) { return lowp_handover_take(&s->deferred); }
 
 // Run a deferred producer the call cannot fuse, as the front would have (no amax slot: the quantization
-// then takes its own amax). GELU: out = gelu(pre); GELU': out *= gelu'(pre), out holding the BF16 dgrad.
-static inline void lowp_materialize(const LowpDeferred& d, cudaStream_t stream) {
+// then takes its own amax). GELU: out = gelu(pre); GELU': out *= gelu'(pre), out holding the BF16 dgrad; LayerNorm:
+// out = LayerNorm(pre) by the unfused kernel on the stored input (the same bits as the fused kernel's out; mean and
+// rstd are written again, the same values).
+static inline void lowp_materialize(const LowpState* s, const LowpDeferred& d, cudaStream_t stream) {
     floatX* out = (floatX*)d.out;
     floatX* pre = (floatX*)d.pre;  // (gemm_gelu_apply's signature; not written)
     if (d.kind == GEMM_DEFER_GELU) {
         gemm_gelu_apply<false>(out, pre, d.n, stream, NULL);
     } else if (d.kind == GEMM_DEFER_DGELU) {
         gemm_dgelu_apply(out, pre, d.n, stream, NULL);
+    } else if (d.kind == GEMM_DEFER_LAYERNORM) {
+        const GemmLayerNorm& j = s->ln_job;
+        layernorm_forward(out, j.mean, j.rstd, pre, j.weight, j.bias, j.N, j.C, stream);
     }
 }
 

@@ -53,7 +53,7 @@ static inline const char* lowp_cutlass_refusal(const LowpOptions* o) {
     if (!kLowpCutlassBuilt)
         return "this binary has no CUTLASS kernels (the FP8=1 build links them where make finds CUTLASS: make info; NO_CUTLASS=1 "
                "leaves them out)";
-    if (!o->producers) return "the fused epilogues take over the GELU / GELU' producers: needs --fp8-producers 1";
+    if (!o->producers) return "the fused epilogues take over the GELU / GELU' producers: needs --fp8-producers 1 or 2";
     if (o->hp_wgrad) return "the fused epilogues write the transposed codes the FP8 wgrad reads: needs --fp8-hp-wgrad 0";
     return NULL;
 }
@@ -168,7 +168,7 @@ static inline LowpUse lowp_cutlass_use(LowpState* s, const LowpDeferred& d, bool
             d.kind == GEMM_DEFER_GELU ? "GELU" : "GELU'");
     if (u == LOWP_USE_UNMADE) {
         s->cutlass_unmade++;
-        lowp_materialize(d, st);
+        lowp_materialize(s, d, st);
     }
     return u;
 }

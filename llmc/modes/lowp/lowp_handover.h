@@ -3,7 +3,8 @@
  * (llmc/modes/lowp/gemm_lowp.cuh), in plain C so that dev/test/test_lowp_handover.c drives it on the host.
  *
  * The GEMM front offers the producer of the next call's operand right after a call (GemmLowpBackend::defer): the GELU
- * of the fc output, the fcproj forward's input; the GELU' of the fcproj dgrad, the fc backward's dout. Taken over, it is
+ * of the fc output, the fcproj forward's input; the GELU' of the fcproj dgrad, the fc backward's dout (and, offered through
+ * the backend's layernorm hook with --fp8-producers 2, a LayerNorm output, the qkv / fc forward's input). Taken over, it is
  * either computed by the next call inside its quantization of that operand (--fp8-producers 1), or, with --fp8-cutlass 1,
  * already *made*: the producing GEMM's epilogue wrote the consumer's codes itself (llmc/modes/lowp/lowp_cutlass.cuh) and
  * the offer only confirms it. The hand-over is valid for the next GEMM call only: every forward / backward call takes

@@ -14,8 +14,9 @@
 #include "llmc/modes/lowp/lowp_state.cuh"
 
 // The knobs' defaults: per-tensor current scaling, fp32-exact accumulation, FP8 wgrad, LM head in BF16,
-// no warm-up, the GELU / GELU' producers on, cuBLASLt GEMMs (--fp8-cutlass 0 until a measurement says otherwise:
-// doc/TCFP12.md "Fifth round") (all 0 but producers).
+// no warm-up, the GELU / GELU' producers on (the LayerNorm's, --fp8-producers 2, gained nothing measurable under current
+// scaling: doc/TCFP12.md "The LayerNorm outputs as producers"), cuBLASLt GEMMs (--fp8-cutlass 0 until a measurement says
+// otherwise: doc/TCFP12.md "Fifth round"), the LM head's backward in row chunks (all 0 but producers, lm_head_rows).
 static inline LowpOptions lowp_default_options() {
     LowpOptions o = {};
     o.producers = 1;
@@ -60,7 +61,7 @@ struct Mode : ModeDefaults {
             {"--fp8-warmup", CLI_INT, &opt.warmup, "optimizer steps with BF16 GEMMs before FP8 starts", 0, INT_MAX, NULL},
             {"--fp8-lm-head", CLI_INT, &opt.lm_head, "1 = the LM head in FP8 too", 0, 1, NULL},
             {"--fp8-lm-head-rows", CLI_INT, &opt.lm_head_rows, "with --fp8-lm-head 1: its backward in chunks of this many token rows (a multiple of 16: its dY codes take 2 x rows x Vp bytes, not 2 x B*T x Vp); 0 = all rows at once", 0, INT_MAX, NULL},
-            {"--fp8-producers", CLI_INT, &opt.producers, "1 = GELU / GELU' quantized in their own pass (speculative current scaling); 0 = separate passes", 0, 1, NULL},
+            {"--fp8-producers", CLI_INT, &opt.producers, "1 = GELU / GELU' computed inside the next GEMM's quantization pass (speculative current scaling), 2 = the LayerNorm outputs too; 0 = separate passes", 0, 2, NULL},
             {"--fp8-cutlass", CLI_INT, &opt.cutlass, "1 = fc forward and fcproj dgrad as CUTLASS GEMMs whose epilogues write the next GEMM's codes (GELU / GELU', fast accumulation; FP8=1 build with CUTLASS, H100 / H200); 0 = cuBLASLt + producer passes", 0, 1, NULL},
             {"--fp8-fallback", CLI_INT, &fallback, "1 = on a GPU without FP8 tensor cores run BF16 GEMMs instead of failing", 0, 1, NULL},
             {"--tcfp-block", CLI_INT, &opt.block, "TCFP-12 scales: 0 per tensor; 32, 64, 128 = bxb weight tiles, 1xb activation blocks (32, 64: slow chunked GEMMs)", 0, 0, "32|64|128"},

@@ -1,6 +1,7 @@
 // test.cuh (FP8 / TCFP-12 module) - test_gpt2cu's reference states, tolerances and checks for the FP8=1
 // and TCFP12=1 builds (llmc/modes/mode_test_defaults.cuh). The backend is attached with its default
-// knobs (lowp_default_options: per-tensor current scaling, FP8 wgrad, no warm-up, producers quantizing),
+// knobs (lowp_default_options: per-tensor current scaling, FP8 wgrad, no warm-up) but the producers at 2 (GELU, GELU'
+// and the LayerNorm outputs quantized by their consumers: the same codes as the separate passes),
 // and every activation is kept in BF16 (keep_activations) for the activation comparisons. In an FP8 build with the
 // CUTLASS kernels, on a compute capability 9.0 GPU, everything is checked a second time with --fp8-cutlass 1 (more_states:
 // the same states and tolerances; that the fused epilogues ran is checked too), see "--fp8-cutlass 1" below.
@@ -232,6 +233,9 @@ struct ModeTest : ModeTestDefaults {
     }
     void attach(GPT2* m, const GPT2Config& cfg, int B, int T) {
         (void)cfg, (void)B, (void)T;
+        // the LayerNorm producers too (--fp8-producers 2, not the default): the same codes as 1 (dev/cuda/lowp_producers.cu),
+        // so the same references, and every check below runs through them
+        opt.producers = 2;
         lowp_attach_model(m, &opt, 0);
         m->keep_activations = 1;  // the activation comparisons read the GELU output the producers would not store
         attached = m;
@@ -245,6 +249,12 @@ struct ModeTest : ModeTestDefaults {
     void check_gradients(const DebugState& ref, const GPT2Config& cfg, const float* logits, float loss, const float* grads,
                          const size_t* param_sizes) {
         finish_steps();  // the step losses of the comparison before (more_states)
+        {  // the LayerNorm outputs were computed inside their consumers' quantization (--fp8-producers 2, set by attach)
+            const LowpState* s = lowp_state(&attached->gemm);
+            const int ok = s->ln_taken > 0;
+            printf("  LayerNorm producers ran: %lld LayerNorm outputs quantized by their consumers  %s\n", s->ln_taken, ok ? "ok" : "FAIL");
+            record(ok);
+        }
         if (opt.cutlass) {  // the fused epilogues really ran (the evaluation forward, then forward + backward)
             const LowpState* s = lowp_state(&attached->gemm);
             const int ok = s->cutlass_fc > 0 && s->cutlass_dgrad > 0;
