@@ -97,9 +97,9 @@ struct LnNoSink {
     __device__ __forceinline__ void packet(x128&, bool, size_t) const {}
 };
 
-// The statistics-only sink (layernorm_forward_stats; stateless): the residual (FUSED) and mean / rstd, no out. For a consumer that
-// computes out itself from them (ln_out_value), e.g. the FP8 backend's quantization of the next GEMM's input
-// (llmc/kernels/fp8/lowp_producers.cuh LowpSrcLayernorm).
+// The statistics-only sink (layernorm_forward_stats; stateless): the residual (FUSED) and mean / rstd, no out. For a
+// consumer that computes out itself from them (ln_out_value), e.g. the FP8 backend's quantization of the next GEMM's
+// input (llmc/kernels/fp8/lowp_producers.cuh LowpSrcLayernorm).
 struct LnStatsOnly {
     static constexpr bool kInputs = false;
     static constexpr bool kOn = false;
@@ -413,9 +413,9 @@ static inline void layernorm_forward_sink(floatX* residual, floatX* out, float* 
 // The row statistics of layernorm_forward (inp2 == NULL: of inp1) or of fused_residual_layernorm_forward (of residual =
 // inp1 + inp2, stored as that launcher stores it), without out: mean, rstd (N) fp32 (either may be NULL) and, fused,
 // residual (N, C) floatX, the same bits as those launchers write (the same row kernels, PPT included, without the
-// output loop; layernorm_forward_sink's rounded-up PPT moved mean / rstd by an ulp at C = 768 and 1600, measured). For a
-// consumer that computes out itself from the statistics (ln_out_value: the same bits as out): the LayerNorm then reads
-// its input once and writes no (N, C) output. Requirements and errors as those launchers.
+// output loop; dev/cuda/lowp_producers.cu checks it). For a consumer that computes out itself from the statistics
+// (ln_out_value: the same bits as out): the LayerNorm then reads its input once and writes no (N, C) output.
+// Requirements and errors as those launchers.
 static inline void layernorm_forward_stats(floatX* residual, float* mean, float* rstd, const floatX* inp1, const floatX* inp2, int N,
                                            int C, cudaStream_t stream) {
     const char* who = "layernorm_forward_stats";

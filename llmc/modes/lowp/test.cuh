@@ -237,7 +237,7 @@ struct ModeTest : ModeTestDefaults {
         // so the same references, and every check below runs through them
         opt.producers = 2;
         lowp_attach_model(m, &opt, 0);
-        m->keep_activations = 1;  // the activation comparisons read the GELU output the producers would not store
+        m->keep_activations = 1;  // the activation comparisons read the GELU and LayerNorm outputs the producers would not store
         attached = m;
     }
     // The FP8 GEMMs really ran: the logits are further from the unquantized state than BF16 GEMMs put them.
