@@ -10,6 +10,8 @@
  * refused, every made hand-over is taken by its consumer, the producers run in BF16 at exactly the same calls (the
  * delayed-scaling bootstraps and the calls that do not run FP8), and every layer's delayed-scaling use counts are the
  * same (the producing call takes its consumer's scale step instead of the consumer, never both, never neither).
+ * With --fp8-producers 2 the LayerNorm before the qkv / fc forward (and the LM head's) is offered too
+ * (lowp_backend.cuh lowp_layernorm): it must always find the slot empty and be taken by that very call, fused or not.
  * Recompute levels (-r 1, 2) and multi-GPU runs issue the same GEMM calls (a recompute is a LayerNorm or GELU kernel
  * before a call, which the FP8 backend skips anyway: keeps_input; each rank has its own backend), so they need no
  * sequence of their own here.
@@ -21,7 +23,7 @@
 #include "dev/test/test_harness.h"
 #include "llmc/modes/lowp/lowp_handover.h"
 
-enum { GELU = 1, DGELU = 2 };  // GemmDefer's values (llmc/kernels/gemm/gemm_context.cuh)
+enum { GELU = 1, DGELU = 2, LAYERNORM = 3 };  // GemmDefer's values (llmc/kernels/gemm/gemm_context.cuh)
 
 // ------------------------------------------------------------------------------------------------
 // The functions one by one.
@@ -122,12 +124,13 @@ typedef struct {
     long long uses[NUM_LAYERS][3];  // delayed scaling: uses of each role in training passes (lowp_scale)
     int training, optimizer_steps, rows_ok;
     long long made, made_advanced, taken, unmade, stops, others, fused, materialized, front_bf16;
+    long long ln_offered, ln_fused, ln_materialized;  // --fp8-producers 2: LayerNorm outputs handed to their consumer
 } Sim;
 
 // Tensor identities: distinct addresses (never dereferenced). Per block the LayerNorm, attention, pre-GELU and GELU
 // outputs; shared the residual-gradient and the (B,T,4C) scratch buffers, as in model.cuh.
 static char t_ln1[MAX_BLOCKS], t_atty[MAX_BLOCKS], t_ln2[MAX_BLOCKS], t_fch[MAX_BLOCKS], t_fch_gelu[MAX_BLOCKS], t_lnf, t_logits,
-    t_dresidual, t_dbtc, t_dbt4c;
+    t_dresidual, t_dbtc, t_dbt4c, t_res1[MAX_BLOCKS], t_res2[MAX_BLOCKS], t_resf;
 static char layer_ids[NUM_LAYERS];
 static const size_t N = 64, C = 16;  // rows and width: only the value counts n compare
 
@@ -146,7 +149,8 @@ static int consumer_of(const Sim* s, int layer, int kind) {
     return -1;
 }
 
-// The taken hand-over d at the call of `layer` on x (n values): lowp_cutlass_use, then lowp_fusable / lowp_materialize.
+// The taken hand-over d at the call of `layer` on x (n values): lowp_cutlass_use, then lowp_fusable / lowp_materialize
+// (a forward call fuses GELU or a LayerNorm, a backward call GELU').
 static LowpUse sim_take(Sim* s, int layer, int kind, int role, const void* x, size_t n, int run) {
     const LowpDeferred d = lowp_handover_take(&s->slot);
     const LowpUse u = lowp_handover_use(&d, run, &layer_ids[layer], x, n);
@@ -154,12 +158,24 @@ static LowpUse sim_take(Sim* s, int layer, int kind, int role, const void* x, si
     if (u == LOWP_USE_STOP) s->stops++;
     if (u == LOWP_USE_UNMADE) s->unmade++;
     if (u == LOWP_USE_OFFERED) {
-        const int fusable = run && d.kind == kind && d.out == x && d.n == n &&
-                            !lowp_handover_bootstrap(delayed_training(s), s->uses[layer][role]);
+        const int kind_ok = d.kind == kind || (role == ROLE_X && d.kind == LAYERNORM);
+        const int fusable = run && kind_ok && d.out == x && d.n == n && !lowp_handover_bootstrap(delayed_training(s), s->uses[layer][role]);
         if (fusable) s->fused++;
         else s->materialized++;
+        if (d.kind == LAYERNORM && d.out == x) {  // (its own consumer: the LayerNorm's out is this call's x)
+            if (fusable) s->ln_fused++;
+            else s->ln_materialized++;
+        }
     }
     return u;
+}
+
+// gpt2_layernorm before the forward call of `consumer` on out (n values, normalized from pre): with --fp8-producers 2
+// offered to the backend (lowp_layernorm) where that call runs FP8 GEMMs; the slot must be empty then.
+static void sim_layernorm(Sim* s, int consumer, void* out, const void* pre, size_t n) {
+    if (s->k.producers < 2 || !runs(s, consumer)) return;
+    if (lowp_handover_offer(&s->slot, LAYERNORM, out, pre, n, 1) == LOWP_OFFER_DEFERRED) s->ln_offered++;
+    else s->others++;  // the backend would decline and run the LayerNorm itself: a hand-over the call before left behind
 }
 
 // The consumer's quantization of its operand, unless it was made: one delayed-scaling step (lowp_scale).
@@ -217,12 +233,15 @@ static void sim_backward(Sim* s, int layer, const void* dout, size_t n_out, void
 // gpt2_forward: per block qkv, attproj, fc (with its GELU when -ge 1; else a separate GELU kernel), fcproj; the LM head.
 static void sim_gpt2_forward(Sim* s) {
     for (int l = 0; l < s->k.blocks; l++) {
+        sim_layernorm(s, layer_index(l, QKV), &t_ln1[l], &t_res1[l], N * C);
         sim_forward(s, layer_index(l, QKV), &t_ln1[l], N * C, NULL, NULL, 0);
         sim_forward(s, layer_index(l, ATTPROJ), &t_atty[l], N * C, NULL, NULL, 0);
+        sim_layernorm(s, layer_index(l, FC), &t_ln2[l], &t_res2[l], N * C);
         if (s->k.gelu_fusion) sim_forward(s, layer_index(l, FC), &t_ln2[l], N * C, &t_fch_gelu[l], &t_fch[l], 4 * N * C);
         else sim_forward(s, layer_index(l, FC), &t_ln2[l], N * C, NULL, NULL, 0);
         sim_forward(s, layer_index(l, FCPROJ), &t_fch_gelu[l], 4 * N * C, NULL, NULL, 0);
     }
+    sim_layernorm(s, lm_head(s), &t_lnf, &t_resf, N * C);
     sim_forward(s, lm_head(s), &t_lnf, N * C, NULL, NULL, 0);
 }
 
@@ -277,6 +296,11 @@ static void test_sequences(void) {
         {"current scaling, -ge 0", {2, 1, 0, 0, 0, 0, 1}, 3, 1, 1, 0, 0, 0},
         {"delayed 4, LM head in FP8", {2, 1, 4, 2, 1, 1, 1}, 5, 1, 2, 0, 0, 1},
         {"current scaling, LM head in FP8", {2, 1, 0, 0, 1, 1, 1}, 3, 1, 1, 0, 0, 0},
+        {"LayerNorm producers: current scaling, eval, sampling (N % 16 != 0)", {3, 1, 0, 0, 0, 1, 2}, 4, 1, 1, 2, 0, 0},
+        {"LayerNorm producers: delayed 4, warm-up 3, eval every 5", {4, 1, 4, 3, 0, 1, 2}, 20, 1, 5, 0, 0, 1},
+        {"LayerNorm producers: delayed 2, eval before every step, sampling", {2, 1, 2, 1, 0, 1, 2}, 5, 1, 1, 2, 1, 1},
+        {"LayerNorm producers: delayed 4, grad accumulation 3, LM head in FP8", {2, 1, 4, 1, 1, 1, 2}, 4, 3, 2, 0, 0, 1},
+        {"LayerNorm producers: delayed 4, -ge 0", {2, 1, 4, 0, 0, 0, 2}, 4, 1, 2, 0, 0, 1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const Scenario* c = &cases[i];
@@ -305,6 +329,11 @@ static void test_sequences(void) {
         int same_uses = memcmp(a->uses, b->uses, sizeof(a->uses)) == 0;
         CHECK(same_uses, "%s: every layer's delayed-scaling use counts equal with --fp8-cutlass 0 and 1", c->name);
         CHECK(is_none(&b->slot), "%s: nothing handed over after the run", c->name);
+        if (c->k.producers >= 2)
+            CHECK(b->ln_offered > 0 && b->ln_fused + b->ln_materialized == b->ln_offered && a->ln_offered == b->ln_offered &&
+                      a->ln_fused == b->ln_fused && a->ln_fused > 0,
+                  "%s: every LayerNorm offered is taken by its consumer (%lld offered: %lld fused, %lld materialized; --fp8-cutlass 0: "
+                  "%lld / %lld)", c->name, b->ln_offered, b->ln_fused, b->ln_materialized, a->ln_offered, a->ln_fused);
     }
 }
 
