@@ -100,14 +100,8 @@ struct LnNoSink {
 // The statistics-only sink (layernorm_forward_stats; stateless): the residual (FUSED) and mean / rstd, no out. For a
 // consumer that computes out itself from them (ln_out_value), e.g. the FP8 backend's quantization of the next GEMM's
 // input (llmc/kernels/fp8/lowp_producers.cuh LowpSrcLayernorm).
-struct LnStatsOnly {
-    static constexpr bool kInputs = false;
-    static constexpr bool kOn = false;
+struct LnStatsOnly : LnNoSink {
     static constexpr bool kOut = false;
-    static constexpr int kMaxPPL = LN_WARP_PPL_MAX;
-    __device__ __forceinline__ void in2(x128&, bool, size_t) const {}
-    __device__ __forceinline__ void res(x128&, bool, size_t) const {}
-    __device__ __forceinline__ void packet(x128&, bool, size_t) const {}
 };
 
 // One value of out before its rounding to floatX: boundary<LAYERNORM_OUT>((x - mean) * rstd * weight + bias), x the

@@ -152,7 +152,7 @@ static inline int lowp_backward_rows(const LowpState* s, const floatX* weight, i
 // GEMM per chunk with beta = 1) rounded to BF16 once at the end, as the one-GEMM wgrad (beta = 1 onto dweight) rounds
 // once; only the order of the fp32 sums differs. No bias (the LM head has none).
 static void lowp_backward_chunked(GemmContext* ctx, LowpState* s, LowpLayer* L, floatX* dinp, floatX* dweight, const floatX* dout,
-                                  int N, int C, int OC, int rows, uint32_t* hint, bool blocked) {
+                                  int N, int C, int OC, int rows, uint32_t* hint) {
     if (!dinp && !dweight) return;
     cudaStream_t st = ctx->stream;
     lowp_grow_codes(s, (size_t)rows * C, (size_t)rows * OC, (size_t)rows * OC);  // (a8: X_chunk's transposed codes)
@@ -170,7 +170,7 @@ static void lowp_backward_chunked(GemmContext* ctx, LowpState* s, LowpLayer* L, 
         const int n = rows < N - r0 ? rows : N - r0;
         fp8_quantize_pair(dinp ? s->g8 : NULL, dweight ? s->gt8 : NULL, dout + (size_t)r0 * OC, n, OC, FP8_E5M2, LOWP_SCALE(gsc), acc,
                           0, 0, st, (float*)NULL);
-        if (dinp) lowp_dgrad(s, L, dinp + (size_t)r0 * C, s->g8, gsc, n, C, OC, blocked, fast, st);
+        if (dinp) lowp_dgrad(s, L, dinp + (size_t)r0 * C, s->g8, gsc, n, C, OC, false, fast, st);  // (per-tensor scales only)
         if (dweight) {
             cudaCheck(cudaMemcpy2DAsync(s->a8, (size_t)n, L->xt + r0, (size_t)N, (size_t)n, (size_t)C, cudaMemcpyDeviceToDevice, st));
             cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
@@ -206,7 +206,7 @@ static bool lowp_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, float
         die("gemm_lowp: the backward of a linear layer (N=%d C=%d OC=%d) without its forward at the same N", N, C, OC);
     const int rows = lowp_backward_rows(s, weight, N, blocked);
     if (rows < N) {  // (the LM head: no bias, nothing deferred or made)
-        lowp_backward_chunked(ctx, s, L, dinp, fp8_wgrad ? dweight : NULL, dout, N, C, OC, rows, hint, blocked);
+        lowp_backward_chunked(ctx, s, L, dinp, fp8_wgrad ? dweight : NULL, dout, N, C, OC, rows, hint);
         if (dweight && !fp8_wgrad) gemm_backend_backward_dweight(ctx, dweight, dout, inp, N, C, OC);
         return true;
     }

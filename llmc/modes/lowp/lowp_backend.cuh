@@ -399,13 +399,19 @@ static inline void lowp_quantize_act(LowpState* s, LowpLayer* L, int role, const
     }
 }
 
+// Whether the next call can quantize a producer of --fp8-producers level `level` (1: GELU / GELU', 2: the LayerNorm
+// outputs) in one pass with it: that level on, per-tensor scales (not TCFP-12 blocks) and FP8 wgrad (the transposed
+// codes are the pass's main output; with BF16 wgrad the BF16 tensor is read anyway).
+static inline bool lowp_producers_take(const LowpState* s, int level) {
+    return s->opt.producers >= level && !s->opt.hp_wgrad && !(lowp_is_tcfp() && s->opt.block);
+}
+
 // GemmLowpBackend::defer: take over GELU (the fcproj input) or GELU' (the fc dY) when the next call can
-// quantize it in one pass with its producer: per-tensor scales (not TCFP-12 blocks) and FP8 wgrad (the
-// transposed codes are the kernel's main output; with BF16 wgrad the BF16 tensor is read anyway).
+// quantize it in one pass with its producer (lowp_producers_take).
 // A deferral the producing call already made (lowp_cutlass.cuh) is this very offer: taken (lowp_handover_offer).
 static bool lowp_defer(GemmContext* ctx, GemmDefer kind, floatX* out, const floatX* pre, int rows, int cols) {
     LowpState* s = lowp_state(ctx);
-    const bool can_take = s->opt.producers && !s->opt.hp_wgrad && !(lowp_is_tcfp() && s->opt.block);
+    const bool can_take = lowp_producers_take(s, 1);
     const LowpDeferred held = s->deferred;  // (for the message)
     const LowpOffer r = lowp_handover_offer(&s->deferred, kind, out, pre, (size_t)rows * cols, can_take);
     if (r == LOWP_OFFER_OTHER)
@@ -417,13 +423,12 @@ static bool lowp_defer(GemmContext* ctx, GemmDefer kind, floatX* out, const floa
 // GemmLowpBackend::layernorm (--fp8-producers 2): take over the LayerNorm whose out is the next forward call's X (weight
 // `consumer`): write only the residual (fused) and the row statistics now (layernorm_forward_stats) and leave out to that
 // call, which computes it inside its quantization of X (LowpSrcLayernorm, lowp_forward): the BF16 out is neither written
-// nor read back (it is written as well with keep_activations). Taken where the GELU producers are (lowp_defer) and the
-// consumer will run FP8 GEMMs (after the warm-up; the LM head only with --fp8-lm-head 1), B*T and C multiples of 16. A
-// call that then cannot fuse it computes out first (lowp_materialize).
+// nor read back (it is written as well with keep_activations). Taken where such a pass can make it (lowp_producers_take)
+// and the consumer will run FP8 GEMMs (after the warm-up; the LM head only with --fp8-lm-head 1), B*T and C multiples of
+// 16. A call that then cannot fuse it computes out first (lowp_materialize).
 static bool lowp_layernorm(GemmContext* ctx, const GemmLayerNorm& ln, const floatX* consumer) {
     LowpState* s = lowp_state(ctx);
-    const bool can_take = s->opt.producers >= 2 && !s->opt.hp_wgrad && !(lowp_is_tcfp() && s->opt.block) &&
-                          ctx->optimizer_steps >= s->opt.warmup && (consumer != s->lm_head_weight || s->opt.lm_head) &&
+    const bool can_take = lowp_producers_take(s, 2) && ctx->optimizer_steps >= s->opt.warmup && (consumer != s->lm_head_weight || s->opt.lm_head) &&
                           ln.N % 16 == 0 && ln.C % 16 == 0;
     if (!can_take) return false;
     const floatX* x = ln.inp2 ? ln.residual : ln.inp1;  // what the LayerNorm normalizes, as stored
