@@ -37,6 +37,9 @@ row() { printf '%-34s %s\n' "$1" "$2" | tee -a "$TABLE"; }
 has_stage() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 # the loss / norm of every step line and every val loss line of a training log, timings dropped (equality checks)
 loss_lines() { grep -E '^step +[0-9]+(/| \| val)' "$1" | awk -F'|' '{print $1 "|" $2 "|" $3}'; }
+# The FP8 build's knobs before its defaults became the recipe (llmc/modes/lowp/mode.cuh: lowp_default_options): per-tensor
+# current scaling, no fast accumulation, the LM head in BF16 (what the quantized reference states model)
+FP8_CURRENT="--fp8-delayed 0 --fp8-fast-accum 0 --fp8-lm-head 0"
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 row "device" "$(head -n1 "$OUT/gpu.txt")"
@@ -132,7 +135,7 @@ resume_check() {
 }
 
 if has_stage resume; then
-    resume_cases=("bf16|" "fp8|--fp8-delayed 4 --fp8-warmup 3" "tcfp12|--tcfp-ef 1 --fp8-delayed 4" "tcfp12|--tcfp-srr 1"
+    resume_cases=("bf16|" "fp8|" "fp8|--fp8-delayed 4 --fp8-warmup 3" "tcfp12|--tcfp-ef 1 --fp8-delayed 4" "tcfp12|--tcfp-srr 1"
                   "tcfp12|--tcfp-block 128 --tcfp-ef 1" "bf16_flash|" "fp16|" "fp8_flash|--fp8-delayed 4 --fp8-warmup 3")
     for rc in "${resume_cases[@]}"; do
         v=${rc%%|*}; knobs=${rc#*|}
@@ -206,10 +209,11 @@ if has_stage cudnn; then
 fi
 
 if has_stage producers; then
-    # FP8 / TCFP-12 with the GELU / GELU' producers writing the codes (speculative current scaling, default) against
-    # the separate quantization passes (--fp8-producers 0): same recipe, so the printed losses (train and val,
-    # every step) must be identical; the re-quantization count is printed by the producers' run.
-    prod_cases=("fp8|" "fp8|--fp8-delayed 4" "tcfp12|" "tcfp12|--tcfp-ef 1" "tcfp12|--tcfp-abd 1")
+    # FP8 / TCFP-12 with the GELU / GELU' producers writing the codes (speculative current scaling; under delayed
+    # scaling, the FP8 default, one pass) against the separate quantization passes (--fp8-producers 0): same recipe, so
+    # the printed losses (train and val, every step) must be identical; the re-quantization count is printed by the
+    # producers' run.
+    prod_cases=("fp8|$FP8_CURRENT" "fp8|" "fp8|--fp8-delayed 4" "tcfp12|" "tcfp12|--tcfp-ef 1" "tcfp12|--tcfp-abd 1")
     for pc in "${prod_cases[@]}"; do
         v=${pc%%|*}; knobs=${pc#*|}; tag="$v${knobs// /}"
         [ -x "build/$v/train_gpt2cu" ] || continue
@@ -432,7 +436,7 @@ if has_stage lowp; then
     done
     for cfg in "d12 64" "d24 32"; do
         set -- $cfg
-        runs=("bf16" "fp8" "fp8 --fp8-producers 0" "fp8 --fp8-delayed 16" "tcfp12" "tcfp12 --fp8-producers 0" "tcfp12 --tcfp-abd 1"
+        runs=("bf16" "fp8" "fp8 --fp8-producers 0" "fp8 $FP8_CURRENT" "tcfp12" "tcfp12 --fp8-producers 0" "tcfp12 --tcfp-abd 1"
               "tcfp12 --tcfp-block 128")
         [ -n "${LOWP_RUNS:-}" ] && IFS=',' read -r -a runs <<< "$LOWP_RUNS"   # e.g. LOWP_RUNS="bf16,fp8 --fp8-producers 0"
         for run in "${runs[@]}"; do
@@ -447,7 +451,7 @@ if has_stage lowp; then
 fi
 
 if has_stage lowp_curves; then
-    for run in "fp8" "tcfp12" "tcfp12 --tcfp-ef 1"; do
+    for run in "fp8" "fp8 $FP8_CURRENT" "tcfp12" "tcfp12 --tcfp-ef 1"; do
         read -r -a r <<< "$run"
         tag=$(echo "$run" | tr -d ' -')
         timeout 300 "build/${r[0]}/train_gpt2cu" -e d12 -b 64 -t 1024 -x 300 -l 6e-4 -u 30 -q 0.1 -c 0.1 -v 50 -m 10 -s 0 "${r[@]:1}" \
@@ -460,8 +464,8 @@ fi
 if has_stage lowp_knobs; then
     # every FP8 / TCFP-12 knob trains (d6 on Tiny Shakespeare, 30 steps): final loss vs BF16; the one
     # impossible combination must stop with a message
-    for run in "bf16" "fp8" "fp8 --fp8-delayed 16" "fp8 --fp8-hp-wgrad 1" "fp8 --fp8-fast-accum 1" "fp8 --fp8-fast-accum 2" "fp8 --fp8-warmup 10" \
-               "fp8 --fp8-lm-head 1" "tcfp12" "tcfp12 --tcfp-ef 1" "tcfp12 --tcfp-srr 1" "tcfp12 --tcfp-abd 1" \
+    for run in "bf16" "fp8" "fp8 $FP8_CURRENT" "fp8 --fp8-hp-wgrad 1" "fp8 --fp8-fast-accum 1" "fp8 --fp8-fast-accum 0" "fp8 --fp8-warmup 10" \
+               "fp8 --fp8-lm-head 0" "tcfp12" "tcfp12 --tcfp-ef 1" "tcfp12 --tcfp-srr 1" "tcfp12 --tcfp-abd 1" \
                "tcfp12 --tcfp-block 128 --tcfp-ef 1" "tcfp12 --tcfp-block 64" "tcfp12 --tcfp-block 32 --tcfp-abd 1" \
                "tcfp12 --tcfp-ef 1 --tcfp-srr 1"; do
         read -r -a r <<< "$run"
@@ -659,7 +663,8 @@ if has_stage cutlass || has_stage cutlass_rerun; then
     # (column sums, codes, timing table; stage cutlass only), test_gpt2cu (every check once more with --fp8-cutlass 1, and
     # --fp8-cutlass 1 under delayed scaling against 0), bit-exact resume with it under current and delayed scaling, and
     # the d12 B=64 / d24 B=32 steps of the BF16 build (the ratio's baseline) and of FP8 with --fp8-cutlass 0 and 1, under
-    # current and delayed scaling (--fp8-delayed 16).
+    # current scaling ($FP8_CURRENT) and the default recipe (delayed scaling, forward fast accumulation, the LM head
+    # in FP8).
     # cutlass_rerun: the same without the harness (under 6 minutes). CUTLASS_STEPS: steps of each step row (default 24;
     # a 21-step median resolves a difference of two rows to about +-2 ms, 95%: doc/TCFP12.md). Data: Tiny Shakespeare.
     t0=$(date +%s)
@@ -697,9 +702,9 @@ if has_stage cutlass || has_stage cutlass_rerun; then
         set -- $cfg
         timeout 200 build/bf16_flash/train_gpt2cu -e "$1" -b "$2" -t 1024 -x "${CUTLASS_STEPS:-24}" -v 0 -s 0 > "$OUT/cutlass_$1_bf16.log" 2>&1
         row "bf16_flash $1 B=$2" "$(med "$OUT/cutlass_$1_bf16.log")"
-        for sc in "" "--fp8-delayed 16"; do
+        for sc in "$FP8_CURRENT" ""; do
             for c in 0 1; do
-                log="$OUT/cutlass_$1_$c${sc:+_delayed}.log"
+                log="$OUT/cutlass_$1_$c${sc:+_current}.log"
                 # shellcheck disable=SC2086
                 timeout 200 build/fp8_flash/train_gpt2cu -e "$1" -b "$2" -t 1024 -x "${CUTLASS_STEPS:-24}" -v 0 -s 0 --fp8-cutlass $c $sc > "$log" 2>&1
                 row "fp8_flash $1 B=$2 --fp8-cutlass $c${sc:+ $sc}" "$(med "$log") | $(fused "$log")$(grep -o '[0-9]* re-quantized ([0-9.]*%)' "$log")$(grep -m1 '^error' "$log" | cut -c1-100)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Independent PyTorch reference of the FP8 and TCFP-12 linear layers (llmc/modes/lowp/gemm_lowp.cuh) with the
-options test_gpt2cu uses (lowp_default_options in llmc/modes/lowp/mode.cuh: per-tensor current scaling, FP8 wgrad, no warm-up,
+options test_gpt2cu uses (lowp_reference_options in llmc/modes/lowp/mode.cuh: per-tensor current scaling, FP8 wgrad, no warm-up,
 no error feedback / SRR / ABD / block scaling, LM head in BF16), and of the BF16 storage around them.
 
 Written from the formats' specification and the documented recipe (doc/TCFP12.md "What runs where",

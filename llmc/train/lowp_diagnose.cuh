@@ -611,7 +611,7 @@ static inline void lowp_diagnose_run(GPT2* model, DataLoader* train, const char*
            "  fp8: E4M3 X and W, per-tensor power-of-two scales from amax; tcfp: W = W_hi + W_lo (E4M3 each, split of the\n"
            "  BF16 weight), X E4M3, two GEMMs (W_lo first) into one BF16 output; b128: 128x128 tiles of W, 1x128 blocks of X.\n"
            "  Not modelled: error feedback, SRR, delayed scaling, fast accumulation. LOW: an SNR < %.0f dB. n/a: not eligible.\n"
-           "  The LM head runs in BF16 in training unless --fp8-lm-head 1.\n",
+           "  The LM head runs in FP8 in training with --fp8-lm-head 1 (the FP8 build's default), else in BF16.\n",
            LOWP_DIAGNOSE_LOW_DB);
 
     const int nrows = 4 * L + 1;

@@ -1,7 +1,8 @@
 // test.cuh (FP8 / TCFP-12 module) - test_gpt2cu's reference states, tolerances and checks for the FP8=1
-// and TCFP12=1 builds (llmc/modes/mode_test_defaults.cuh). The backend is attached with its default
-// knobs (lowp_default_options: per-tensor current scaling, FP8 wgrad, no warm-up) but the producers at 2 (GELU, GELU'
-// and the LayerNorm outputs quantized by their consumers: the same codes as the separate passes),
+// and TCFP12=1 builds (llmc/modes/mode_test_defaults.cuh). The backend is attached with the knobs the references
+// model (lowp_reference_options: per-tensor current scaling, FP8 wgrad, no warm-up; not the FP8 build's trainer
+// defaults) but the producers at 2 (GELU, GELU' and the LayerNorm outputs quantized by their consumers: the same codes
+// as the separate passes),
 // and every activation is kept in BF16 (keep_activations) for the activation comparisons. In an FP8 build with the
 // CUTLASS kernels, on a compute capability 9.0 GPU, everything is checked a second time with --fp8-cutlass 1 (more_states:
 // the same states and tolerances; that the fused epilogues ran is checked too), see "--fp8-cutlass 1" below.
@@ -25,7 +26,7 @@ static constexpr double TOL_LOGITS = 0.15, TOL_LOSS = 1e-2, TOL_GRAD = 0.3, TOL_
 static constexpr const char* DEFAULT_CKPT = "build/ref/gpt2_ref_bf16.bin";
 static constexpr const char* DEFAULT_STATE = "build/ref/gpt2_ref_debug_state_bf16.bin";
 // 2. The quantized references (check_lowp_refs): gpt2_reference.py --lowp-states computes the same model
-// with each backend's recipe as build_model attaches it (LowpOptions{}: per-tensor current scaling with
+// with each backend's recipe as build_model attaches it (lowp_reference_options: per-tensor current scaling with
 // power-of-two scales, X and W E4M3, dY E5M2, FP8 wgrad, LM head in BF16; TCFP-12: W = W_hi + W_lo of the
 // fp32 master weights, the W_lo GEMM first into the same BF16 output) and with this trainer's BF16
 // storage of every activation and activation gradient and its attention kernel (dev/reference/lowp_ref.py).
@@ -224,7 +225,7 @@ struct ModeTest : ModeTestDefaults {
     const char *fp8_path = DEFAULT_FP8_STATE, *tcfp12_path = DEFAULT_TCFP12_STATE;
     LowpRefs lowp = {};
     float* losses = NULL;  // the first training run's step losses (check_lowp_steps)
-    LowpOptions opt = lowp_default_options();  // what attach uses (more_states: --fp8-cutlass 1)
+    LowpOptions opt = lowp_reference_options();  // what attach uses (more_states: --fp8-cutlass 1)
     GPT2* attached = NULL;                      // the model attach saw last (check_gradients: the comparison's own model)
 
     void take_args(char** extra) {
@@ -328,7 +329,7 @@ struct ModeTest : ModeTestDefaults {
             long long ran[2];
             size_t nparams = 0, nwte = 0;
             for (int c = 0; c < 2; c++) {
-                opt = lowp_default_options();
+                opt = lowp_reference_options();
                 opt.lm_head = 1;
                 opt.delayed = delayed;
                 opt.lm_head_rows = c ? R : 0;
@@ -384,7 +385,7 @@ struct ModeTest : ModeTestDefaults {
         int layers[2] = {0, 0}, blocks = 0;
         long long fc = 0, dgrad = 0, advanced = 0, taken = 0, unmade = 0;
         for (int c = 0; c < 2; c++) {
-            opt = lowp_default_options();
+            opt = lowp_reference_options();
             opt.delayed = 4;
             opt.warmup = 1;
             opt.cutlass = c;
