@@ -141,6 +141,12 @@ if has_stage resume; then
         v=${rc%%|*}; knobs=${rc#*|}
         [ -x "build/$v/train_gpt2cu" ] || continue
         resume_check "$v" "$knobs"
+        if [ "$v" = fp8 ] && [ -z "$knobs" ]; then
+            # the LM head's knob is in the state (version 2): resuming with another value stops naming it
+            rm -f "$OUT"/res_b/*_00000020*.bin
+            "build/$v/train_gpt2cu" "${args[@]}" --fp8-lm-head 0 -o "$OUT/res_b" -y 1 > "$OUT/resume_bad_lm_head.log" 2>&1
+            row "resume, other --fp8-lm-head" "exit $?: $(grep -m1 error "$OUT/resume_bad_lm_head.log" | cut -c1-110)"
+        fi
         if [ "$v" = tcfp12 ] && [ "$knobs" = "--tcfp-ef 1 --fp8-delayed 4" ]; then
             # bad resumes: other options, or the GEMM state file missing: a message naming the file, non-zero exit
             rm -f "$OUT"/res_b/*_00000020*.bin   # (part 2 wrote step 20 again) resume from step 10
