@@ -145,7 +145,8 @@ if has_stage resume; then
             # the LM head's knob is in the state (version 2): resuming with another value stops naming it
             rm -f "$OUT"/res_b/*_00000020*.bin
             "build/$v/train_gpt2cu" "${args[@]}" --fp8-lm-head 0 -o "$OUT/res_b" -y 1 > "$OUT/resume_bad_lm_head.log" 2>&1
-            row "resume, other --fp8-lm-head" "exit $?: $(grep -m1 error "$OUT/resume_bad_lm_head.log" | cut -c1-110)"
+            rc1=$?
+            row "resume, other --fp8-lm-head" "exit $rc1: $(grep -m1 error "$OUT/resume_bad_lm_head.log" | cut -c1-110)"
         fi
         if [ "$v" = tcfp12 ] && [ "$knobs" = "--tcfp-ef 1 --fp8-delayed 4" ]; then
             # bad resumes: other options, or the GEMM state file missing: a message naming the file, non-zero exit

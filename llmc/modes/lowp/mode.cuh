@@ -25,9 +25,9 @@ static inline LowpOptions lowp_reference_options() {
 }
 
 // The trainer's defaults. FP8: Transformer Engine's recipe (delayed scaling, here from the max amax of the last 16 uses;
-// fast accumulation in the forward GEMMs only, as torchao's output GEMM too) with the LM head in FP8: 1.27x BF16 at d24
-// B=32 and 1.21x at d12 B=64 on an H200, a 300-step Gutenberg d12 val loss within 0.002 of BF16's (doc/TCFP12.md "The
-// FP8 recipe as the default"). cuBLASLt GEMMs: under this recipe the fused CUTLASS epilogues (--fp8-cutlass 1) measured
+// fast accumulation in the forward GEMMs only, as torchao's output GEMM too) with the LM head in FP8: 1.27-1.28x BF16 at
+// d24 B=32 and 1.20x at d12 B=64 on an H200, a 300-step Gutenberg d12 val loss 0.012 above BF16's (0.002 below with
+// --fp8-cutlass 1 --fp8-producers 2; doc/TCFP12.md "The FP8 recipe as the default"). cuBLASLt GEMMs: under this recipe the fused CUTLASS epilogues (--fp8-cutlass 1) measured
 // the same step, and without them the numerics do not depend on whether make found CUTLASS. TCFP-12 keeps the reference
 // knobs: its second weight term exists for the bits fast accumulation drops, and its 300-step loss moved from +0.016 to
 // +0.021 over BF16 with the recipe (--tcfp-abd 1 with it: +0.035). The LayerNorm producers (--fp8-producers 2) gain
