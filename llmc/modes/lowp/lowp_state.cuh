@@ -8,6 +8,7 @@
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/core/utils.h"
 #include "llmc/modes/lowp/gemm_lowp.cuh"
+#include "llmc/modes/lowp/lowp_state_header.h"
 
 // ------------------------------------------------------------------------------------------------
 // Checkpoint state (doc/FORMATS.md, "Low-precision GEMM state"): what a resumed FP8 / TCFP-12 run needs
@@ -15,15 +16,12 @@
 // linear layer its error-feedback buffer, delayed-scaling histories (ring position, pending amax, use
 // count) and, when they match the current weights, the quantized weights and their scales (they were
 // made from the error-feedback state before it advanced; remaking them would apply it twice).
-// Layout, little-endian: int64 header[16] = {magic 0x4C4F5750 ("LOWP"), version 2, mode (1 FP8, 2 TCFP-12),
-// block, error_feedback, delayed H, weight_version, optimizer_steps, num_layers, fast_accum, lm_head, 0...} (version 1,
-// still read: words 9 and 10 not recorded); per layer int64
+// Layout, little-endian: int64 header[16] (llmc/modes/lowp/lowp_state_header.h: magic, version 2, mode, the knobs a
+// resume must share, weight_version, optimizer_steps, num_layers; version 1 is still read); per layer int64
 // rec[12] = {weight offset in parameters, OC, C, codes_current, uses[3], has_ef, has_delayed, 0...}, then
 // f (3 x 12 floats), then if codes_current: w_hi, wt_hi (OC*C bytes each), TCFP-12 also w_lo, wt_lo and with
 // block scaling the scale arrays (lowp_state_arrays); then ef (OC*C floats) if has_ef; then hist (3H floats), pos (3 int32),
 // pending (3 uint32) if has_delayed. Written to path.tmp, then renamed.
-#define LOWP_STATE_MAGIC 0x4C4F5750LL
-#define LOWP_STATE_VERSION 2LL  // 2: header words 9, 10 (--fp8-fast-accum, --fp8-lm-head), whose FP8 defaults changed
 
 // One device array <-> file, through a host buffer. write != 0: device -> file; else file -> device.
 static inline void lowp_state_io(FILE* f, const char* path, void* dev, size_t bytes, int write, const char* what) {
@@ -76,15 +74,22 @@ static inline void lowp_state_arrays(const LowpState* s, LowpLayer* L, bool code
     }
 }
 
+// The knobs the state file records (the resumed run must share them) and this build's mode.
+static inline LowpStateKnobs lowp_state_knobs(const LowpState* s) {
+    const LowpStateKnobs k = {lowp_is_tcfp() ? 2 : 1, s->opt.block, s->opt.error_feedback, s->opt.delayed, s->opt.fast_accum, s->opt.lm_head};
+    return k;
+}
+
 // Write the backend's state of ctx to path (atomically). No-op when no backend is attached.
 static inline void gemm_lowp_state_write(GemmContext* ctx, const char* path) {
     if (!ctx->lowp) return;
     LowpState* s = lowp_state(ctx);
     cudaCheck(cudaStreamSynchronize(ctx->stream));
-    int64_t h[16] = {LOWP_STATE_MAGIC, LOWP_STATE_VERSION, lowp_is_tcfp() ? 2 : 1, s->opt.block, s->opt.error_feedback, s->opt.delayed,
-                     (int64_t)ctx->weight_version, ctx->optimizer_steps, s->num_layers, s->opt.fast_accum, s->opt.lm_head};
+    const LowpStateKnobs k = lowp_state_knobs(s);
+    int64_t h[LOWP_STATE_HEADER_WORDS];
+    lowp_state_header_fill(h, &k, (int64_t)ctx->weight_version, ctx->optimizer_steps, s->num_layers);
     FILE* f = atomic_open(path);
-    fwrite_check(h, sizeof(int64_t), 16, f, path);
+    fwrite_check(h, sizeof(int64_t), LOWP_STATE_HEADER_WORDS, f, path);
     for (int i = 0; i < s->num_layers; i++) {
         LowpLayer* L = &s->layers[i];
         const bool codes = L->version == ctx->weight_version;
@@ -97,36 +102,24 @@ static inline void gemm_lowp_state_write(GemmContext* ctx, const char* path) {
 }
 
 // Restore what gemm_lowp_state_write wrote (before the first forward of the resumed run). Dies naming the
-// file and the field on a wrong magic / version, options that differ from this run's (--tcfp-block,
-// --tcfp-ef, --fp8-delayed, the build; from version 2 on also --fp8-fast-accum, --fp8-lm-head), a layer that does not
-// fit the model, or a short / long file. A version 1 file (written before the FP8 build's defaults became delayed
-// scaling, forward fast accumulation and the LM head in FP8) did not record the last two: a note says which values
-// this run uses.
+// file and the field on a header lowp_state_header_check refuses (magic, version, the build, a knob that differs from
+// this run's), a layer that does not fit the model, or a short / long file. A version 1 file (written before the FP8
+// build's defaults became delayed scaling, forward fast accumulation and the LM head in FP8) did not record
+// --fp8-fast-accum and --fp8-lm-head: a note says which values this run uses.
 static inline void gemm_lowp_state_read(GemmContext* ctx, const char* path, size_t num_parameters) {
     if (!ctx->lowp) return;
     LowpState* s = lowp_state(ctx);
     FILE* f = fopen_check(path, "rb");
     const size_t size = file_size_check(f, path);
-    if (size < 16 * sizeof(int64_t)) die("%s: truncated header (%zu bytes)", path, size);
-    int64_t h[16];
-    fread_check(h, sizeof(int64_t), 16, f, path, "header");
-    if (h[0] != LOWP_STATE_MAGIC) die("%s: bad magic: not a low-precision GEMM state file", path);
-    if (h[1] != 1 && h[1] != LOWP_STATE_VERSION)
-        die("%s: unsupported version %lld (expected 1 or %lld)", path, (long long)h[1], LOWP_STATE_VERSION);
-    const int64_t mode = lowp_is_tcfp() ? 2 : 1;
-    if (h[2] != mode) die("%s: written by the %s build, this is %s", path, h[2] == 2 ? "TCFP-12" : "FP8", GEMM_LOWP_MODE_NAME);
-    const bool v1 = h[1] == 1;
-    const struct { const char* flag; int64_t file, run; bool recorded; } opts[] = {
-        {"--tcfp-block", h[3], s->opt.block, true}, {"--tcfp-ef", h[4], s->opt.error_feedback, true},
-        {"--fp8-delayed", h[5], s->opt.delayed, true}, {"--fp8-fast-accum", h[9], s->opt.fast_accum, !v1},
-        {"--fp8-lm-head", h[10], s->opt.lm_head, !v1}};
-    if (v1)
+    if (size < LOWP_STATE_HEADER_WORDS * sizeof(int64_t)) die("%s: truncated header (%zu bytes)", path, size);
+    int64_t h[LOWP_STATE_HEADER_WORDS];
+    fread_check(h, sizeof(int64_t), LOWP_STATE_HEADER_WORDS, f, path, "header");
+    const LowpStateKnobs k = lowp_state_knobs(s);
+    char err[512];
+    if (lowp_state_header_check(h, &k, LOWP_MAX_LAYERS, path, err, sizeof(err))) die("%s", err);
+    if (h[1] == 1)
         printf("note: %s: a version 1 state, which does not record --fp8-fast-accum and --fp8-lm-head; this run uses %d and %d "
                "(the FP8 build's defaults before 2026-11-28 were 0 and 0)\n", path, s->opt.fast_accum, s->opt.lm_head);
-    for (const auto& o : opts)
-        if (o.recorded && o.file != o.run) die("%s: written with %s %lld, this run has %s %lld (resume with the same value)", path, o.flag,
-                                 (long long)o.file, o.flag, (long long)o.run);
-    if (h[6] < 1 || h[7] < 0 || h[8] < 0 || h[8] > LOWP_MAX_LAYERS) die("%s: header fields out of range", path);
     ctx->weight_version = (unsigned long long)h[6];
     ctx->optimizer_steps = (int)h[7];
     for (int64_t i = 0; i < h[8]; i++) {
