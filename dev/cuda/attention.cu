@@ -2210,6 +2210,7 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
 template <int HS, int WM, int NW, int BC, int MINB>
 struct TcFwdCand {
     using Cfg = AttnFwdTC<HS, WM, NW, BC, MINB>;
+    static constexpr bool split = false;
     static void name(char* s, size_t n) { snprintf(s, n, "%d, %d, %d, %d, %d", HS, WM, NW, BC, MINB); }
     static const void* kernel() { return (const void*)attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, 0, true, false, false, true>; }
     static int threads() { return Cfg::NT; }
@@ -2219,9 +2220,28 @@ struct TcFwdCand {
                                                                      b.scales);
     }
 };
+// The forward as two kernels (attention_forward_tc_cast_split): the statistics pass's configuration (WS, NWS, BCS,
+// MINBS), then the output pass's. Attributes and occupancy: the statistics pass's (the output pass is a fused
+// candidate's configuration in all of today's candidates).
+template <int HS, int WS, int NWS, int BCS, int MINBS, int WO, int NWO, int BCO, int MINBO>
+struct TcFwdSplitCand {
+    using Cfg = AttnFwdTC<HS, WS, NWS, BCS, MINBS, 1>;
+    static constexpr bool split = true;
+    static void name(char* s, size_t n) {
+        snprintf(s, n, "%d, %d, %d, %d, %d, %d, %d, %d, %d", HS, WS, NWS, BCS, MINBS, WO, NWO, BCO, MINBO);
+    }
+    static const void* kernel() { return (const void*)attn_fwd_tc_kernel<HS, WS, NWS, BCS, MINBS, 1, true, false, false, true>; }
+    static int threads() { return Cfg::NT; }
+    static size_t smem() { return Cfg::tc_smem_bytes; }
+    static void run(Buffers& b, uint64_t seed, cudaStream_t st) {
+        attention_forward_tc_cast_split<HS, WS, NWS, BCS, MINBS, WO, NWO, BCO, MINBO, false>(b.out, b.lse, b.qkv, b.sh.B, b.sh.T, b.sh.NH,
+                                                                                              st, nullptr, seed, b.scales);
+    }
+};
 template <int HS, int WM, int NW, int BC, int MINB>
 struct TcDqCand {
     using Cfg = AttnBwdDqTC<HS, WM, NW, BC, MINB>;
+    static constexpr bool split = false;
     static void name(char* s, size_t n) { snprintf(s, n, "%d, %d, %d, %d, %d", HS, WM, NW, BC, MINB); }
     static const void* kernel() { return (const void*)attn_bwd_dq_tc_kernel<HS, WM, NW, BC, MINB, false, true>; }
     static int threads() { return Cfg::NT; }
@@ -2234,6 +2254,7 @@ struct TcDqCand {
 template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB>
 struct TcDkvCand {
     using Cfg = AttnBwdDkvTC<HS, WM, NW, BR, KV_REGS, MINB>;
+    static constexpr bool split = false;
     static void name(char* s, size_t n) { snprintf(s, n, "%d, %d, %d, %d, %s, %d", HS, WM, NW, BR, KV_REGS ? "true" : "false", MINB); }
     static const void* kernel() { return (const void*)attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false, true>; }
     static int threads() { return Cfg::NT; }
@@ -2251,13 +2272,16 @@ static void tc_each(TcCandList<C...>, F&& f) { (f(C{}), ...); }
 // The candidates: today's configuration (the plain kernels'), WM = 1 (half the fragments of the forward)
 // with 4 and 8 warps, and register caps that raise the resident warps (MINB: 3 x 4 warps at <= 168
 // registers, 2 x 8 warps at <= 128); dK/dV: K / V fragments from shared memory, and 2 CTAs per SM.
-// nvcc -Xptxas -v (CUDA 13.0, sm_90) of each: doc/TCAST.md section 6, round 3.
+// nvcc -Xptxas -v (CUDA 13.0, sm_90) of each: doc/TCAST.md section 6, round 3. The forward as two kernels (session 15):
+// the output pass in the fused default's configuration, the statistics pass in it, under a 128-register cap (4 x 4
+// warps) and with 8 warps under it (2 x 8).
 using TcSweepFwd = TcCandList<TcFwdCand<64, 2, 4, 64, 1>, TcFwdCand<64, 1, 4, 64, 1>, TcFwdCand<64, 1, 4, 64, 3>,
-                              TcFwdCand<64, 1, 8, 64, 1>, TcFwdCand<64, 1, 8, 64, 2>>;
+                              TcFwdCand<64, 1, 8, 64, 1>, TcFwdCand<64, 1, 8, 64, 2>, TcFwdSplitCand<64, 1, 4, 64, 3, 1, 4, 64, 3>,
+                              TcFwdSplitCand<64, 1, 4, 64, 4, 1, 4, 64, 3>, TcFwdSplitCand<64, 1, 8, 64, 2, 1, 4, 64, 3>>;
 using TcSweepDq = TcCandList<TcDqCand<64, 1, 4, 64, 1>, TcDqCand<64, 1, 4, 64, 3>, TcDqCand<64, 1, 8, 64, 1>,
                              TcDqCand<64, 1, 8, 64, 2>>;
 using TcSweepDkv = TcCandList<TcDkvCand<64, 1, 8, 64, true, 1>, TcDkvCand<64, 1, 8, 64, false, 1>, TcDkvCand<64, 1, 8, 64, false, 2>>;
-using TcDefFwd = TcFwdCand<ATTN_TC_FWD_CFG>;
+using TcDefFwd = std::conditional_t<kAttnTcFwdSplit, TcFwdSplitCand<ATTN_TC_FWD_SPLIT_CFG>, TcFwdCand<ATTN_TC_FWD_CFG>>;
 using TcDefDq = TcDqCand<ATTN_TC_DQ_CFG>;
 using TcDefDkv = TcDkvCand<ATTN_TC_DKV_CFG>;
 
@@ -2277,6 +2301,7 @@ static const TcCase tc_sweep_cases[] = {
 // those run) and its d12 time.
 struct TcSweepRow {
     int kind;  // 0 forward, 1 dQ, 2 dK/dV
+    bool split = false;  // a forward as two kernels (TcFwdSplitCand)
     char name[48];
     bool is_default = false;
     int regs = 0, ctas = 0;
@@ -2317,6 +2342,7 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
     auto add_row = [&](int kind, auto cand) {
         TcSweepRow r;
         r.kind = kind;
+        r.split = decltype(cand)::split;
         decltype(cand)::name(r.name, sizeof r.name);
         r.is_default = !strcmp(r.name, def_name[kind]);
         rows.push_back(r);
@@ -2502,8 +2528,9 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
         printf("llmc/kernels/attention/attention.cuh (the fastest bit-identical configuration; the default kept unless 2%% faster):\n");
         for (int k = 0; k < 3; k++) {
             const TcSweepRow* pick = defs[k] && defs[k]->same == defs[k]->checks && best[k]->ms * 1.02 > defs[k]->ms ? defs[k] : best[k];
-            printf("#define %s %s  // %.4f ms%s\n", macro[k], pick->name, pick->ms,
+            printf("#define %s %s  // %.4f ms%s\n", pick->split ? "ATTN_TC_FWD_SPLIT_CFG" : macro[k], pick->name, pick->ms,
                    pick == defs[k] ? " (the default)" : defs[k] ? "" : " (the default is not among the candidates)");
+            if (k == 0) printf("constexpr bool kAttnTcFwdSplit = %s;\n", pick->split ? "true" : "false");
         }
     }
     fflush(stdout);

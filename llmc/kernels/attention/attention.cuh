@@ -159,6 +159,15 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 // spills, 2), dQ 1.181 -> 1.020, dK/dV 1.998 -> 1.787 (MINB 2: 200 bytes of spills, still faster); fwd + bwd
 // 4.88 -> 4.15 ms, 2.30x -> 1.96x the plain kernels (doc/TCAST.md 6, round 3).
 #define ATTN_TC_FWD_CFG 64, 1, 4, 64, 3         // HS, WM, NW, BC, MINB
+// The TC forward as two kernels (attention_forward_tc_cast_split, when kAttnTcFwdSplit): statistics pass HS, WM, NW, BC,
+// MINB | output pass WM, NW, BC, MINB (the --cast-stats counting kernel is the fused one of ATTN_TC_FWD_CFG). The
+// fused kernel is latency-bound (ncu, H200, session 15: 12 warps per SM, limited by registers and shared memory alike,
+// 0.93 eligible warps per scheduler, issue slots 54% busy); the statistics pass alone fits 128 registers without
+// spills and, without V buffers, 4 CTAs per SM (16 warps). Measured with the V buffers still allocated (3 CTAs per SM,
+// H200, session 15): 1.2013 ms against the fused kernel's 1.1987, the same bits; without them: not yet timed, so the
+// fused kernel stays the default (--tc-sweep times both and prints the lines to set).
+#define ATTN_TC_FWD_SPLIT_CFG 64, 1, 4, 64, 4, 1, 4, 64, 3
+constexpr bool kAttnTcFwdSplit = false;
 #define ATTN_TC_DQ_CFG 64, 1, 4, 64, 3          // HS, WM, NW, BC, MINB
 #define ATTN_TC_DKV_CFG 64, 1, 8, 64, false, 2  // HS, WM, NW, BR, KV_REGS, MINB
 
@@ -188,7 +197,10 @@ static inline bool attn_forward_tc_dispatch(T* out, float* lse, const T* qkv, in
         if constexpr (CASTS) {
             if (attention_tcast_active()) {  // TC instantiation, HS = 64, always the two-pass forward (see attn_tc_require_tc)
                 attn_tc_require_tc(HS, attn_aligned16(out) && attn_aligned16(qkv));
-                attention_forward_tc_cast<ATTN_TC_FWD_CFG, true>(out, lse, qkv, B, Tn, NH, stream, amax, tcast_seed, tcast_scales);
+                if constexpr (kAttnTcFwdSplit)
+                    attention_forward_tc_cast_split<ATTN_TC_FWD_SPLIT_CFG, true>(out, lse, qkv, B, Tn, NH, stream, amax, tcast_seed, tcast_scales);
+                else
+                    attention_forward_tc_cast<ATTN_TC_FWD_CFG, true>(out, lse, qkv, B, Tn, NH, stream, amax, tcast_seed, tcast_scales);
                 return true;
             }
         }

@@ -21,18 +21,22 @@
 // the Q fragments stay in registers across both. TC with a tile-scaled RNE-family site (attention_tcast_keeps): pass 1
 // finds the score groups' scales and keeps them (tc.scales), pass 2 reads them back and finds and keeps the
 // probability groups' (attention_tcast_cast.cuh, ATTN_TC_FWD_STATS / ATTN_TC_FWD_OUT): the backward reads both.
-// PHASE (PL without TC only): 0 = both passes in this kernel; 1 = pass 1 only (stores lse and returns); 2 = pass 2 only,
-// from the lse a PHASE 1 launch stored (attention_forward_tc_split). The split lets the statistics pass, which holds no
-// O accumulator and no P fragments, run in a configuration of its own (fewer registers, more warps per SM); the values
-// are the same: the same instructions on the same operands, and pass 2 reads back the fp32 lse that the fused kernel
-// would have kept (lse2 = lse * log2(e) either way).
+// PHASE (PL only): 0 = both passes in this kernel; 1 = pass 1 only (stores lse and returns); 2 = pass 2 only,
+// from the lse a PHASE 1 launch stored (attention_forward_tc_split; TC: attention_forward_tc_cast_split). The split lets
+// the statistics pass, which holds no O accumulator, no P fragments and no V tiles, run in a configuration of its own
+// (fewer registers and, TC, less shared memory: more warps per SM); the values are the same: the same instructions on the
+// same operands, and pass 2 reads back the fp32 lse that the fused kernel would have kept (lse2 = lse * log2(e) either
+// way) and, TC, the score groups' verdicts pass 1 kept (which it reads back in the fused kernel too).
 
-template <int HS, int WM, int NW, int BC, int MINB = 1, int PHASE = 0>
+template <int HS_, int WM, int NW, int BC, int MINB = 1, int PHASE = 0>
 struct AttnFwdTC {
+    static constexpr int HS = HS_;
     static constexpr int NT = NW * 32, BR = 16 * WM * NW, LDS = HS + 8;
     static constexpr size_t smem_bytes = (size_t)(BR + 4 * BC) * LDS * sizeof(floatX);
-    // TC instantiation: each warp's cast tile (AttnTcTileQ<WM>) after the tiles
-    static constexpr size_t tc_smem_bytes = smem_bytes + (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
+    // TC instantiation: each warp's cast tile (AttnTcTileQ<WM>) after the tiles; in PHASE 1, which reads no V, in place
+    // of the V buffers
+    static constexpr size_t tc_smem_bytes = (size_t)(BR + (PHASE == 1 ? 2 : 4) * BC) * LDS * sizeof(floatX) +
+                                            (size_t)NW * AttnTcTileQ<WM>::words * sizeof(float);
 };
 
 // TC (TensorCast, see the header comment of attention.cuh): the attention-site casts; CNT then counts --cast-stats
@@ -50,12 +54,12 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
     constexpr bool POW2 = attn_scale_pow2<HS>();  // scale = 1 / sqrt(HS) is a power of two (attention_tile.cuh)
     static_assert(HS % 16 == 0 && BC % 16 == 0, "tile sizes must be multiples of 16");
     static_assert(!TC || BC == 64, "TC: the cast tiles hold key tiles of 64 keys (no casting group crosses one)");
-    static_assert(PHASE == 0 || (PL && !TC), "PHASE 1 / 2: the two passes of the plain two-pass forward");
+    static_assert(PHASE == 0 || PL, "PHASE 1 / 2: the two passes of the two-pass forward");
 
     extern __shared__ __align__(16) unsigned char attn_smem[];
     floatX* sQ = reinterpret_cast<floatX*>(attn_smem);  // BR rows; reused for output staging
     floatX* sK = sQ + BR * LDS;                          // 2 buffers x BC rows
-    floatX* sV = sK + 2 * BC * LDS;                      // 2 buffers x BC rows
+    floatX* sV = sK + 2 * BC * LDS;                      // 2 buffers x BC rows (TC PHASE 1: none, never read there)
 
     const int C = NH * HS, C3 = 3 * C;
     // blockIdx.x walks the tiles of one head, longest (latest queries) first, so that the tiles of
@@ -66,7 +70,7 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
     const int wrow = warp * 16 * WM;                  // first row of this warp inside the tile
     const int wr0 = q0 + wrow, wr1 = wr0 + 16 * WM - 1;
     const bool live = wr0 < T;
-    float* stage = TC ? reinterpret_cast<float*>(sV + 2 * BC * LDS) + warp * AttnTcTileQ<WM>::words : nullptr;  // TC: this warp's cast tile
+    float* stage = TC ? reinterpret_cast<float*>(sV + (PHASE == 1 ? 0 : 2 * BC * LDS)) + warp * AttnTcTileQ<WM>::words : nullptr;  // TC: this warp's cast tile
     const uint64_t rbase = (uint64_t)bh * (uint64_t)T;
 
     const floatX* gQ = qkv + (size_t)b * T * C3 + h * HS;
@@ -231,6 +235,21 @@ void attention_forward_tc_split(floatX* out, float* lse, const floatX* qkv, int 
     attention_forward_tc<HS, WO, NWO, BCO, MINBO, 2, true>(out, lse, qkv, B, T, NH, stream, amax);
 }
 
+// One launch of a TC forward instantiation `kernel` of configuration Cfg (AttnFwdTC: grid, block, dynamic shared memory
+// with the cast tiles) on the (B, T, NH) call; scale 1 / sqrt(HS) from Cfg's head size.
+template <typename Cfg, typename K>
+static inline void attn_fwd_tc_launch(K kernel, floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
+                                      unsigned int* amax, const AttnTcastArgs& args) {
+    attn_set_smem(kernel, Cfg::tc_smem_bytes);
+    kernel<<<dim3(ceil_div(T, Cfg::BR), B * NH), Cfg::NT, Cfg::tc_smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)Cfg::HS),
+                                                                                        amax, args);
+    cudaCheckLaunch();
+}
+// A --tc-sweep candidate (STATS = false) called while --cast-stats counts.
+static inline void attn_tc_no_counting_kernel() {
+    die("--cast-stats: this attention forward configuration (a dev/cuda/attention --tc-sweep candidate) has no counting kernel");
+}
+
 // TensorCast launchers: the TC instantiations (attention_tcast.cuh), with the per-call seed and, in
 // the forward, the --cast-stats counting instantiation while attention_tcast_stats is set. The
 // dynamic shared memory grows by the cast tiles (attention_tcast_cast.cuh). Only the dispatch of a
@@ -248,11 +267,31 @@ void attention_forward_tc_cast(floatX* out, float* lse, const floatX* qkv, int B
     if constexpr (STATS) {
         if (count) kernel = attn_fwd_tc_kernel<HS, WM, NW, BC, MINB, 0, PL, true, false, true>;
     } else if (count) {
-        die("--cast-stats: this attention forward configuration (a dev/cuda/attention --tc-sweep candidate) has no counting kernel");
+        attn_tc_no_counting_kernel();
     }
-    attn_set_smem(kernel, Cfg::tc_smem_bytes);
-    const dim3 grid(ceil_div(T, Cfg::BR), B * NH);
-    kernel<<<grid, Cfg::NT, Cfg::tc_smem_bytes, stream>>>(out, lse, qkv, T, NH, 1.0f / sqrtf((float)HS), amax,
-                                                          attn_tc_args(seed, count, scales, B, T, NH));
-    cudaCheckLaunch();
+    attn_fwd_tc_launch<Cfg>(kernel, out, lse, qkv, B, T, NH, stream, amax, attn_tc_args(seed, count, scales, B, T, NH));
+}
+
+// The TC forward as two kernels on `stream`: the statistics pass (PHASE 1: the scores cast, their groups' verdicts
+// kept in `scales`, lse written) in configuration (HS, WS, NWS, BCS, MINBS), then the output pass (PHASE 2: lse and the
+// score verdicts read back, the probabilities cast and their verdicts kept, out and the amax written) in (HS, WO, NWO,
+// BCO, MINBO). Same arguments and bits as attention_forward_tc_cast (PL = true). While --cast-stats counts, the fused
+// counting kernel of the output pass's configuration runs instead (STATS = false: stops with `error:`, as there); the
+// fused non-counting kernel is not compiled for it.
+template <int HS, int WS, int NWS, int BCS, int MINBS, int WO, int NWO, int BCO, int MINBO, bool STATS = true>
+void attention_forward_tc_cast_split(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, cudaStream_t stream,
+                                     unsigned int* amax, uint64_t seed, uint8_t* scales) {
+    if (attn_tc_counting()) {
+        if constexpr (STATS)
+            attn_fwd_tc_launch<AttnFwdTC<HS, WO, NWO, BCO, MINBO>>(attn_fwd_tc_kernel<HS, WO, NWO, BCO, MINBO, 0, true, true, false, true>,
+                                                                   out, lse, qkv, B, T, NH, stream, amax, attn_tc_args(seed, true, scales, B, T, NH));
+        else
+            attn_tc_no_counting_kernel();
+        return;
+    }
+    const AttnTcastArgs args = attn_tc_args(seed, false, scales, B, T, NH);
+    attn_fwd_tc_launch<AttnFwdTC<HS, WS, NWS, BCS, MINBS, 1>>(attn_fwd_tc_kernel<HS, WS, NWS, BCS, MINBS, 1, true, false, false, true>,
+                                                              out, lse, qkv, B, T, NH, stream, nullptr, args);
+    attn_fwd_tc_launch<AttnFwdTC<HS, WO, NWO, BCO, MINBO, 2>>(attn_fwd_tc_kernel<HS, WO, NWO, BCO, MINBO, 2, true, false, false, true>,
+                                                              out, lse, qkv, B, T, NH, stream, amax, args);
 }
