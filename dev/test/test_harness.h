@@ -75,7 +75,11 @@ static inline const char* tmp_path(const char* name) {
     static int next = 0;
     char* b = bufs[next];
     next = (next + 1) % 8;
-    snprintf(b, sizeof(bufs[0]), "%s/%s", test_tmpdir(), name);
+    const int n = snprintf(b, sizeof(bufs[0]), "%s/%s", test_tmpdir(), name);
+    if (n < 0 || (size_t)n >= sizeof(bufs[0])) {  // a test's own bug: its path would be cut short
+        fprintf(stderr, "tmp_path: %s/%s is longer than %zu bytes\n", test_tmpdir(), name, sizeof(bufs[0]) - 1);
+        exit(2);
+    }
     return b;
 }
 

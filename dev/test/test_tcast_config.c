@@ -14,7 +14,7 @@ typedef struct {
 } PlanCase;
 
 static void plan_of(const PlanCase* c, TcastPlan* plan) {
-    TcastOptions o = {c->cast, c->cast_gemm, c->lm_head, 0, 1};
+    TcastOptions o = {c->cast, c->cast_gemm, c->lm_head, 0, 1, 0};  // stats 0, fuse 1, cutlass 0
     tcast_plan_init(plan, &o);
     tcast_plan_check_shapes(plan, c->C ? c->C : 768, c->Vp ? c->Vp : 50304, c->B ? c->B : 64, c->T ? c->T : 1024);
 }
