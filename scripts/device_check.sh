@@ -395,9 +395,8 @@ if has_stage mgpu_lowp; then
     # by step 20; BF16: 5e-5). The runs differ by the order of the gradient sums, and for TCFP-12 by the split's source
     # (the fp32 master at 1 GPU, the BF16 parameters under ZeRO-1: gemm_lowp.cuh); a rounding flip that such a
     # difference causes moves an E4M3 value by one ulp, 1/16-1/8 of it (BF16: 1/256-1/128), and delayed scaling's
-    # histories are per rank. Data: Tiny
-    # Shakespeare (MGPU_LOWP_DATA overrides): on the first Gutenberg shard the batch of step 20 raises the loss by
-    # 0.4-1.0 in every run and turns the same drift into 3-7% (doc/benchmarks.md, session 15).
+    # histories are per rank. Data: Tiny Shakespeare (MGPU_LOWP_DATA overrides): on the first Gutenberg shard the batch
+    # of step 20 raises the loss by 0.4-1.0 in every run and turns the same drift into 3-7% (doc/benchmarks.md, session 15).
     n=${NGPU:-2}
     rtol=${MGPU_LOWP_RTOL:-0.02}
     mdata=${MGPU_LOWP_DATA:-data/tinyshakespeare/tiny_shakespeare_train.bin}
