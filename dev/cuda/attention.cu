@@ -1809,11 +1809,18 @@ static bool tc_run_probe(const TcCase& cs, int ci, int T, int HS, cudaStream_t s
 // values below the group max with planted ones, in units of the group's scale: FP8 grid points, exact ties
 // and ties +- one float32 ulp, the saturation edge (max, the tie above it, values up to 2^(emax+1)),
 // subnormal FP8 results, values at and below half the smallest subnormal, the normal / subnormal boundary,
-// signed zeros, float32 subnormal inputs; the fixed-scale types with s = -121 / -113 make x 2^-s overflow to
-// Inf. Each datatype must show ties, saturation, subnormal results, negative zeros and (where expected)
-// overflows among the compared elements, and a control run with the other hardware format must mismatch.
+// signed zeros, float32 subnormal inputs; the fixed-scale types with s = -116 / -109 (the least a hardware site's
+// group step accepts, AttnTcastSite::rne_ethr_min) make x 2^-s overflow to Inf. Each datatype must show ties,
+// saturation, subnormal results, negative zeros and (where expected) overflows among the compared elements, and a
+// control run with the other hardware format must mismatch. The two folds of attention_tcast.cuh run on the same
+// groups, against the unfolded step: (e) on raw = x 8 with its low bits scrambled where tiny (so that raw / 8
+// rounds or flushes), the kernels' x' = raw * (1/8) and the group step on x''s amax, which must equal the folded
+// amax (raw's amax * 1/8); the folded cast of raw must equal the cast of x' (elements with 0 < |raw / 8| < 2^-126
+// counted: some must be met); (f) p = exp2(fma(.., log2(e), -l)) from the folded finisher (with fold (e)) against
+// exp2 of the cast of x', l per group from 0, +-2^-130, +-1e-30 and random values in [-24, 24].
 struct TcHwStats {
     unsigned long long groups, taken, elems, bad_sw, bad_ref, ties, sat, sub, negzero, ovf;
+    unsigned long long fold_groups, fold_elems, fold_tiny, bad_fold_amax, bad_fold_e, bad_fold_f;
     unsigned int s_hist[256];  // accepted groups by scale exponent s (index s + 128)
     unsigned int first_set;
     uint32_t first[5];  // first mismatch: x, mc, hardware, attn_tc_rne_elem, tcast_quantize (bits)
@@ -1904,6 +1911,7 @@ __global__ void tc_hw_check_kernel(AttnTcastSite S, AttnTcastSite Ssw, int iters
     const TcastNumberSpec& f = S.dt.number;
     const int scaled = S.dt.has_scale;
     unsigned long long n_g = 0, n_t = 0, n_e = 0, b_sw = 0, b_ref = 0, n_tie = 0, n_sat = 0, n_sub = 0, n_nz = 0, n_ovf = 0;
+    unsigned long long n_fg = 0, n_fe = 0, n_ft = 0, b_fa = 0, b_fe = 0, b_ff = 0;
     const uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     for (int it = 0; it < iters; it++) {
         const uint64_t id = t * (uint64_t)iters + (uint64_t)it;
@@ -1959,6 +1967,51 @@ __global__ void tc_hw_check_kernel(AttnTcastSite S, AttnTcastSite Ssw, int iters
             n_sub += ra != 0 && ra < tcast_f32_rne_bits_(1u, f.emin + s[g]);  // a subnormal FP8 result
             n_nz += rb == 0x80000000u && xb != 0x80000000u;       // a negative value rounded to -0
         }
+        // the folds (see the comment above): raw = x 8, tiny ones with scrambled low bits; x' = raw * pre as the kernels'
+        // scale step; groups from x'
+        const float pre = 0.125f;
+        float raw[1][8][4], xs[1][8][4];
+        uint32_t am2[2] = {0u, 0u};
+        float amr[2] = {0.f, 0.f};
+        for (int k = 0; k < 32; k++) {
+            const int g = k & 1;
+            float rv = tc_hw_ldexp(x[0][k >> 2][k & 3], 3);
+            if ((tcast_f32_bits(rv) & 0x7F800000u) < (8u << 23))
+                rv = tcast_f32_from_bits(tcast_f32_bits(rv) ^ (uint32_t)(fp8_mix64_(seed ^ id ^ (uint64_t)k) & 7u));
+            raw[0][k >> 2][k & 3] = rv;
+            xs[0][k >> 2][k & 3] = rv * pre;  // (--use_fast_math: flush to zero, as the kernels' s * scale)
+            am2[g] = max(am2[g], tcast_f32_bits(xs[0][k >> 2][k & 3]) & 0x7FFFFFFFu);
+            amr[g] = attn_tc_amax_(amr[g], rv);
+        }
+        AttnTcRneQ q2[2];
+        int ok2[2];
+        float lg[2];
+        for (int g = 0; g < 2; g++) {
+            ok2[g] = attn_tc_rne_group(&S, am2[g], scaled, &q2[g]);
+            const uint32_t fb = tcast_f32_bits(amr[g] * pre);
+            b_fa += am2[g] < TCAST_F32_INF && fb != am2[g];
+            n_fg += ok2[g];
+            const uint32_t c = (uint32_t)(fp8_mix64_(seed ^ (id * 2u + (uint64_t)g)) >> 40);
+            lg[g] = c % 6u == 0 ? 0.f : c % 6u == 1 ? tcast_f32_from_bits(0x00200000u | (c & 0x80000000u ? 0x80000000u : 0u))
+                  : c % 6u == 2 ? (c & 64u ? 1e-30f : -1e-30f) : ((float)(c % 4096u) - 2048.f) * (24.f / 2048.f);
+        }
+        if (!ok2[0] && !ok2[1]) continue;
+        float fe[1][8][4], fx[1][8][4], ff[1][8][4];
+        for (int k = 0; k < 32; k++) fe[0][k >> 2][k & 3] = ff[0][k >> 2][k & 3] = raw[0][k >> 2][k & 3], fx[0][k >> 2][k & 3] = xs[0][k >> 2][k & 3];
+        const auto mc2 = [&](int, int, int r) { return q2[r & 1].mc; };
+        attn_tc_frag_round<false, true>(fe, S, mc2, pre);
+        attn_tc_frag_round<false>(fx, S, mc2);
+        attn_tc_frag_round<false, true>(ff, S, mc2, pre, [&](float v, float f, int, int, int r) { return attn_exp2(fmaf(v, f * ATTN_LOG2E, -lg[r & 1])); });
+        for (int k = 0; k < 32; k++) {
+            const int g = k & 1;
+            if (!ok2[g]) continue;
+            const float rv = raw[0][k >> 2][k & 3], cx = fx[0][k >> 2][k & 3];
+            n_fe++;
+            const float t = tcast_mul_rn(rv, pre);
+            n_ft += (tcast_f32_bits(t) & 0x7FFFFFFFu) != 0u && (tcast_f32_bits(t) & 0x7F800000u) == 0u;  // (bits: fast-math compares flush)
+            b_fe += tcast_f32_bits(fe[0][k >> 2][k & 3]) != tcast_f32_bits(cx);
+            b_ff += tcast_f32_bits(ff[0][k >> 2][k & 3]) != tcast_f32_bits(attn_exp2(fmaf(cx, ATTN_LOG2E, -lg[g])));
+        }
     }
     atomicAdd(&st->groups, n_g);
     atomicAdd(&st->taken, n_t);
@@ -1970,6 +2023,12 @@ __global__ void tc_hw_check_kernel(AttnTcastSite S, AttnTcastSite Ssw, int iters
     atomicAdd(&st->sub, n_sub);
     atomicAdd(&st->negzero, n_nz);
     atomicAdd(&st->ovf, n_ovf);
+    atomicAdd(&st->fold_groups, n_fg);
+    atomicAdd(&st->fold_elems, n_fe);
+    atomicAdd(&st->fold_tiny, n_ft);
+    atomicAdd(&st->bad_fold_amax, b_fa);
+    atomicAdd(&st->bad_fold_e, b_fe);
+    atomicAdd(&st->bad_fold_f, b_ff);
     __syncthreads();
     for (int i = threadIdx.x; i < 256; i += blockDim.x)
         if (hist[i]) atomicAdd(&st->s_hist[i], hist[i]);
@@ -1997,14 +2056,28 @@ static bool tc_hw_elem_check(cudaStream_t st) {
         {"e4m3fn", ATTN_TC_HW_E4M3, false},          {"e5m2", ATTN_TC_HW_E5M2, false},
         {"e4m3fn_e5m0_t32", ATTN_TC_HW_E4M3, false}, {"float8_e5m2_e8m0_t64", ATTN_TC_HW_E5M2, false},
         // fixed scales at the ends of what the RNE family accepts with every magnitude up to saturation:
-        // s = -121 / -113 (emin + s = -127; x 2^-s overflows for large x), s = 98 / 91 (M below 2^128 up to 2^(emax+1) 2^s)
-        {"e4m3fn_p-121", ATTN_TC_HW_E4M3, true},     {"e5m2_p-113", ATTN_TC_HW_E5M2, true},
+        // s = -116 / -109 (emin + s - mbits = -125, rne_ethr_min; x 2^-s overflows for large x), s = 98 / 91 (M below
+        // 2^128 up to 2^(emax+1) 2^s)
+        {"e4m3fn_p-116", ATTN_TC_HW_E4M3, true},     {"e5m2_p-109", ATTN_TC_HW_E5M2, true},
         {"e4m3fn_p98", ATTN_TC_HW_E4M3, false},      {"e5m2_p91", ATTN_TC_HW_E5M2, false},
     };
     // near misses: other formats, round / scale modes, sparsity, tiles the fragment path does not take
     const char* not_hw[] = {"e4m3", "e4m3fnuz", "e5m2fnuz", "e5m2fn", "e4m3b8fn", "mxfp6e3", "mxint8", "bfloat16",
                             "mxfp8e4@stochastic", "mxfp8e4@nearest", "mxfp8e4@midmax", "mxfp8e4@2:4", "e4m3fn_e8m0_t16", "int8_b32"};
     bool ok = true;
+    // one scale exponent below rne_ethr_min: the group step of a hardware site refuses every group (the staged path casts them)
+    for (const char* nm : {"e4m3fn_p-117", "e5m2_p-110"}) {
+        const TcastDataType dt = tc_dt(nm);
+        const AttnTcastSite S = attn_tc_make_site(&dt);
+        int taken = 0;
+        for (int ea = 0; ea < 256; ea++) {
+            AttnTcRneQ q;
+            taken += attn_tc_rne_group(&S, ((uint32_t)ea << 23) | 0x400000u, 0, &q);
+        }
+        const bool pass = S.hw != ATTN_TC_HW_NONE && taken == 0;
+        printf("tcast hw element check: %s (s below rne_ethr_min): %d of 256 groups accepted (must be 0) | %s\n", nm, taken, pass ? "PASS" : "FAIL");
+        ok &= pass;
+    }
     for (const char* nm : not_hw) {
         const TcastDataType dt = tc_dt(nm);
         if (attn_tc_make_site(&dt).hw != ATTN_TC_HW_NONE) {
@@ -2034,11 +2107,14 @@ static bool tc_hw_elem_check(cudaStream_t st) {
                 if (h.s_hist[(s + 128) & 255] == 0 && s_missed++ == 0) s_missed_first = s;
             }
         const bool pass = h.bad_sw == 0 && h.bad_ref == 0 && h.taken > 0 && h.ties > 0 && h.sat > 0 && h.sub > 0 && h.negzero > 0 &&
-                          (!ty.ovf || h.ovf > 0) && s_want > 0 && s_missed == 0;
+                          (!ty.ovf || h.ovf > 0) && s_want > 0 && s_missed == 0 && h.fold_elems > 0 && h.fold_tiny > 0 &&
+                          h.bad_fold_amax == 0 && h.bad_fold_e == 0 && h.bad_fold_f == 0;
         printf("tcast hw element check: %-22s %s: groups %llu (%llu taken), elements %llu: ties %llu, saturated %llu, subnormal "
                "results %llu, -0 results %llu, x 2^-s overflowing %llu; wrong vs attn_tc_rne_elem %llu, vs tcast_quantize %llu; "
-               "scale exponents missed %d | %s\n", ty.dt, ty.hw == ATTN_TC_HW_E4M3 ? "e4m3" : "e5m2", h.groups, h.taken, h.elems, h.ties,
-               h.sat, h.sub, h.negzero, h.ovf, h.bad_sw, h.bad_ref, s_missed, pass ? "PASS" : "FAIL");
+               "scale exponents missed %d; folds: %llu groups, %llu elements (%llu with raw / 8 below 2^-126), wrong amax %llu, "
+               "cast %llu, p %llu | %s\n", ty.dt, ty.hw == ATTN_TC_HW_E4M3 ? "e4m3" : "e5m2", h.groups, h.taken, h.elems, h.ties,
+               h.sat, h.sub, h.negzero, h.ovf, h.bad_sw, h.bad_ref, s_missed, h.fold_groups, h.fold_elems, h.fold_tiny, h.bad_fold_amax,
+               h.bad_fold_e, h.bad_fold_f, pass ? "PASS" : "FAIL");
         if (h.first_set)
             printf("    first: x 0x%08x mc 0x%08x: hardware 0x%08x, attn_tc_rne_elem 0x%08x, tcast_quantize 0x%08x\n", h.first[0], h.first[1],
                    h.first[2], h.first[3], h.first[4]);

@@ -77,6 +77,8 @@ struct AttnTcastSite {
     // The hardware FP8 element step (attn_tc_hw_pair), chosen once at configure time (attn_tc_hw_format):
     int hw;              // ATTN_TC_HW_E4M3 / _E5M2: the register casts round with cvt (frag sites only), else 0
     int32_t hw_up;       // bits of 2^s = the group's mc + hw_up (-rne_c - (emin << 23))
+    int32_t rne_ethr_min;  // the least emin + s + 127 the group step accepts: mbits + 2 for hardware sites, else 0
+                           // (attn_tc_hw_pair: what lets the kernels fold the scale and log2(e) into its multiplies)
 };
 
 __constant__ AttnTcastSite attn_tc_site[2];
@@ -232,8 +234,9 @@ static inline HOST_DEVICE int attn_tc_rne_group(const AttnTcastSite* S, uint32_t
     s = live ? s : scaled ? 0 : S->dt.fixed_exp;
     const int ethr = S->rne_emin + s, etop = ea > ethr ? ea : ethr, emaxf = (int)(S->maxb0 >> 23) + s;
     // refused: NaN / Inf in the group; a subnormal amax; the NaN group (s above the scale's range);
-    // a quantum below emin + s = -127; M at 2^128 or more; max_F 2^s not a normal float32
-    const int ok = amax < TCAST_F32_INF && (!live || (ea != 0 && s <= S->dt.scale.scale.emax)) && ethr >= 0 &&
+    // a quantum below emin + s = -127 (hardware sites: emin + s - mbits < -125, rne_ethr_min); M at 2^128 or
+    // more; max_F 2^s not a normal float32
+    const int ok = amax < TCAST_F32_INF && (!live || (ea != 0 && s <= S->dt.scale.scale.emax)) && ethr >= S->rne_ethr_min &&
                    etop + (S->rne_c >> 23) <= 254 && emaxf >= 1 && emaxf <= 254;
     q->mc = (int32_t)(((uint32_t)ethr << 23) + (uint32_t)S->rne_c);  // (unsigned: no signed overflow when refused)
     q->maxv = tcast_f32_from_bits(S->maxb0 + ((uint32_t)s << 23));
@@ -339,6 +342,20 @@ static inline HOST_DEVICE float attn_tc_rne_elem(float x, AttnTcRneQ q, int32_t 
 //       groups have emin + s >= -127) with |r 2^s| <= max_F 2^s normal; +-0 stays +-0.
 // The staged loop keeps attn_tc_rne_elem (its groups are the rare fallback). 4 instructions per element
 // (FMUL, F2FP pack and unpack per pair, HADD2.F32, FMUL) instead of attn_tc_rne_elem's 7 (5 NONNEG).
+// Two folds (session 16) take the first and last multiply's place of other instructions, same bits, because the
+// group step accepts a hardware site's group only if emin + s + 127 >= mbits + 2 (AttnTcastSite::rne_ethr_min),
+// i.e. s >= -125 - emin + mbits (E4M3: s >= -116, E5M2: s >= -109):
+//   (e) the scale: the kernels form x = raw * scale (mul, flush-to-zero under --use_fast_math) before the cast. For
+//       scale = pre a power of two (HS = 64: 1/8) the register casts instead round RN(raw * (pre 2^-s)) (pre 2^-s
+//       normal, exact), whose group amax is RN(amax_raw * pre) (max commutes with a monotone rounding). Where
+//       raw * pre is a normal float32 (or 0), x = raw * pre exactly and the two products are equal. Where it is
+//       below 2^-126, both |x 2^-s| and |raw pre 2^-s| are at most 2^(-126 - s) <= half the format's smallest
+//       subnormal 2^(emin - mbits) (the bound on s): both round to a zero of raw's sign, as (b).
+//   (f) log2(e), when the cast scores feed p = exp2(s^ log2(e) - lse2) alone (forward pass 2, dK/dV): fma(r, 2^s
+//       log2(e), -lse2) with r the FP8 value is fma(s^, log2(e), -lse2) bit for bit: 2^s log2(e) is exact (a
+//       power of two times a float32, normal), fma rounds the exact product plus -lse2 once either way, and no
+//       nonzero s^ is subnormal (the smallest, 2^(emin - mbits + s) >= 2^-125), so the flush-to-zero of the
+//       fma's input (--use_fast_math) never applies to it. r 2^s is then never formed (attn_tc_frag_round's FIN).
 // dev/cuda/attention.cu (tc_hw_elem_check) compares it with attn_tc_rne_elem and tcast_quantize on the GPU.
 
 // Host / device: the hardware format of a site's datatype (ATTN_TC_HW_*: tcast_fp8_of's, for the RNE family in the
@@ -361,13 +378,19 @@ static inline __device__ void attn_tc_hw_cvt(float& y0, float& y1) {
 static inline HOST_DEVICE float attn_tc_hw_down(int32_t mc, int32_t up) { return tcast_f32_from_bits(0x7F000000u - ((uint32_t)mc + (uint32_t)up)); }
 static inline HOST_DEVICE float attn_tc_hw_up(int32_t mc, int32_t up) { return tcast_f32_from_bits((uint32_t)mc + (uint32_t)up); }
 
-// The element step of two elements x0, x1 (of groups with constants mc0, mc1: attn_tc_rne_group accepted
-// them) with the hardware format HW; up = the site's hw_up. Device only (sm_89+), branch-free.
+// The first half of the element step of two elements x0, x1 (of groups with constants mc0, mc1: attn_tc_rne_group
+// accepted them) with the hardware format HW; up = the site's hw_up: x <- r, the FP8 value of x pre 2^-s (pre: 1, or
+// the power-of-two scale of fold (e) above). Device only (sm_89+), branch-free.
+template <int HW>
+static inline __device__ void attn_tc_hw_pair_r(float& x0, float& x1, int32_t mc0, int32_t mc1, int32_t up, float pre) {
+    x0 = tcast_mul_rn(x0, attn_tc_hw_down(mc0, up) * pre);  // y = x pre 2^-s
+    x1 = tcast_mul_rn(x1, attn_tc_hw_down(mc1, up) * pre);
+    attn_tc_hw_cvt<HW>(x0, x1);
+}
+// The whole element step: x <- r 2^s.
 template <int HW>
 static inline __device__ void attn_tc_hw_pair(float& x0, float& x1, int32_t mc0, int32_t mc1, int32_t up) {
-    x0 = tcast_mul_rn(x0, attn_tc_hw_down(mc0, up));  // y = x 2^-s
-    x1 = tcast_mul_rn(x1, attn_tc_hw_down(mc1, up));
-    attn_tc_hw_cvt<HW>(x0, x1);
+    attn_tc_hw_pair_r<HW>(x0, x1, mc0, mc1, up, 1.f);
     x0 = tcast_mul_rn(x0, attn_tc_hw_up(mc0, up));  // r 2^s
     x1 = tcast_mul_rn(x1, attn_tc_hw_up(mc1, up));
 }
@@ -401,6 +424,7 @@ static inline AttnTcastSite attn_tc_make_site(const TcastDataType* dt) {
         S.rne_kmax = (int32_t)(S.maxb0 - (uint32_t)S.rne_c - ((uint32_t)S.rne_emin << 23));
         S.hw = attn_tc_hw_format(dt, S.frag);
         S.hw_up = (int32_t)(0u - (uint32_t)S.rne_c - ((uint32_t)f->emin << 23));  // mc = ((emin + s + 127) << 23) + rne_c
+        S.rne_ethr_min = S.hw != ATTN_TC_HW_NONE ? f->mbits + 2 : 0;
     }
     return S;
 }

@@ -38,6 +38,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <type_traits>
 #include "llmc/core/cuda_common.cuh"
 #include "llmc/kernels/attention/attention_tcast.cuh"
 #include "llmc/kernels/attention/attention_tile.cuh"
@@ -291,29 +292,46 @@ __device__ __forceinline__ float attn_tc_amax_(float a, float x) {
     return r;
 }
 
+// The last step of a register cast, FIN(v, f, mi, n, r): the element's value from v and the factor f (the hardware
+// formats: v = r, the FP8 value, f = 2^s; the other RNE-family types: v = the cast, f = 1). AttnTcUp, the default,
+// gives the cast, v f; the exp2 finisher of fold (f) (attention_tcast.cuh) gives p instead.
+struct AttnTcUp {
+    __device__ __forceinline__ float operator()(float v, float f, int, int, int) const { return tcast_mul_rn(v, f); }
+};
+
 // attn_tc_hw_pair over a lane's fragments x, on the pairs (r, r + 1) of each n-tile (in the dK/dV kernel the
-// two belong to different groups); mc(mi, n, r) = the group constant of element r of n-tile n of 16-row tile mi.
-template <int HW, int WM, int NS, typename MC>
-__device__ __forceinline__ void attn_tc_frag_hw(float (&x)[WM][NS][4], MC& mc, int32_t up) {
+// two belong to different groups); mc(mi, n, r) = the group constant of element r of n-tile n of 16-row tile mi;
+// pre, fin: as attn_tc_frag_round.
+template <int HW, int WM, int NS, typename MC, typename FIN>
+__device__ __forceinline__ void attn_tc_frag_hw(float (&x)[WM][NS][4], MC& mc, int32_t up, float pre, FIN& fin) {
     attn_frag_each<WM, NS>([&](int mi, int n, int r) {
-        if (!(r & 1)) attn_tc_hw_pair<HW>(x[mi][n][r], x[mi][n][r + 1], mc(mi, n, r), mc(mi, n, r + 1), up);
+        if (r & 1) return;
+        attn_tc_hw_pair_r<HW>(x[mi][n][r], x[mi][n][r + 1], mc(mi, n, r), mc(mi, n, r + 1), up, pre);
+        x[mi][n][r] = fin(x[mi][n][r], attn_tc_hw_up(mc(mi, n, r), up), mi, n, r);
+        x[mi][n][r + 1] = fin(x[mi][n][r + 1], attn_tc_hw_up(mc(mi, n, r + 1), up), mi, n, r + 1);
     });
 }
 
 // The element step of the register casts over a lane's fragments x, once the group step accepted every
 // group (mc as above, attn_tc_rne_q's constants). The site's hardware format (S.hw, chosen at configure
 // time: one uniform branch per tile, none per element) rounds with attn_tc_frag_hw; every other RNE-family
-// type takes attn_tc_rne_elem<NONNEG>. Same bits either way (attention_tcast.cuh, attn_tc_hw_pair).
-template <bool NONNEG, int WM, int NS, typename MC>
-__device__ __forceinline__ void attn_tc_frag_round(float (&x)[WM][NS][4], const AttnTcastSite& S, MC&& mc) {
+// type takes attn_tc_rne_elem<NONNEG>. Same bits either way (attention_tcast.cuh, attn_tc_hw_pair). PRE: x holds
+// raw values whose scale step (x * pre, pre a power of two) the cast takes over (fold (e)); FIN: the last step
+// (AttnTcUp: x <- the cast).
+template <bool NONNEG, bool PRE = false, int WM, int NS, typename MC, typename FIN = AttnTcUp>
+__device__ __forceinline__ void attn_tc_frag_round(float (&x)[WM][NS][4], const AttnTcastSite& S, MC&& mc, float pre = 1.f, FIN fin = FIN()) {
     if (S.hw == ATTN_TC_HW_E4M3) {
-        attn_tc_frag_hw<ATTN_TC_HW_E4M3>(x, mc, S.hw_up);
+        attn_tc_frag_hw<ATTN_TC_HW_E4M3>(x, mc, S.hw_up, PRE ? pre : 1.f, fin);
     } else if (S.hw == ATTN_TC_HW_E5M2) {
-        attn_tc_frag_hw<ATTN_TC_HW_E5M2>(x, mc, S.hw_up);
+        attn_tc_frag_hw<ATTN_TC_HW_E5M2>(x, mc, S.hw_up, PRE ? pre : 1.f, fin);
     } else {
         const int32_t c = S.rne_c;
         const uint32_t sg = S.rne_sign;
-        attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] = attn_tc_rne_elem<NONNEG>(x[mi][n][r], attn_tc_rne_q(&S, mc(mi, n, r)), c, sg); });
+        attn_frag_each<WM, NS>([&](int mi, int n, int r) {
+            const float v = attn_tc_rne_elem<NONNEG>(PRE ? x[mi][n][r] * pre : x[mi][n][r], attn_tc_rne_q(&S, mc(mi, n, r)), c, sg);
+            if constexpr (std::is_same<FIN, AttnTcUp>::value) x[mi][n][r] = v;
+            else x[mi][n][r] = fin(v, 1.f, mi, n, r);
+        });
     }
 }
 
@@ -378,12 +396,14 @@ __device__ __forceinline__ void attn_tc_lane_amax_q(float (&a)[WM][2][2], const 
 //   READ = true: the verdict the forward kept, byte KSITE of kb[mi] (attn_tc_kept_load_q): no amax, no group step;
 // then the quad broadcasts the constants back (one shuffle per group). An unscaled type needs one group step per
 // lane (s = 0; the amax only screens for NaN / Inf / huge values), READ or not. If a group is refused anywhere the
-// warp leaves x unchanged and returns false (the caller then takes the staged general path), else x <- the cast
-// and true. Every lane calls (warp-uniform). NONNEG: x holds probabilities (sign bits clear), cast by
-// attn_tc_rne_elem<true>.
-template <bool NONNEG = false, bool READ = false, int KSITE = 0, int WM, int NS>
+// warp leaves x unchanged (PRE: x <- x * pre, what the caller's scale step would have made) and returns false (the
+// caller then takes the staged general path), else x <- fin of the cast (attn_tc_frag_round; PRE: x held raw values,
+// the amax is taken of them and scaled by pre, fold (e)) and true. Every lane calls (warp-uniform). NONNEG: x holds
+// probabilities (sign bits clear), cast by attn_tc_rne_elem<true>.
+template <bool NONNEG = false, bool READ = false, int KSITE = 0, bool PRE = false, int WM, int NS, typename FIN = AttnTcUp>
 __device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const AttnTcastSite& S, int lane, const uint32_t (&kb)[WM],
-                                                 uint8_t* kept, uint64_t rbase, int T, int wr0, int k0) {
+                                                 uint8_t* kept, uint64_t rbase, int T, int wr0, int k0, float pre = 1.f,
+                                                 FIN fin = FIN()) {
     static_assert(NS == 8, "query-major TC tiles hold 64 keys");
     const int scaled = S.tile > 1, tq = lane & 3;
     float a[WM][2][2];  // [mi][row half hh][key half h]: the amax of the lane's part of each group
@@ -409,7 +429,8 @@ __device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const At
                 const float mine = tq == 0 ? a[mi][0][0] : tq == 1 ? a[mi][0][1] : tq == 2 ? a[mi][1][0] : a[mi][1][1];
                 const float other = tq == 0 ? a[mi][0][1] : tq == 1 ? a[mi][0][0] : tq == 2 ? a[mi][1][1] : a[mi][1][0];
                 AttnTcRneQ q;  // tiles of 64: both key halves are one group
-                const int gok = attn_tc_rne_group(&S, __float_as_uint(S.tile == 64 ? attn_tc_amax_(mine, other) : mine), 1, &q);
+                const float am = S.tile == 64 ? attn_tc_amax_(mine, other) : mine;
+                const int gok = attn_tc_rne_group(&S, __float_as_uint(PRE ? am * pre : am), 1, &q);
                 ok &= gok;
                 if (kept) {
                     const long long at = attn_tc_kept_at_q(rbase, T, wr0, k0, lane, mi);
@@ -428,22 +449,32 @@ __device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const At
         #pragma unroll
         for (int mi = 0; mi < WM; mi++) m = attn_tc_amax_(m, attn_tc_amax_(attn_tc_amax_(a[mi][0][0], a[mi][0][1]), attn_tc_amax_(a[mi][1][0], a[mi][1][1])));
         AttnTcRneQ q;
-        ok = attn_tc_rne_group(&S, __float_as_uint(m), 0, &q);
+        ok = attn_tc_rne_group(&S, __float_as_uint(PRE ? m * pre : m), 0, &q);
         #pragma unroll
         for (int mi = 0; mi < WM; mi++) mc[mi][0][0] = mc[mi][0][1] = mc[mi][1][0] = mc[mi][1][1] = q.mc;
     }
-    if (!__all_sync(0xffffffffu, ok)) return false;
-    attn_tc_frag_round<NONNEG>(x, S, [&](int mi, int n, int r) { return mc[mi][r >> 1][n >> 2]; });
+    if (!__all_sync(0xffffffffu, ok)) {
+        if constexpr (PRE) attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] *= pre; });
+        return false;
+    }
+    attn_tc_frag_round<NONNEG, PRE>(x, S, [&](int mi, int n, int r) { return mc[mi][r >> 1][n >> 2]; }, pre, fin);
     return true;
+}
+
+// 1 if x is a positive normal power of two (fold (e), attention_tcast.cuh: the scale 1 / sqrt(HS) for HS = 4^k).
+__device__ __forceinline__ bool attn_tc_pow2(float x) {
+    const uint32_t b = __float_as_uint(x);
+    return (b & 0x807FFFFFu) == 0u && (b >> 23) - 1u < 254u;
 }
 
 // The TC step of a query-major kernel (forward passes, dQ) on the raw dot products s of the warp's
 // (16*WM) x 64 tile: s <- s^ (VISIT = ATTN_TC_FWD_STATS, the scores alone; masked -inf) or P^ (the other visits;
-// masked 0), the semantics of attn_tc_cast_tile. v = raw * scale (future keys 0) first; then, outside the counting
-// instantiation (CNT) and the harness's all-staged one (STAGED), each site whose datatype is of the RNE family is
-// cast in registers (attn_tc_frag_rne, its group scales found or read as VISIT says; kb: the bytes
-// attn_tc_kept_load_q read for the sites that read, [site][mi]) and p = exp2(s^ log2(e) - lse2) computed in
-// registers (lse2: the fragment rows' lse * log2(e)); from the first site that cannot (another datatype, or a
+// masked 0), the semantics of attn_tc_cast_tile. v = raw * scale (future keys 0) first (where the scores' register
+// cast runs, inside it: fold (e) of attention_tcast.cuh); then, outside the counting instantiation (CNT) and the
+// harness's all-staged one (STAGED), each site whose datatype is of the RNE family is cast in registers
+// (attn_tc_frag_rne, its group scales found or read as VISIT says; kb: the bytes attn_tc_kept_load_q read for the
+// sites that read, [site][mi]) and p = exp2(s^ log2(e) - lse2) computed in registers (lse2: the fragment rows'
+// lse * log2(e); after a scores' register cast, as its finisher: fold (f)); from the first site that cannot (another datatype, or a
 // group the family refuses) on, the tile goes through the staged general path (attn_tc_put_q, attn_tc_cast_q from
 // that site, which in the forward also keeps the verdicts of the groups it casts; lse2v: the lane's staged row's
 // lse * log2(e)). Same bits either way. wr0 = the warp's first query.
@@ -454,23 +485,35 @@ __device__ __forceinline__ void attn_tc_step_q(float (&s)[WM][NS][4], float* til
     constexpr bool probs = VISIT != ATTN_TC_FWD_STATS, READ0 = VISIT != ATTN_TC_FWD_STATS, READ1 = VISIT == ATTN_TC_BWD;
     const int row0 = wr0 + (lane >> 2), col0 = k0 + 2 * (lane & 3);
     const bool diag = k0 + NS * 8 - 1 > wr0;  // some key of the tile after some query of the warp (else no masking code runs)
-    if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_masked<false>(col0, row0, mi, n, r) ? 0.f : s[mi][n][r] * scale; });
-    else attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });
+    const AttnTcastSite& S0 = attn_tc_site[ATTN_TC_SCORES];
+    // the scores' register cast takes over the scale step (fold (e), attention_tcast.cuh; a power-of-two scale)
+    const bool fold = !CNT && !STAGED && S0.on && S0.frag && attn_tc_pow2(scale);
+    if (fold) {
+        if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<false>(col0, row0, mi, n, r)) s[mi][n][r] = 0.f; });
+    } else if (diag) {
+        attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_masked<false>(col0, row0, mi, n, r) ? 0.f : s[mi][n][r] * scale; });
+    } else {
+        attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });
+    }
     int site0 = ATTN_TC_SCORES;  // the first site left to the staged path (2: none)
     if constexpr (!CNT && !STAGED) {
-        const AttnTcastSite& S0 = attn_tc_site[ATTN_TC_SCORES];
         const AttnTcastSite& S1 = attn_tc_site[ATTN_TC_PROBS];
-        if (!S0.on || (S0.frag && attn_tc_frag_rne<false, READ0, ATTN_TC_SCORES>(s, S0, lane, kb, READ0 ? nullptr : tc.scales[ATTN_TC_SCORES], rbase, T,
-                                                                  wr0, k0))) {
+        // the probability visits' finisher (fold (f)): p = exp2(s^ log2(e) - lse2) straight from the scores' cast
+        const auto to_p = [&](float v, float f, int mi, int, int r) { return attn_exp2(fmaf(v, f * ATTN_LOG2E, -lse2[mi][r >> 1])); };
+        // S0.on without fold (a datatype outside the fragment family, or a scale that is not a power of two, which the
+        // TC kernels' HS = 64 never has): the staged path
+        bool ok0 = !S0.on;
+        if (fold) {
+            if constexpr (probs) ok0 = attn_tc_frag_rne<false, READ0, ATTN_TC_SCORES, true>(s, S0, lane, kb, nullptr, rbase, T, wr0, k0, scale, to_p);
+            else ok0 = attn_tc_frag_rne<false, READ0, ATTN_TC_SCORES, true>(s, S0, lane, kb, tc.scales[ATTN_TC_SCORES], rbase, T, wr0, k0, scale);
+        }
+        if (ok0) {
             site0 = probs ? ATTN_TC_PROBS : 2;
-            if (probs && diag)
-                attn_frag_each<WM, NS>([&](int mi, int n, int r) {
-                    const float p = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lse2[mi][r >> 1]));
-                    s[mi][n][r] = attn_masked<false>(col0, row0, mi, n, r) ? 0.f : p;
-                });
-            else if (probs)
-                attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lse2[mi][r >> 1])); });
-            else if (diag)
+            if (probs) {
+                if (!fold)  // (fold: the finisher made p already)
+                    attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lse2[mi][r >> 1])); });
+                if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<false>(col0, row0, mi, n, r)) s[mi][n][r] = 0.f; });
+            } else if (diag)
                 attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<false>(col0, row0, mi, n, r)) s[mi][n][r] = -INFINITY; });
             if (probs && (!S1.on || (S1.frag && attn_tc_frag_rne<true, READ1, ATTN_TC_PROBS>(s, S1, lane, kb, READ1 ? nullptr : tc.scales[ATTN_TC_PROBS],
                                                                                rbase, T, wr0, k0))))
@@ -566,17 +609,22 @@ __device__ __forceinline__ void attn_tc_kept_load_k(uint8_t* dst, const AttnTcas
 // vote: every warp reads all 256 bytes (8 a lane) and asks whether one is ATTN_TC_REFUSED (the same answer in every
 // warp: no barrier); each lane then reads the bytes of its 16 query columns in its warp's half (the warp's 16 keys
 // lie in one 32-key half). Unscaled types: one group step per lane and a __syncthreads_and vote. If a group fails
-// anywhere the CTA leaves x unchanged and returns false; else x <- the cast and true. Every thread of the CTA
-// calls. NONNEG: x holds probabilities (sign bits clear), cast by attn_tc_rne_elem<true>.
-template <bool NONNEG = false, int WM, int NS>
-__device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const AttnTcastSite& S, const uint8_t* kept, int kw, int lane) {
+// anywhere the CTA leaves x unchanged (PRE: x <- x * pre) and returns false; else x <- fin of the cast and true (PRE,
+// fin: as attn_tc_frag_rne). Every thread of the CTA calls. NONNEG: x holds probabilities (sign bits clear), cast by
+// attn_tc_rne_elem<true>.
+template <bool NONNEG = false, bool PRE = false, int WM, int NS, typename FIN = AttnTcUp>
+__device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const AttnTcastSite& S, const uint8_t* kept, int kw, int lane,
+                                                   float pre = 1.f, FIN fin = FIN()) {
     static_assert(WM == 1 && NS == 8, "key-major register casts: 16 keys x 64 queries per warp");
     static_assert(ATTN_TC_KEPT_K_SITE == 32 * 8, "the vote reads a site's bytes as 8 per lane");
     const int tq = lane & 3;
     int32_t mc[NS][2];  // [n][column e]
     if (S.tile > 1) {
         const uint2 w = reinterpret_cast<const uint2*>(kept)[lane];
-        if (__any_sync(0xffffffffu, (__vcmpeq4(w.x, 0xFFFFFFFFu) | __vcmpeq4(w.y, 0xFFFFFFFFu)) != 0u)) return false;
+        if (__any_sync(0xffffffffu, (__vcmpeq4(w.x, 0xFFFFFFFFu) | __vcmpeq4(w.y, 0xFFFFFFFFu)) != 0u)) {
+            if constexpr (PRE) attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] *= pre; });
+            return false;
+        }
         const uint8_t* mine = kept + (kw / 32) * AttnTcTileK::NI;  // the warp's half, 64 queries
         #pragma unroll
         for (int n = 0; n < NS; n++) {
@@ -591,12 +639,15 @@ __device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const 
             #pragma unroll
             for (int e = 0; e < 2; e++) m = attn_tc_amax_(m, attn_tc_amax_(attn_tc_amax_(0.f, x[0][n][e]), x[0][n][2 + e]));
         AttnTcRneQ q;
-        const int ok = attn_tc_rne_group(&S, __float_as_uint(m), 0, &q);
-        if (!__syncthreads_and(ok)) return false;
+        const int ok = attn_tc_rne_group(&S, __float_as_uint(PRE ? m * pre : m), 0, &q);
+        if (!__syncthreads_and(ok)) {
+            if constexpr (PRE) attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] *= pre; });
+            return false;
+        }
         #pragma unroll
         for (int n = 0; n < NS; n++) mc[n][0] = mc[n][1] = q.mc;
     }
-    attn_tc_frag_round<NONNEG>(x, S, [&](int mi, int n, int r) { return mc[n][r & 1]; });
+    attn_tc_frag_round<NONNEG, PRE>(x, S, [&](int mi, int n, int r) { return mc[n][r & 1]; }, pre, fin);
     return true;
 }
 
@@ -622,7 +673,7 @@ __device__ __forceinline__ void attn_tc_cast_k(float (&s)[WM][NS][4], float* til
 
 // The TC step of the dK/dV kernel on the raw dot products s of the warp's 16 keys x 64 queries of S^T
 // (zeros for an inactive warp): s <- P^T (masked 0), the semantics of attn_tc_cast_tile along the keys.
-// As attn_tc_step_q: v = raw * scale (queries before the key 0), then the RNE family in registers per
+// As attn_tc_step_q: v = raw * scale (queries before the key 0; folds (e) and (f) as there), then the RNE family in registers per
 // site (attn_tc_frag_rne_k, with the group scales the forward kept: kept = the tile's ATTN_TC_KEPT_K bytes,
 // attn_tc_kept_load_k) and p = exp2(s^ log2(e) - lse log2(e)) in registers, from the first site that cannot on
 // the staged general path (attn_tc_put_k, attn_tc_cast_k; STAGED, the harness's all-staged instantiation: every
@@ -632,24 +683,31 @@ template <bool STAGED, int WM, int NS>
 __device__ __forceinline__ void attn_tc_step_k(float (&s)[WM][NS][4], float* tile, bool active, float scale, int kw, int kw0, int qb,
                                                int k0, int T, const float* L, const AttnTcastArgs& tc, uint64_t rbase, int lane,
                                                const uint8_t* kept) {
-    const int row0 = kw0 + (lane >> 2), col0 = qb + 2 * (lane & 3);
+    const int row0 = kw0 + (lane >> 2), col0 = qb + 2 * (lane & 3), tq = lane & 3;
     const bool diag = qb < kw0 + 16 * WM - 1;  // some query of the tile before some key of the warp
-    if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_masked<true>(col0, row0, mi, n, r) ? 0.f : s[mi][n][r] * scale; });
-    else attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });
+    const AttnTcastSite& S0 = attn_tc_site[ATTN_TC_SCORES];
+    // as attn_tc_step_q: the scores' register cast takes over the scale step (fold (e)) and makes p (fold (f))
+    const bool fold = !STAGED && S0.on && S0.frag && attn_tc_pow2(scale);
+    if (fold) {
+        if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<true>(col0, row0, mi, n, r)) s[mi][n][r] = 0.f; });
+    } else if (diag) {
+        attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_masked<true>(col0, row0, mi, n, r) ? 0.f : s[mi][n][r] * scale; });
+    } else {
+        attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });
+    }
     int site0 = ATTN_TC_SCORES;  // the first site left to the staged path (2: none)
     if constexpr (!STAGED) {
-        const AttnTcastSite& S0 = attn_tc_site[ATTN_TC_SCORES];
         const AttnTcastSite& S1 = attn_tc_site[ATTN_TC_PROBS];
-        if (!S0.on || (S0.frag && attn_tc_frag_rne_k(s, S0, kept, kw, lane))) {
+        // p = exp2(s^ log2(e) - lse log2(e)), lse of element r's query column (attn_frag_each_col's value, LOG2)
+        const auto to_p = [&](float v, float f, int, int n, int r) {
+            return attn_exp2(fmaf(v, f * ATTN_LOG2E, -(L[n * 8 + 2 * tq + (r & 1)] * ATTN_LOG2E)));
+        };
+        const bool ok0 = fold ? attn_tc_frag_rne_k<false, true>(s, S0, kept, kw, lane, scale, to_p) : !S0.on;  // (else: staged, as step_q)
+        if (ok0) {
             site0 = ATTN_TC_PROBS;
-            const int tq = lane & 3;
-            if (diag)
-                attn_frag_each_col<WM, NS, true>(L, tq, [&](int mi, int n, int r, float lq2) {
-                    const float p = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lq2));
-                    s[mi][n][r] = attn_masked<true>(col0, row0, mi, n, r) ? 0.f : p;
-                });
-            else
+            if (!fold)
                 attn_frag_each_col<WM, NS, true>(L, tq, [&](int mi, int n, int r, float lq2) { s[mi][n][r] = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lq2)); });
+            if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<true>(col0, row0, mi, n, r)) s[mi][n][r] = 0.f; });
             if (!S1.on || (S1.frag && attn_tc_frag_rne_k<true>(s, S1, kept + ATTN_TC_KEPT_K_SITE, kw, lane))) site0 = 2;
         }
     }
