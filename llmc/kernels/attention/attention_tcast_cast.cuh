@@ -461,6 +461,20 @@ __device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const At
     return true;
 }
 
+// The scale step of a TC step on the raw dot products s: s <- raw * scale, masked elements (attn_masked<KEY_MAJOR>, looked
+// at only in a tile that crosses the diagonal, diag) 0; fold (the scores' register cast takes the scale over): s <- raw,
+// masked elements 0.
+template <bool KEY_MAJOR, int WM, int NS>
+__device__ __forceinline__ void attn_tc_scale_step(float (&s)[WM][NS][4], bool fold, bool diag, float scale, int col0, int row0) {
+    if (fold) {
+        if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<KEY_MAJOR>(col0, row0, mi, n, r)) s[mi][n][r] = 0.f; });
+    } else if (diag) {
+        attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_masked<KEY_MAJOR>(col0, row0, mi, n, r) ? 0.f : s[mi][n][r] * scale; });
+    } else {
+        attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });
+    }
+}
+
 // 1 if x is a positive normal power of two (fold (e), attention_tcast.cuh: the scale 1 / sqrt(HS) for HS = 4^k).
 __device__ __forceinline__ bool attn_tc_pow2(float x) {
     const uint32_t b = __float_as_uint(x);
@@ -488,13 +502,7 @@ __device__ __forceinline__ void attn_tc_step_q(float (&s)[WM][NS][4], float* til
     const AttnTcastSite& S0 = attn_tc_site[ATTN_TC_SCORES];
     // the scores' register cast takes over the scale step (fold (e), attention_tcast.cuh; a power-of-two scale)
     const bool fold = !CNT && !STAGED && S0.on && S0.frag && attn_tc_pow2(scale);
-    if (fold) {
-        if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<false>(col0, row0, mi, n, r)) s[mi][n][r] = 0.f; });
-    } else if (diag) {
-        attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_masked<false>(col0, row0, mi, n, r) ? 0.f : s[mi][n][r] * scale; });
-    } else {
-        attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });
-    }
+    attn_tc_scale_step<false>(s, fold, diag, scale, col0, row0);
     int site0 = ATTN_TC_SCORES;  // the first site left to the staged path (2: none)
     if constexpr (!CNT && !STAGED) {
         const AttnTcastSite& S1 = attn_tc_site[ATTN_TC_PROBS];
@@ -688,13 +696,7 @@ __device__ __forceinline__ void attn_tc_step_k(float (&s)[WM][NS][4], float* til
     const AttnTcastSite& S0 = attn_tc_site[ATTN_TC_SCORES];
     // as attn_tc_step_q: the scores' register cast takes over the scale step (fold (e)) and makes p (fold (f))
     const bool fold = !STAGED && S0.on && S0.frag && attn_tc_pow2(scale);
-    if (fold) {
-        if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<true>(col0, row0, mi, n, r)) s[mi][n][r] = 0.f; });
-    } else if (diag) {
-        attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] = attn_masked<true>(col0, row0, mi, n, r) ? 0.f : s[mi][n][r] * scale; });
-    } else {
-        attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });
-    }
+    attn_tc_scale_step<true>(s, fold, diag, scale, col0, row0);
     int site0 = ATTN_TC_SCORES;  // the first site left to the staged path (2: none)
     if constexpr (!STAGED) {
         const AttnTcastSite& S1 = attn_tc_site[ATTN_TC_PROBS];
