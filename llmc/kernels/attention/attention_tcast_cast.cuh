@@ -396,9 +396,9 @@ __device__ __forceinline__ void attn_tc_lane_amax_q(float (&a)[WM][2][2], const 
 //   READ = true: the verdict the forward kept, byte KSITE of kb[mi] (attn_tc_kept_load_q): no amax, no group step;
 // then the quad broadcasts the constants back (one shuffle per group). An unscaled type needs one group step per
 // lane (s = 0; the amax only screens for NaN / Inf / huge values), READ or not. If a group is refused anywhere the
-// warp leaves x unchanged (PRE: x <- x * pre, what the caller's scale step would have made) and returns false (the
-// caller then takes the staged general path), else x <- fin of the cast (attn_tc_frag_round; PRE: x held raw values,
-// the amax is taken of them and scaled by pre, fold (e)) and true. Every lane calls (warp-uniform). NONNEG: x holds
+// warp leaves x unchanged and returns false (the caller then takes the staged general path; PRE: after its scale
+// step), else x <- fin of the cast (attn_tc_frag_round; PRE: x held raw values, the amax is taken of them and scaled
+// by pre, fold (e)) and true. Every lane calls (warp-uniform). NONNEG: x holds
 // probabilities (sign bits clear), cast by attn_tc_rne_elem<true>.
 template <bool NONNEG = false, bool READ = false, int KSITE = 0, bool PRE = false, int WM, int NS, typename FIN = AttnTcUp>
 __device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const AttnTcastSite& S, int lane, const uint32_t (&kb)[WM],
@@ -453,10 +453,7 @@ __device__ __forceinline__ bool attn_tc_frag_rne(float (&x)[WM][NS][4], const At
         #pragma unroll
         for (int mi = 0; mi < WM; mi++) mc[mi][0][0] = mc[mi][0][1] = mc[mi][1][0] = mc[mi][1][1] = q.mc;
     }
-    if (!__all_sync(0xffffffffu, ok)) {
-        if constexpr (PRE) attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] *= pre; });
-        return false;
-    }
+    if (!__all_sync(0xffffffffu, ok)) return false;
     attn_tc_frag_round<NONNEG, PRE>(x, S, [&](int mi, int n, int r) { return mc[mi][r >> 1][n >> 2]; }, pre, fin);
     return true;
 }
@@ -514,6 +511,7 @@ __device__ __forceinline__ void attn_tc_step_q(float (&s)[WM][NS][4], float* til
         if (fold) {
             if constexpr (probs) ok0 = attn_tc_frag_rne<false, READ0, ATTN_TC_SCORES, true>(s, S0, lane, kb, nullptr, rbase, T, wr0, k0, scale, to_p);
             else ok0 = attn_tc_frag_rne<false, READ0, ATTN_TC_SCORES, true>(s, S0, lane, kb, tc.scales[ATTN_TC_SCORES], rbase, T, wr0, k0, scale);
+            if (!ok0) attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });  // the staged path's v = raw * scale
         }
         if (ok0) {
             site0 = probs ? ATTN_TC_PROBS : 2;
@@ -617,8 +615,8 @@ __device__ __forceinline__ void attn_tc_kept_load_k(uint8_t* dst, const AttnTcas
 // vote: every warp reads all 256 bytes (8 a lane) and asks whether one is ATTN_TC_REFUSED (the same answer in every
 // warp: no barrier); each lane then reads the bytes of its 16 query columns in its warp's half (the warp's 16 keys
 // lie in one 32-key half). Unscaled types: one group step per lane and a __syncthreads_and vote. If a group fails
-// anywhere the CTA leaves x unchanged (PRE: x <- x * pre) and returns false; else x <- fin of the cast and true (PRE,
-// fin: as attn_tc_frag_rne). Every thread of the CTA calls. NONNEG: x holds probabilities (sign bits clear), cast by
+// anywhere the CTA leaves x unchanged and returns false; else x <- fin of the cast and true (PRE, fin: as
+// attn_tc_frag_rne). Every thread of the CTA calls. NONNEG: x holds probabilities (sign bits clear), cast by
 // attn_tc_rne_elem<true>.
 template <bool NONNEG = false, bool PRE = false, int WM, int NS, typename FIN = AttnTcUp>
 __device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const AttnTcastSite& S, const uint8_t* kept, int kw, int lane,
@@ -629,10 +627,7 @@ __device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const 
     int32_t mc[NS][2];  // [n][column e]
     if (S.tile > 1) {
         const uint2 w = reinterpret_cast<const uint2*>(kept)[lane];
-        if (__any_sync(0xffffffffu, (__vcmpeq4(w.x, 0xFFFFFFFFu) | __vcmpeq4(w.y, 0xFFFFFFFFu)) != 0u)) {
-            if constexpr (PRE) attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] *= pre; });
-            return false;
-        }
+        if (__any_sync(0xffffffffu, (__vcmpeq4(w.x, 0xFFFFFFFFu) | __vcmpeq4(w.y, 0xFFFFFFFFu)) != 0u)) return false;
         const uint8_t* mine = kept + (kw / 32) * AttnTcTileK::NI;  // the warp's half, 64 queries
         #pragma unroll
         for (int n = 0; n < NS; n++) {
@@ -648,10 +643,7 @@ __device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const 
             for (int e = 0; e < 2; e++) m = attn_tc_amax_(m, attn_tc_amax_(attn_tc_amax_(0.f, x[0][n][e]), x[0][n][2 + e]));
         AttnTcRneQ q;
         const int ok = attn_tc_rne_group(&S, __float_as_uint(PRE ? m * pre : m), 0, &q);
-        if (!__syncthreads_and(ok)) {
-            if constexpr (PRE) attn_frag_each<WM, NS>([&](int mi, int n, int r) { x[mi][n][r] *= pre; });
-            return false;
-        }
+        if (!__syncthreads_and(ok)) return false;
         #pragma unroll
         for (int n = 0; n < NS; n++) mc[n][0] = mc[n][1] = q.mc;
     }
@@ -705,6 +697,7 @@ __device__ __forceinline__ void attn_tc_step_k(float (&s)[WM][NS][4], float* til
             return attn_exp2(fmaf(v, f * ATTN_LOG2E, -(L[n * 8 + 2 * tq + (r & 1)] * ATTN_LOG2E)));
         };
         const bool ok0 = fold ? attn_tc_frag_rne_k<false, true>(s, S0, kept, kw, lane, scale, to_p) : !S0.on;  // (else: staged, as step_q)
+        if (fold && !ok0) attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });  // the staged path's v = raw * scale
         if (ok0) {
             site0 = ATTN_TC_PROBS;
             if (!fold)
