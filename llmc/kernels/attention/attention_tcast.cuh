@@ -380,12 +380,17 @@ static inline HOST_DEVICE float attn_tc_hw_up(int32_t mc, int32_t up) { return t
 
 // The first half of the element step of two elements x0, x1 (of groups with constants mc0, mc1: attn_tc_rne_group
 // accepted them) with the hardware format HW; up = the site's hw_up: x <- r, the FP8 value of x pre 2^-s (pre: 1, or
-// the power-of-two scale of fold (e) above). Device only (sm_89+), branch-free.
+// the power-of-two scale of fold (e) above). Device only (sm_89+), branch-free. attn_tc_hw_pair_dn: the same with the
+// factors pre 2^-s given (dn0, dn1).
+template <int HW>
+static inline __device__ void attn_tc_hw_pair_dn(float& x0, float& x1, float dn0, float dn1) {
+    x0 = tcast_mul_rn(x0, dn0);  // y = x pre 2^-s
+    x1 = tcast_mul_rn(x1, dn1);
+    attn_tc_hw_cvt<HW>(x0, x1);
+}
 template <int HW>
 static inline __device__ void attn_tc_hw_pair_r(float& x0, float& x1, int32_t mc0, int32_t mc1, int32_t up, float pre) {
-    x0 = tcast_mul_rn(x0, attn_tc_hw_down(mc0, up) * pre);  // y = x pre 2^-s
-    x1 = tcast_mul_rn(x1, attn_tc_hw_down(mc1, up) * pre);
-    attn_tc_hw_cvt<HW>(x0, x1);
+    attn_tc_hw_pair_dn<HW>(x0, x1, attn_tc_hw_down(mc0, up) * pre, attn_tc_hw_down(mc1, up) * pre);
 }
 // The whole element step: x <- r 2^s.
 template <int HW>

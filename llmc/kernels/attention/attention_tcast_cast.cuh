@@ -312,6 +312,22 @@ __device__ __forceinline__ void attn_tc_frag_hw(float (&x)[WM][NS][4], MC& mc, i
     });
 }
 
+// The same on the key-major fragments of the dK/dV kernel (16 keys x 64 queries a warp) with each query column's
+// factors decoded in t4 (attn_tc_frag_rne_k): entry n * 4 + tq = (pre 2^-s, 2^s) of columns n * 8 + 2 tq and + 1.
+template <int HW, int NS, typename FIN>
+__device__ __forceinline__ void attn_tc_frag_hw_tab(float (&x)[1][NS][4], const float4* t4, int tq, FIN& fin) {
+    #pragma unroll
+    for (int n = 0; n < NS; n++) {
+        const float4 t = t4[n * 4 + tq];
+        #pragma unroll
+        for (int r = 0; r < 4; r += 2) {
+            attn_tc_hw_pair_dn<HW>(x[0][n][r], x[0][n][r + 1], t.x, t.z);
+            x[0][n][r] = fin(x[0][n][r], t.y, 0, n, r);
+            x[0][n][r + 1] = fin(x[0][n][r + 1], t.w, 0, n, r + 1);
+        }
+    }
+}
+
 // The element step of the register casts over a lane's fragments x, once the group step accepted every
 // group (mc as above, attn_tc_rne_q's constants). The site's hardware format (S.hw, chosen at configure
 // time: one uniform branch per tile, none per element) rounds with attn_tc_frag_hw; every other RNE-family
@@ -614,13 +630,18 @@ __device__ __forceinline__ void attn_tc_kept_load_k(uint8_t* dst, const AttnTcas
 // site's ATTN_TC_KEPT_K_SITE bytes of the tile, attn_tc_kept_load_k), so no amax and no group step here. The CTA's
 // vote: every warp reads all 256 bytes (8 a lane) and asks whether one is ATTN_TC_REFUSED (the same answer in every
 // warp: no barrier); each lane then reads the bytes of its 16 query columns in its warp's half (the warp's 16 keys
-// lie in one 32-key half). Unscaled types: one group step per lane and a __syncthreads_and vote. If a group fails
-// anywhere the CTA leaves x unchanged and returns false; else x <- fin of the cast and true (PRE, fin: as
-// attn_tc_frag_rne). Every thread of the CTA calls. NONNEG: x holds probabilities (sign bits clear), cast by
-// attn_tc_rne_elem<true>.
-template <bool NONNEG = false, bool PRE = false, int WM, int NS, typename FIN = AttnTcUp>
-__device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const AttnTcastSite& S, const uint8_t* kept, int kw, int lane,
-                                                   float pre = 1.f, FIN fin = FIN()) {
+// lie in one 32-key half). A hardware site (S.hw) decodes those bytes once per warp instead of per lane: lane l turns
+// the bytes of queries 2 l and 2 l + 1 into their factors (pre 2^-s, 2^s) in tab (the warp's 128 floats of the cast
+// tile, which the staged path only writes after a barrier: attn_tc_step_k), and each lane reads the four it needs
+// per n-tile with one 16-byte load (8 lanes of a warp and 4 warps of a half share each byte: ~160 integer instructions
+// a tile fewer, doc/TCAST.md 6, session 16). Unscaled types: one group step per lane and a __syncthreads_and vote. If
+// a group fails anywhere the CTA leaves x unchanged and returns false; else x <- fin of the cast and true (PRE, fin:
+// as attn_tc_frag_rne). Every thread of the CTA calls. NONNEG: x holds probabilities (sign bits
+// clear), cast by attn_tc_rne_elem<true>. VOTE (a warp whose x is all zeros and stays so, attn_tc_step_k): only the
+// vote, the same answer, x untouched.
+template <bool NONNEG = false, bool PRE = false, bool VOTE = false, int WM, int NS, typename FIN = AttnTcUp>
+__device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const AttnTcastSite& S, const uint8_t* kept, float* tab, int kw,
+                                                   int lane, float pre = 1.f, FIN fin = FIN()) {
     static_assert(WM == 1 && NS == 8, "key-major register casts: 16 keys x 64 queries per warp");
     static_assert(ATTN_TC_KEPT_K_SITE == 32 * 8, "the vote reads a site's bytes as 8 per lane");
     const int tq = lane & 3;
@@ -629,8 +650,19 @@ __device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const 
         const uint2 w = reinterpret_cast<const uint2*>(kept)[lane];
         if (__any_sync(0xffffffffu, (__vcmpeq4(w.x, 0xFFFFFFFFu) | __vcmpeq4(w.y, 0xFFFFFFFFu)) != 0u)) return false;
         const uint8_t* mine = kept + (kw / 32) * AttnTcTileK::NI;  // the warp's half, 64 queries
+        if (!VOTE && S.hw != ATTN_TC_HW_NONE) {
+            const uint32_t v = *reinterpret_cast<const uint16_t*>(mine + 2 * lane);
+            const int32_t m0 = attn_tc_rne_mc_of(&S, v & 0xFFu), m1 = attn_tc_rne_mc_of(&S, v >> 8);
+            float4* t4 = reinterpret_cast<float4*>(tab);
+            t4[lane] = make_float4(attn_tc_hw_down(m0, S.hw_up) * (PRE ? pre : 1.f), attn_tc_hw_up(m0, S.hw_up),
+                                   attn_tc_hw_down(m1, S.hw_up) * (PRE ? pre : 1.f), attn_tc_hw_up(m1, S.hw_up));
+            __syncwarp();
+            if (S.hw == ATTN_TC_HW_E4M3) attn_tc_frag_hw_tab<ATTN_TC_HW_E4M3>(x, t4, tq, fin);
+            else attn_tc_frag_hw_tab<ATTN_TC_HW_E5M2>(x, t4, tq, fin);
+            return true;
+        }
         #pragma unroll
-        for (int n = 0; n < NS; n++) {
+        for (int n = 0; n < NS && !VOTE; n++) {
             const uint32_t v = *reinterpret_cast<const uint16_t*>(mine + n * 8 + 2 * tq);
             mc[n][0] = attn_tc_rne_mc_of(&S, v & 0xFFu);
             mc[n][1] = attn_tc_rne_mc_of(&S, v >> 8);
@@ -645,9 +677,9 @@ __device__ __forceinline__ bool attn_tc_frag_rne_k(float (&x)[WM][NS][4], const 
         const int ok = attn_tc_rne_group(&S, __float_as_uint(PRE ? m * pre : m), 0, &q);
         if (!__syncthreads_and(ok)) return false;
         #pragma unroll
-        for (int n = 0; n < NS; n++) mc[n][0] = mc[n][1] = q.mc;
+        for (int n = 0; n < NS && !VOTE; n++) mc[n][0] = mc[n][1] = q.mc;
     }
-    attn_tc_frag_round<NONNEG, PRE>(x, S, [&](int mi, int n, int r) { return mc[n][r & 1]; }, pre, fin);
+    if constexpr (!VOTE) attn_tc_frag_round<NONNEG, PRE>(x, S, [&](int mi, int n, int r) { return mc[n][r & 1]; }, pre, fin);
     return true;
 }
 
@@ -688,25 +720,37 @@ __device__ __forceinline__ void attn_tc_step_k(float (&s)[WM][NS][4], float* til
     const AttnTcastSite& S0 = attn_tc_site[ATTN_TC_SCORES];
     // as attn_tc_step_q: the scores' register cast takes over the scale step (fold (e)) and makes p (fold (f))
     const bool fold = !STAGED && S0.on && S0.frag && attn_tc_pow2(scale);
-    attn_tc_scale_step<true>(s, fold, diag, scale, col0, row0);
     int site0 = ATTN_TC_SCORES;  // the first site left to the staged path (2: none)
-    if constexpr (!STAGED) {
+    if (!STAGED && !active) {
+        // no key of the warp is visible to a query of the tile: s is 0 and its P^T is 0 whatever the casts (every
+        // element masked), so the warp only takes part in the CTA's votes (the same answers: site0)
+        const AttnTcastSite& S1 = attn_tc_site[ATTN_TC_PROBS];
+        const bool ok0 = fold ? attn_tc_frag_rne_k<false, true, true>(s, S0, kept, nullptr, kw, lane) : !S0.on;
+        if (ok0) site0 = !S1.on || (S1.frag && attn_tc_frag_rne_k<true, false, true>(s, S1, kept + ATTN_TC_KEPT_K_SITE, nullptr, kw, lane))
+                             ? 2 : ATTN_TC_PROBS;
+    } else if constexpr (!STAGED) {
+        attn_tc_scale_step<true>(s, fold, diag, scale, col0, row0);
         const AttnTcastSite& S1 = attn_tc_site[ATTN_TC_PROBS];
         // p = exp2(s^ log2(e) - lse log2(e)), lse of element r's query column (attn_frag_each_col's value, LOG2)
         const auto to_p = [&](float v, float f, int, int n, int r) {
             return attn_exp2(fmaf(v, f * ATTN_LOG2E, -(L[n * 8 + 2 * tq + (r & 1)] * ATTN_LOG2E)));
         };
-        const bool ok0 = fold ? attn_tc_frag_rne_k<false, true>(s, S0, kept, kw, lane, scale, to_p) : !S0.on;  // (else: staged, as step_q)
+        static_assert(AttnTcTileK::words >= (AttnTcTileK::NK / 16) * 256, "the cast tile holds every warp's decoded factors");
+        float* tab = tile + (kw / 16) * 256;  // this warp's decoded factors of the two sites (attn_tc_frag_rne_k)
+        const bool ok0 = fold ? attn_tc_frag_rne_k<false, true>(s, S0, kept, tab, kw, lane, scale, to_p) : !S0.on;  // (else: staged, as step_q)
         if (fold && !ok0) attn_frag_each<WM, NS>([&](int mi, int n, int r) { s[mi][n][r] *= scale; });  // the staged path's v = raw * scale
         if (ok0) {
             site0 = ATTN_TC_PROBS;
             if (!fold)
                 attn_frag_each_col<WM, NS, true>(L, tq, [&](int mi, int n, int r, float lq2) { s[mi][n][r] = attn_exp2(fmaf(s[mi][n][r], ATTN_LOG2E, -lq2)); });
             if (diag) attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<true>(col0, row0, mi, n, r)) s[mi][n][r] = 0.f; });
-            if (!S1.on || (S1.frag && attn_tc_frag_rne_k<true>(s, S1, kept + ATTN_TC_KEPT_K_SITE, kw, lane))) site0 = 2;
+            if (!S1.on || (S1.frag && attn_tc_frag_rne_k<true>(s, S1, kept + ATTN_TC_KEPT_K_SITE, tab + 128, kw, lane))) site0 = 2;
         }
+    } else {
+        attn_tc_scale_step<true>(s, fold, diag, scale, col0, row0);
     }
-    if (site0 < 2) {  // (the register casts use no shared memory of the cast tile: no barrier before the staging)
+    if (site0 < 2) {  // (site0 is the CTA's: the votes are)
+        __syncthreads();  // every warp is done with its decoded factors (attn_tc_frag_rne_k) in the cast tile
         attn_tc_put_k(tile, s, kw, lane);
         attn_tc_cast_k(s, tile, active, kw, qb, k0, T, site0, L, tc, rbase, lane);
     }
