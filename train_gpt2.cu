@@ -227,8 +227,8 @@ static void trainer_print_config(Trainer* t) {
     print_config_rule();
     printf("numeric config: %s\n", t->numeric);
     t->mode.print_config(&m);
-    char scales[96] = "";  // the attention group scales the TensorCast casts keep and the backward's dS workspace (gpt2_allocate_attention_buffers), if any
-    if (m.att_scales) snprintf(scales, sizeof(scales), ", attention group scales %.0f", (double)m.att_scales_layer * config.num_layers / mib);
+    char scales[96] = "";  // what the TensorCast attention casts keep (group scales, P^ codes) and the backward's dS workspace (gpt2_allocate_attention_buffers), if any
+    if (m.att_scales) snprintf(scales, sizeof(scales), ", attention kept %.0f", (double)m.att_scales_layer * config.num_layers / mib);
     if (m.att_ds) snprintf(scales + strlen(scales), sizeof(scales) - strlen(scales), ", attention dS %.0f", (double)m.att_ds_bytes / mib);
     printf("memory plan (MiB): params %.0f, grads %.0f, AdamW m+v %.0f, master %.0f, activations %.0f%s; device %.0f free of %.0f\n",
            n * sizeof(floatX) / mib, n * sizeof(floatX) / mib, 2.0 * n * sizeof(float) / mib,

@@ -247,13 +247,27 @@ static double bwd_flops(const Shape& s) { return 2.5 * fwd_flops(s); }
 
 static const int kTcScalePoison = 0x55;  // see Buffers::poison_fwd
 
+// Bytes of a kept-scales buffer with room for any configuration (attention_tcast_scales_bytes): both sites' group
+// scales, 16-byte aligned, then the probabilities' flag and codes.
+static size_t tc_scales_room(int B, int T, int NH) {
+    return (2 * attention_tcast_site_scale_bytes(B, T, NH) + 15) / 16 * 16 + 16 + attention_tcast_pcode_bytes(B, T, NH);
+}
+// The probabilities' flag of the last forward into scales (attention_tcast.cuh: 0 = the codes are kept and valid), or
+// -1 where the configuration keeps no codes.
+static long long tc_pk_flag(const uint8_t* scales, int B, int T, int NH) {
+    if (!attention_tcast_keeps_p()) return -1;
+    unsigned f = 0;
+    cudaCheck(cudaMemcpy(&f, scales + attn_tc_pk_offset(B, T, NH), sizeof(f), cudaMemcpyDeviceToHost));
+    return f;
+}
+
 struct Buffers {
     Shape sh;
     size_t n_qkv, n_out, n_lse;
     floatX *qkv = nullptr, *out = nullptr, *dout = nullptr, *dqkv = nullptr;
     float *lse = nullptr, *scratch = nullptr;
-    // builds with the TensorCast attention casts: the group scales the forward keeps for the backward, room for
-    // both sites whatever the configuration (attention_tcast_scales_bytes), n_scales bytes rounded up to 4 words
+    // builds with the TensorCast attention casts: the group scales (and probabilities' codes) the forward keeps for the
+    // backward, room for any configuration (tc_scales_room)
     uint8_t* scales = nullptr;
     size_t n_scales = 0;
     // the backward's dS workspace (attention_backward_ds_bytes) wherever the tensor-core kernels can run, also in a
@@ -280,7 +294,7 @@ struct Buffers {
         cudaCheck(cudaMalloc(&lse, n_lse * sizeof(float)));
         cudaCheck(cudaMalloc(&scratch, n_lse * sizeof(float)));
         if (kModeAttentionCasts) {
-            n_scales = (2 * attention_tcast_site_scale_bytes(s.B, s.T, s.NH) + 15) / 16 * 16;
+            n_scales = tc_scales_room(s.B, s.T, s.NH);
             cudaCheck(cudaMalloc(&scales, n_scales));
         }
         if (sizeof(floatX) == 2 && (s.HS == 64 || s.HS == 128)) {
@@ -1419,6 +1433,7 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
     }
     const bool det = same_bits(h_out[0], h_out[1]) && same_bits(h_lse[0], h_lse[1]) && same_bits(h_dqkv[0], h_dqkv[1]);
     const std::vector<float> h_D = to_host(buf.scratch, buf.n_lse);
+    const long long pk_flag = tc_pk_flag(buf.scales, B, T, NH);  // (the backwards above read the codes where it is 0)
     // (k0) the recomputing schedule (dQ kernel with its own casts) gives the dS-handed schedule's bits
     const bool k0 = check_bwd_schedules(buf, st, seed, "TC");
     // (k1) the all-staged backward (the recomputing schedule)
@@ -1441,8 +1456,10 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
     attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, nullptr, seed, buf.scales, buf.ds);
     cudaCheck(cudaStreamSynchronize(st));
     cudaCheck(cudaFree(d_st));
+    // (the counting forward keeps no probabilities' codes: its flag must send the backward to the recomputing path)
+    const long long pk_flag_cnt = tc_pk_flag(buf.scales, B, T, NH);
     const bool k2 = same_bits(to_host(buf.out, buf.n_out), h_out[1]) && same_bits(to_host(buf.lse, buf.n_lse), h_lse[1]) &&
-                    same_bits(to_host(buf.dqkv, buf.n_qkv), h_dqkv[1]);
+                    same_bits(to_host(buf.dqkv, buf.n_qkv), h_dqkv[1]) && (pk_flag_cnt == -1 || pk_flag_cnt == 1);
     // (k3) one kept byte per keeping site lowered by one (the scales the counting forward kept, equal to the others
     // when k2 passes), each alone: the backward must differ
     int n_corrupt = 0, n_caught = 0;
@@ -1472,8 +1489,27 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
             n_caught += !same_bits(to_host(buf.dqkv, buf.n_qkv), h_dqkv[1]);
             for (int h = 0; h < halves; h++) cudaCheck(cudaMemcpy(p + (size_t)h * T, &good[h], 1, cudaMemcpyHostToDevice));
         }
+        // the probabilities' codes (kept by the default forward: the counting one's flag is reset by one more forward):
+        // the code of P^(query 0, key 0) (head (0, 0), block (0, 0), lane 0, byte 0) with its lowest bit flipped
+        if (attention_tcast_keeps_p()) {
+            buf.poison_fwd();
+            attention_forward(buf.out, buf.lse, buf.qkv, B, T, C, NH, st, nullptr, seed, buf.scales);
+            uint8_t* p = buf.scales + attn_tc_pk_offset(B, T, NH) + 16;
+            uint8_t good = 0;
+            cudaCheck(cudaMemcpy(&good, p, 1, cudaMemcpyDeviceToHost));
+            const uint8_t bad = (uint8_t)(good ^ 1u);
+            cudaCheck(cudaMemcpy(p, &bad, 1, cudaMemcpyHostToDevice));
+            buf.poison_bwd();
+            attention_backward(buf.dqkv, buf.scratch, buf.dout, buf.qkv, buf.out, buf.lse, B, T, C, NH, st, nullptr, seed, buf.scales, buf.ds);
+            cudaCheck(cudaStreamSynchronize(st));
+            n_corrupt++;
+            n_caught += !same_bits(to_host(buf.dqkv, buf.n_qkv), h_dqkv[1]);
+            cudaCheck(cudaMemcpy(p, &good, 1, cudaMemcpyHostToDevice));
+        }
     }
     const bool k3 = n_caught == n_corrupt && (n_corrupt > 0 || !cs.corrupt);  // (a case marked corrupt must keep a site)
+    // a case marked corrupt is a register-path case: where its probabilities' codes are kept, the backward used them
+    const bool k4 = !cs.corrupt || pk_flag != 1;
     const std::vector<unsigned int> am = to_host(d_amax, 2);
     const bool amax_ok = am[0] == host_amax_bits(h_out[1]) && am[1] == host_amax_bits(h_dqkv[1]);
     cudaCheck(cudaFree(d_amax));
@@ -1507,15 +1543,16 @@ static bool tc_run_case(const TcCase& cs, int ci, const Shape& sh, uint64_t data
     const bool fwd_ok = eo.nonfinite == 0 && el.nonfinite == 0 && eo.frac() <= 0.01 && eo.rel() <= 5e-2 && eo.maxabs <= 2 * vmax &&
                         el.frac() <= 0.01;
     const bool bwd_ok = eq.nonfinite + ek.nonfinite + ev.nonfinite == 0 && eq.rel() <= 5e-2 && ek.rel() <= 5e-2 && ev.rel() <= 5e-2;
-    const bool pass = fwd_ok && bwd_ok && det && amax_ok && nan == 0 && k0 && k1 && k2 && k3;
+    const bool pass = fwd_ok && bwd_ok && det && amax_ok && nan == 0 && k0 && k1 && k2 && k3 && k4;
     char corrupt[32] = "-";
     if (cs.corrupt) snprintf(corrupt, sizeof corrupt, "%d/%d caught", n_caught, n_corrupt);
     printf("tcast case %2d scores=%-22s probs=%-20s B=%d T=%-4d NH=%d HS=%-3d heads %2zu | out rel %.2e beyond-tight %.1e max %.1e | "
            "lse beyond %.1e | dq %.2e dk %.2e dv %.2e | NaN %zu | det %s | amax %s | kept scales (%zu B): staged bwd %s, counting fwd %s, "
-           "corrupted %s | %s\n",
+           "corrupted %s | P^ codes %s | %s\n",
            ci, tc_name(cs.scores), tc_name(cs.probs), B, T, NH, HS, heads.size(), eo.rel(), eo.frac(), eo.maxabs, el.frac(), eq.rel(),
            ek.rel(), ev.rel(), nan, det ? "yes" : "NO", amax_ok ? "ok" : "WRONG", attention_tcast_scales_bytes(B, T, NH), k1 ? "same" : "DIFFER",
-           k2 ? "same" : "DIFFER", corrupt, pass ? "PASS" : "FAIL");
+           k2 ? "same" : "DIFFER", corrupt, pk_flag == -1 ? "-" : pk_flag == 0 ? "read" : pk_flag == 1 ? "recomputed" : "FLAG?",
+           pass ? "PASS" : "FAIL");
     fflush(stdout);
     return pass;
 }
@@ -1578,7 +1615,7 @@ static bool tc_run_probe(const TcCase& cs, int ci, int T, int HS, cudaStream_t s
     floatX *qkv, *out, *dout, *dqkv;
     float *lse, *scratch;
     uint8_t* scales;  // the kept group scales (poisoned before each forward, as Buffers::poison_fwd)
-    const size_t n_scales = 2 * attention_tcast_site_scale_bytes(B, T, NH);
+    const size_t n_scales = tc_scales_room(B, T, NH);
     cudaCheck(cudaMalloc(&scales, n_scales));
     cudaCheck(cudaMalloc(&qkv, h_qkv.size() * sizeof(floatX)));
     cudaCheck(cudaMalloc(&dqkv, h_qkv.size() * sizeof(floatX)));
@@ -2146,8 +2183,9 @@ struct TcTiming {
     bool cudnn = false;  // cuDNN's attention (no cast), not the built-in kernels
     float fwd_ms = -1.f, bwd_ms = -1.f;
     float bwd_rc_ms = -1.f;  // the built-in backward in the recomputing schedule (bwd_ms: dS handed, the trainer's)
+    bool no_pk = false;      // the probabilities' codes not kept (attention_tcast_set_keep_probs(false)): dK/dV recomputes P^
 };
-static TcTiming tc_timing[6];  // the cases of run_tcast_suite's timing, then cuDNN
+static TcTiming tc_timing[7];  // the cases of run_tcast_suite's timing, then cuDNN
 static Shape tc_timing_shape;
 
 // TFLOP/s of plain attention (row 0) and of each cast configuration, with the ratios of their times to
@@ -2165,7 +2203,7 @@ static void tc_timing_table() {
         char name[64];
         if (t.cudnn) snprintf(name, sizeof name, "cuDNN (no cast)");
         else if (!t.c.scores && !t.c.probs) snprintf(name, sizeof name, "plain (no cast, built-in)");
-        else snprintf(name, sizeof name, "scores=%s probs=%s", tc_name(t.c.scores), tc_name(t.c.probs));
+        else snprintf(name, sizeof name, "scores=%s probs=%s%s", tc_name(t.c.scores), tc_name(t.c.probs), t.no_pk ? " rc P^" : "");
         char rc[32] = "-";
         if (t.bwd_rc_ms > 0) snprintf(rc, sizeof rc, "%.4f", t.bwd_rc_ms);
         printf("%-32s | %9.4f | %9.1f | %9.4f | %9.1f | %9.1f | %6.2f | %6.2f | %12.2f | %14s\n", name, t.fwd_ms,
@@ -2234,16 +2272,20 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
         const Shape sh = {64, 1024, 12, 64};
         Buffers buf(sh, 4242);
         const int C = buf.C();
-        const TcCase tcases[] = {{nullptr, nullptr}, {"mxfp8e4", "mxfp8e4"}, {"mxfp8e4", nullptr}, {nullptr, "mxfp8e4"}, {"q115", "q115"}};
+        // (the last cast row: both sites with the probabilities' codes not kept, so that dK/dV recomputes P^)
+        const TcCase tcases[] = {{nullptr, nullptr}, {"mxfp8e4", "mxfp8e4"}, {"mxfp8e4", nullptr}, {nullptr, "mxfp8e4"}, {"q115", "q115"},
+                                 {"mxfp8e4", "mxfp8e4"}};
         const int ncases = (int)(sizeof(tcases) / sizeof(tcases[0]));
         for (int k = 0; k <= ncases; k++) {
             const bool cudnn = k == ncases;
             if (cudnn && !kAttentionCudnn) break;
             const TcCase c = cudnn ? TcCase{nullptr, nullptr} : tcases[k];
+            attention_tcast_set_keep_probs(k != ncases - 1);
             if (c.scores || c.probs) tc_configure(c, st);
             else tc_unconfigure(st);
             tc_timing[k].c = c;
             tc_timing[k].cudnn = cudnn;
+            tc_timing[k].no_pk = k == ncases - 1;
             tc_timing[k].fwd_ms = time_median_ms([&] {
                 if (cudnn) attention_forward(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7);
                 else attention_forward_mode<kAttnProbsFromLse>(buf.out, buf.lse, buf.qkv, sh.B, sh.T, C, sh.NH, st, nullptr, 7, buf.scales);
@@ -2254,6 +2296,7 @@ static bool run_tcast_suite(bool timing, cudaStream_t st, int& n_pass, int& n_fa
             }, 5, 25, st);
             if (!cudnn) tc_timing[k].bwd_rc_ms = time_median_ms([&] { buf.backward_builtin(st, false, 7); }, 5, 25, st);
         }
+        attention_tcast_set_keep_probs(true);
         tc_timing_shape = sh;
         tc_unconfigure(st);
     }
@@ -2468,6 +2511,9 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
             const size_t bytes[5] = {buf.n_out * sizeof(floatX), buf.n_lse * sizeof(float), buf.n_qkv * sizeof(floatX), buf.n_lse * sizeof(float),
                                      buf.n_scales};
             for (int k = 0; k < 5; k++) cudaCheck(cudaMemcpy(want[k], got[k], bytes[k], cudaMemcpyDeviceToDevice));
+            // the kept group scales compared (the probabilities' flag and codes only where every candidate keeps them: the
+            // fused forward keeps none and marks them so; the backward candidates read the default's)
+            const size_t n_kept_cmp = attention_tcast_keeps_p() ? attn_tc_pk_offset(B, T, NH) : bytes[4];
             // differing 32-bit words of outputs k0 .. k1 against the defaults'
             auto diff = [&](int k0, int k1) {
                 cudaCheck(cudaStreamSynchronize(st));
@@ -2486,7 +2532,8 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
             tc_each(TcSweepFwd{}, [&](auto c) {
                 buf.poison_fwd();
                 decltype(c)::run(buf, seed, st);
-                record(rows[ri++], diff(0, 1) + diff(4, 4), "out/lse/scales");
+                const size_t nd = diff(0, 1);  // (synchronizes st first)
+                record(rows[ri++], nd + device_mismatch(got[4], want[4], n_kept_cmp), "out/lse/scales");
             });
             for (int k : {0, 1, 4}) cudaCheck(cudaMemcpy(got[k], want[k], bytes[k], cudaMemcpyDeviceToDevice));  // the backward's inputs
             tc_each(TcSweepDq{}, [&](auto c) {

@@ -252,7 +252,8 @@ static inline size_t gpt2_activation_bytes(const GPT2Config* c, int B, int T, in
 // The attention buffers for the configured casts and backend, one for every layer (call after the attention casts are
 // configured, again after a reconfiguration; gpt2_allocate_activations calls it once before any mode configures casts):
 // - the group scales the attention forward keeps for its backward (attention_tcast_scales_bytes: the TensorCast attention
-//   casts of tile-scaled round-even datatypes, llmc/kernels/attention/attention_tcast.cuh), one slice per layer as
+//   casts of tile-scaled round-even datatypes, llmc/kernels/attention/attention_tcast.cuh; with E4M3 / E5M2 probabilities
+//   also their FP8 codes, B T^2 NH / 2 bytes a layer, 409 MiB at d12 B=64 T=1024), one slice per layer as
 //   att_lse: the attention forward is never recomputed (-r recomputes GELU and LayerNorm only), so each layer's backward
 //   reads what its forward wrote. NULL when the configuration keeps no scales, which is every run but TensorCast's with
 //   such a datatype at an attention site;

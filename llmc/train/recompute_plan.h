@@ -13,7 +13,8 @@
  *
  * The reserve covers what is allocated after the activations or on the first step: the cuBLASLt
  * workspace, the FP8 / TCFP-12 backends' code buffers (6.4 GB at d24 B=32), TensorCast scratch and the
- * attention group scales it keeps (576 MiB at d12 B=64 with both attention sites cast), the built-in attention
+ * attention group scales it keeps (576 MiB at d12 B=64 with both attention sites cast; with MXFP8 probabilities also
+ * their FP8 codes, 4.8 GiB more at d12 B=64 T=1024, B T^2 NH L / 2 bytes), the built-in attention
  * backward's dS workspace (780 MiB at d12 B=64, T=1024; it grows as B T^2, llmc/kernels/attention/attention.cuh),
  * NCCL buffers, and the allocator's granularity. If no level fits, 2 is chosen and the allocation itself
  * reports the shortage. Numerics: level 0 hands the fcproj GEMMs the GELU output of the forward pass

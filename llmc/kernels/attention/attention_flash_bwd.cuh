@@ -348,6 +348,10 @@ __device__ __forceinline__ void attn_dkv_accumulate(float (&dv)[WM][NO][4], floa
 // visible key contribute zeros to the groups). The group scales the forward kept (tc.scales) stream in with each
 // query tile's lse and D (attn_tc_kept_load_k, double-buffered after the cast tile). AMAX ignored (run-time amax).
 // STAGED (dev/cuda/attention.cu only): every tile through the staged path (see attn_bwd_dq_tc_kernel).
+// TC with the probabilities' codes kept (tc.pflag, attention_tcast.cuh) and valid (*tc.pflag == 0: a CTA-uniform
+// choice): P^T comes from the codes (attn_tc_pk_load, double-buffered in the cast tile, which this path never stages
+// in; attn_tc_pk_p) instead of S^T = K Q^T, the casts and the exp, so neither K nor lse is loaded and warps with no
+// visible key skip the tile (no votes); the same P^T bit for bit, the same steps after it.
 template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool AMAX = false, bool TC = false, bool STAGED = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dout, const floatX* __restrict__ qkv,
@@ -368,6 +372,11 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
     float* sD = sL + 2 * BR;                                   // 2 x BR D values
     float* tc_tile = TC ? sD + 2 * BR : nullptr;  // TC: the CTA's cast tile (AttnTcTileK)
     uint8_t* sKept = TC ? reinterpret_cast<uint8_t*>(tc_tile + AttnTcTileK::words) : nullptr;  // TC: 2 x ATTN_TC_KEPT_K bytes
+    // TC, codes kept: the warps' factors (NW x 32 float2) and 2 x NW x 1 KB of codes, in the cast tile
+    static_assert(AttnTcTileK::words * sizeof(float) >= NW * 32 * sizeof(float2) + 2 * NW * 1024, "the cast tile holds the codes");
+    float2* sTab = TC ? reinterpret_cast<float2*>(tc_tile) : nullptr;
+    uint8_t* sPc = TC ? reinterpret_cast<uint8_t*>(sTab + NW * 32) : nullptr;
+    const bool pk = TC && !STAGED && tc.pflag && *tc.pflag == 0u;  // P^T from the kept codes (the same for the whole grid)
 
     const int C = NH * HS, C3 = 3 * C;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -384,14 +393,18 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
     const float* gD = Dbuf + (size_t)bh * T;
     const int i_begin = k0 / BR, i_end = (T + BR - 1) / BR;
     uint4* gds = ds ? ds + (size_t)bh * attn_ds_frags(T) * 32 : nullptr;  // this head's dS fragments, if handed on
+    const int n16 = (T + 15) / 16;
+    const uint8_t* gpc = pk ? tc.pcode + (size_t)bh * attn_pk_blocks(T) * ATTN_PK_BLOCK_BYTES : nullptr;  // this head's codes
+    uint8_t* wpc = TC ? sPc + warp * 1024 : nullptr;  // this warp's codes, buffer 0 (buffer 1: + NW KB)
 
-    attn_load_tile<HS, BK, NT>(sK, gK, C3, k0, T);
+    if (!pk) attn_load_tile<HS, BK, NT>(sK, gK, C3, k0, T);
     attn_load_tile<HS, BK, NT>(sV, gV, C3, k0, T);
     attn_load_tile<HS, BR, NT>(sQ, gQ, C3, i_begin * BR, T);
     attn_load_tile<HS, BR, NT>(sdO, gdO, C, i_begin * BR, T);
-    attn_load_vec<BR>(sL, gL, i_begin * BR, T);
+    if (!pk) attn_load_vec<BR>(sL, gL, i_begin * BR, T);
     attn_load_vec<BR>(sD, gD, i_begin * BR, T);
     if constexpr (TC) attn_tc_kept_load_k(sKept, tc, (uint64_t)bh * (uint64_t)T, T, k0, i_begin * BR);
+    if (pk) attn_tc_pk_load(wpc, gpc, kw0 / 16, i_begin * BR, n16, lane);
     attn_cp_async_commit();
 
     uint32_t kf[WM][KS][4], vf[WM][KS][4];
@@ -405,20 +418,35 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
         if (i + 1 < i_end) {
             attn_load_tile<HS, BR, NT>(sQ + nb * BR * LDS, gQ, C3, (i + 1) * BR, T);
             attn_load_tile<HS, BR, NT>(sdO + nb * BR * LDS, gdO, C, (i + 1) * BR, T);
-            attn_load_vec<BR>(sL + nb * BR, gL, (i + 1) * BR, T);
+            if (!pk) attn_load_vec<BR>(sL + nb * BR, gL, (i + 1) * BR, T);
             attn_load_vec<BR>(sD + nb * BR, gD, (i + 1) * BR, T);
             if constexpr (TC) attn_tc_kept_load_k(sKept + nb * ATTN_TC_KEPT_K, tc, (uint64_t)bh * (uint64_t)T, T, k0, (i + 1) * BR);
+            if (pk) attn_tc_pk_load(wpc + nb * NW * 1024, gpc, kw0 / 16, (i + 1) * BR, n16, lane);
         }
         attn_cp_async_commit();
         attn_cp_async_wait<1>();
         __syncthreads();
 
         if (KV_REGS && live && i == i_begin) {
-            attn_load_a<WM, KS, LDS>(kf, sKa, lane);
+            if (!pk) attn_load_a<WM, KS, LDS>(kf, sKa, lane);
             attn_load_a<WM, KS, LDS>(vf, sVa, lane);
         }
         const int qb = i * BR;
         const bool active = live && qb + BR - 1 >= kw0;  // some query of the tile sees some key of the warp
+        if constexpr (TC) {
+            if (pk) {  // P^T from the kept codes (no barrier inside: inactive warps skip)
+                if (active) {
+                    const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
+                    float s[WM][NS][4];
+                    attn_tc_pk_p<NS>(s, wpc + buf * NW * 1024, sKept + buf * ATTN_TC_KEPT_K + ATTN_TC_KEPT_K_SITE + (wrow / 32) * BR,
+                                     sTab + warp * 32, lane);
+                    attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, sD + buf * BR, tq, lane, gds, kw0 / 16,
+                                                                           qb / 16, n16);
+                }
+                __syncthreads();
+                continue;
+            }
+        }
         if (TC || active) {  // TC: every warp takes part in the cast tile's barriers (inactive ones stage zeros)
             const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
             const float* L = sL + buf * BR;

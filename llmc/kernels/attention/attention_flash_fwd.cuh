@@ -78,6 +78,10 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
     const floatX* gV = gQ + 2 * C;
     const int n_kv = (min(q0 + BR, T) + BC - 1) / BC;  // key tiles touching keys <= last valid row
 
+    // TC, the probabilities' codes kept (attention_tcast.cuh): the statistics pass marks them valid, the output pass
+    // invalid where a tile goes the staged way, the fused kernel (which keeps none) invalid
+    if constexpr (TC && PHASE != 2)
+        if (tc.pflag && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *tc.pflag = PHASE == 1 ? 0u : 1u;
     attn_load_tile<HS, BR, NT>(sQ, gQ, C3, q0, T);
     if (PHASE != 2) attn_load_tile<HS, BC, NT>(sK, gK, C3, 0, T);  // (PHASE 2: pass 2 loads its first tiles)
     if (!PL) attn_load_tile<HS, BC, NT>(sV, gV, C3, 0, T);  // pass 1 of PL needs no V
@@ -166,7 +170,14 @@ attn_fwd_tc_kernel(floatX* __restrict__ out, float* __restrict__ lse, const floa
                 attn_mma_abt<WM, NS, KS, LDS>(s, qf, attn_smem_addr(sK + buf * BC * LDS), lane);
 
                 if constexpr (TC) {  // s <- P^ (the score groups' scales read, the probability groups' found and kept)
-                    attn_tc_step_q<CNT, ATTN_TC_FWD_OUT, false>(s, stage, scale, wr0, k0, T, lse2, lse2v, tc, rbase, lane, ATTN_TC_PROBS, kb);
+                    if constexpr (PHASE == 2 && WM == 1) {  // and their codes (attention_tcast.cuh: tc.pcode)
+                        const bool regs = attn_tc_step_q<CNT, ATTN_TC_FWD_OUT, false>(s, stage, scale, wr0, k0, T, lse2, lse2v, tc, rbase, lane,
+                                                                                     ATTN_TC_PROBS, kb, attn_tc_pk_store(tc, bh, wr0, k0, T, lane));
+                        attn_tc_pk_mark(tc, regs, lane);
+                    } else {  // (PHASE 2 with WM > 1, a --tc-sweep candidate shape: keeps no codes)
+                        attn_tc_step_q<CNT, ATTN_TC_FWD_OUT, false>(s, stage, scale, wr0, k0, T, lse2, lse2v, tc, rbase, lane, ATTN_TC_PROBS, kb);
+                        if constexpr (PHASE == 2) attn_tc_pk_mark(tc, false, lane);
+                    }
                 } else if (k0 + BC - 1 > wr0) {
                     attn_fwd_p_lse<true, CNT, POW2>(s, lse2, scale, k0 + 2 * tq, wr0 + g);
                 } else {

@@ -88,10 +88,14 @@ __constant__ AttnTcastSite attn_tc_site[2];
 // the --cast-stats counters of the forward's counting instantiation, and the group scales the forward
 // keeps for the backward (attention_tcast_keeps; NULL for a site that keeps none): the forward writes
 // them, the dQ and dK/dV kernels read them (the byte layout: attn_tc_scale_at, attn_tc_rne_byte).
+// pcode, pflag: the probabilities' codes the forward keeps for the dK/dV kernel (attention_tcast_keeps_p; NULL: not
+// kept, see "The probabilities the forward keeps" below).
 struct AttnTcastArgs {
     uint64_t state[2];
     TcastDeviceStats* stats[2];
     uint8_t* scales[2];
+    uint8_t* pcode;
+    unsigned* pflag;
 };
 
 // The site seeds of one call (see the header comment).
@@ -278,6 +282,30 @@ static inline HOST_DEVICE size_t attn_tc_scale_at(uint64_t rbase, int T, int g, 
     return (size_t)(rbase * (uint64_t)((T + 31) >> 5) + (uint64_t)g * (uint64_t)T + (uint64_t)i);
 }
 
+// ---- The probabilities the forward keeps for the backward (doc/TCAST.md 6, session 17). A probability site whose
+// element format the hardware converts (E4M3, E5M2: AttnTcastSite::hw) and that keeps its group scales keeps its
+// cast probabilities too: P^ = r 2^s with r an FP8 value and s its group's kept exponent, so one byte, r's code, holds
+// P^ exactly. The forward's output pass stores the codes of every 16 x 16 block (query block qi, key block kj) at or
+// below the diagonal, kj <= qi < n16 = ceil(T / 16), per (b, h) in the order (kj, qi) (attn_pk_block: the blocks of
+// one key block are consecutive, so the dK/dV kernel, which walks the query blocks of its key blocks, reads 1 KB
+// runs), 256 bytes a block in the dK/dV kernel's fragment order: lane l of the warp holding keys 16 kj .. 16 kj + 15
+// (the M rows of its mma) finds its 8 probabilities at bytes 8 l .. 8 l + 7, as two words, one per 8-query half qh of
+// the block: byte 0 key g, query 2 tq; byte 1 key g + 8, query 2 tq; byte 2 key g, query 2 tq + 1; byte 3 key g + 8,
+// query 2 tq + 1 (g = l / 4, tq = l % 4, queries counted from 16 qi + 8 qh). Masked probabilities and rows >= T are
+// code 0 (+0). The dK/dV kernel then reads P^T instead of recomputing S^T = K Q^T, both casts and the exp: the same
+// values bit for bit (the same r and 2^s, the same product). Valid only if every probability group of the call took
+// the register cast (its constants are then the kept byte's): a 32-bit flag beside the codes, pflag, which the
+// statistics pass sets to 0 and the output pass to 1 in any tile that went the staged way (and the fused forward,
+// which keeps no codes, to 1); the dK/dV kernel reads it and recomputes where it is 1.
+static inline HOST_DEVICE size_t attn_pk_blocks(int T) {
+    const size_t n16 = (size_t)((T + 15) >> 4);
+    return n16 * (n16 + 1) / 2;
+}
+static inline HOST_DEVICE size_t attn_pk_block(int kj, int qi, int n16) {
+    return (size_t)kj * (size_t)n16 - (size_t)kj * (size_t)(kj - 1) / 2 + (size_t)(qi - kj);
+}
+constexpr int ATTN_PK_BLOCK_BYTES = 256;
+
 #ifdef __CUDA_ARCH__
 // min / max without .ftz (the build's --use_fast_math would flush subnormal results).
 static inline __device__ float attn_tc_fmin_(float a, float b) {
@@ -364,14 +392,18 @@ static inline HOST_DEVICE int attn_tc_hw_format(const TcastDataType* dt, int fra
     return frag ? (int)tcast_fp8_of(dt->number) : ATTN_TC_HW_NONE;
 }
 
-// y0, y1 <- the float32 values of their FP8 codes (HW: E4M3 or E5M2, RNE with saturation): the cast kernels' one
-// primitive, tcast_fp8x2_round (llmc/kernels/tcast/tcast_fp8_hw.cuh).
+// y0, y1 <- the float32 values of their FP8 codes (HW: E4M3 or E5M2, RNE with saturation), which it returns (y0's in
+// the lower byte): the cast kernels' one primitive, tcast_fp8x2_round (llmc/kernels/tcast/tcast_fp8_hw.cuh) in its two
+// halves.
 template <int HW>
-static inline __device__ void attn_tc_hw_cvt(float& y0, float& y1) {
+static inline __device__ uint32_t attn_tc_hw_cvt(float& y0, float& y1) {
     static_assert(HW == ATTN_TC_HW_E4M3 || HW == ATTN_TC_HW_E5M2, "E4M3 or E5M2");
-    const float2 r = tcast_fp8x2_round<HW == ATTN_TC_HW_E4M3 ? TCAST_FP8_E4M3 : TCAST_FP8_E5M2>(make_float2(y0, y1));
+    constexpr int F = HW == ATTN_TC_HW_E4M3 ? TCAST_FP8_E4M3 : TCAST_FP8_E5M2;
+    const uint16_t q = tcast_fp8x2_encode<F>(make_float2(y0, y1));
+    const float2 r = tcast_fp8x2_decode<F>(q);
     y0 = r.x;
     y1 = r.y;
+    return q;
 }
 
 // 2^-s and 2^s of a group with constant mc (accepted by attn_tc_rne_group); up = the site's hw_up.
@@ -380,17 +412,17 @@ static inline HOST_DEVICE float attn_tc_hw_up(int32_t mc, int32_t up) { return t
 
 // The first half of the element step of two elements x0, x1 (of groups with constants mc0, mc1: attn_tc_rne_group
 // accepted them) with the hardware format HW; up = the site's hw_up: x <- r, the FP8 value of x pre 2^-s (pre: 1, or
-// the power-of-two scale of fold (e) above). Device only (sm_89+), branch-free. attn_tc_hw_pair_dn: the same with the
-// factors pre 2^-s given (dn0, dn1).
+// the power-of-two scale of fold (e) above); returns the two codes (x0's in the lower byte). Device only (sm_89+),
+// branch-free. attn_tc_hw_pair_dn: the same with the factors pre 2^-s given (dn0, dn1).
 template <int HW>
-static inline __device__ void attn_tc_hw_pair_dn(float& x0, float& x1, float dn0, float dn1) {
+static inline __device__ uint32_t attn_tc_hw_pair_dn(float& x0, float& x1, float dn0, float dn1) {
     x0 = tcast_mul_rn(x0, dn0);  // y = x pre 2^-s
     x1 = tcast_mul_rn(x1, dn1);
-    attn_tc_hw_cvt<HW>(x0, x1);
+    return attn_tc_hw_cvt<HW>(x0, x1);
 }
 template <int HW>
-static inline __device__ void attn_tc_hw_pair_r(float& x0, float& x1, int32_t mc0, int32_t mc1, int32_t up, float pre) {
-    attn_tc_hw_pair_dn<HW>(x0, x1, attn_tc_hw_down(mc0, up) * pre, attn_tc_hw_down(mc1, up) * pre);
+static inline __device__ uint32_t attn_tc_hw_pair_r(float& x0, float& x1, int32_t mc0, int32_t mc1, int32_t up, float pre) {
+    return attn_tc_hw_pair_dn<HW>(x0, x1, attn_tc_hw_down(mc0, up) * pre, attn_tc_hw_down(mc1, up) * pre);
 }
 // The whole element step: x <- r 2^s.
 template <int HW>
@@ -493,16 +525,39 @@ static inline bool attention_tcast_probs() { return attn_tc_host[1].on != 0; }
 // cast, tile-scaled (tiles of 32 or 64 keys) and of the RNE family in the fragment layout (AttnTcastSite::frag).
 static inline bool attention_tcast_keeps(int k) { return attn_tc_host[k].on && attn_tc_host[k].frag && attn_tc_host[k].tile > 1; }
 
+// Whether the probabilities' codes are kept as well (see "The probabilities the forward keeps"): on by default where
+// the probability site keeps its scales and its elements are E4M3 or E5M2; attention_tcast_set_keep_probs(false)
+// (dev/cuda/attention.cu, to check and time the recomputing dK/dV kernel) turns it off. Set it before sizing buffers.
+static bool attn_tc_keep_probs = true;
+static inline void attention_tcast_set_keep_probs(bool on) { attn_tc_keep_probs = on; }
+static inline bool attention_tcast_keeps_p() {
+    return attn_tc_keep_probs && attention_tcast_keeps(ATTN_TC_PROBS) && attn_tc_host[ATTN_TC_PROBS].hw != ATTN_TC_HW_NONE;
+}
+
 // Bytes of one site's group scales for a (B, NH, T) attention call: one byte per query and 32-key half.
 static inline size_t attention_tcast_site_scale_bytes(int B, int T, int NH) {
     return (size_t)B * NH * (size_t)((T + 31) / 32) * (size_t)T;
 }
+// Bytes of the probabilities' codes (attention_tcast_keeps_p) of a (B, NH, T) call: 256 per block and head.
+static inline size_t attention_tcast_pcode_bytes(int B, int T, int NH) {
+    return (size_t)B * NH * attn_pk_blocks(T) * ATTN_PK_BLOCK_BYTES;
+}
+// Where the flag and the codes start in `scales`: after the sites' group scales, 16-byte aligned.
+static inline size_t attn_tc_pk_offset(int B, int T, int NH) {
+    const size_t n = ((size_t)attention_tcast_keeps(ATTN_TC_SCORES) + (size_t)attention_tcast_keeps(ATTN_TC_PROBS)) *
+                     attention_tcast_site_scale_bytes(B, T, NH);
+    return (n + 15) & ~(size_t)15;
+}
 // Bytes of the buffer `scales` of attention_forward / attention_backward for a (B, NH, T) call under the current
-// configuration (attention_tcast_configure): one site's bytes per site that keeps its scales, 0 when none does
-// (then scales may be NULL). The buffer is written by the forward and read by the backward of the same call.
+// configuration (attention_tcast_configure): one site's bytes per site that keeps its scales, then, where the
+// probabilities' codes are kept (attention_tcast_keeps_p), 16 bytes (the flag) and the codes; 0 when nothing is kept
+// (then scales may be NULL). The buffer is written by the forward and read by the backward of the same call. It grows
+// with B*T and with T (the codes as B T^2 / 2: 409 MiB a layer at d12, B = 64, T = 1024).
 static inline size_t attention_tcast_scales_bytes(int B, int T, int NH) {
-    return ((size_t)attention_tcast_keeps(ATTN_TC_SCORES) + (size_t)attention_tcast_keeps(ATTN_TC_PROBS)) *
-           attention_tcast_site_scale_bytes(B, T, NH);
+    if (!attention_tcast_keeps_p())
+        return ((size_t)attention_tcast_keeps(ATTN_TC_SCORES) + (size_t)attention_tcast_keeps(ATTN_TC_PROBS)) *
+               attention_tcast_site_scale_bytes(B, T, NH);
+    return attn_tc_pk_offset(B, T, NH) + 16 + attention_tcast_pcode_bytes(B, T, NH);
 }
 
 // The kernels' per-call arguments: the random-bit states of the call's seed, the --cast-stats counters (count) and
@@ -525,6 +580,13 @@ static inline AttnTcastArgs attn_tc_args(uint64_t seed, bool count, uint8_t* sca
                 attn_tc_host[k].dt.name, B, NH, T, attention_tcast_site_scale_bytes(B, T, NH));
         a.scales[k] = next;
         next += attention_tcast_site_scale_bytes(B, T, NH);
+    }
+    a.pcode = NULL;
+    a.pflag = NULL;
+    if (attention_tcast_keeps_p()) {  // (scales is not NULL: the probability site keeps its scales)
+        uint8_t* p = scales + attn_tc_pk_offset(B, T, NH);
+        a.pflag = reinterpret_cast<unsigned*>(p);
+        a.pcode = p + 16;
     }
     return a;
 }

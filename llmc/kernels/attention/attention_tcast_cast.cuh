@@ -302,11 +302,19 @@ struct AttnTcUp {
 // attn_tc_hw_pair over a lane's fragments x, on the pairs (r, r + 1) of each n-tile (in the dK/dV kernel the
 // two belong to different groups); mc(mi, n, r) = the group constant of element r of n-tile n of 16-row tile mi;
 // pre, fin: as attn_tc_frag_round.
+// A finisher with a member codes(mi, n, r, q) (AttnTcPkStore) also gets each pair's two FP8 codes (q: r's in the lower
+// byte, r + 1's in the next).
+template <typename F, typename = void>
+struct attn_tc_wants_codes : std::false_type {};
+template <typename F>
+struct attn_tc_wants_codes<F, std::void_t<decltype(&F::codes)>> : std::true_type {};
+
 template <int HW, int WM, int NS, typename MC, typename FIN>
 __device__ __forceinline__ void attn_tc_frag_hw(float (&x)[WM][NS][4], MC& mc, int32_t up, float pre, FIN& fin) {
     attn_frag_each<WM, NS>([&](int mi, int n, int r) {
         if (r & 1) return;
-        attn_tc_hw_pair_r<HW>(x[mi][n][r], x[mi][n][r + 1], mc(mi, n, r), mc(mi, n, r + 1), up, pre);
+        const uint32_t q = attn_tc_hw_pair_r<HW>(x[mi][n][r], x[mi][n][r + 1], mc(mi, n, r), mc(mi, n, r + 1), up, pre);
+        if constexpr (attn_tc_wants_codes<FIN>::value) fin.codes(mi, n, r, q);
         x[mi][n][r] = fin(x[mi][n][r], attn_tc_hw_up(mc(mi, n, r), up), mi, n, r);
         x[mi][n][r + 1] = fin(x[mi][n][r + 1], attn_tc_hw_up(mc(mi, n, r + 1), up), mi, n, r + 1);
     });
@@ -504,11 +512,13 @@ __device__ __forceinline__ bool attn_tc_pow2(float x) {
 // lse * log2(e); after a scores' register cast, as its finisher: fold (f)); from the first site that cannot (another datatype, or a
 // group the family refuses) on, the tile goes through the staged general path (attn_tc_put_q, attn_tc_cast_q from
 // that site, which in the forward also keeps the verdicts of the groups it casts; lse2v: the lane's staged row's
-// lse * log2(e)). Same bits either way. wr0 = the warp's first query.
-template <bool CNT, int VISIT, bool STAGED, int WM, int NS>
-__device__ __forceinline__ void attn_tc_step_q(float (&s)[WM][NS][4], float* tile, float scale, int wr0, int k0, int T,
+// lse * log2(e)). Same bits either way. wr0 = the warp's first query. pfin: the finisher of the probabilities' register
+// cast (AttnTcUp; the forward's output pass AttnTcPkStore, which also stores their codes). Returns true when every
+// site went the register way (no staged path).
+template <bool CNT, int VISIT, bool STAGED, int WM, int NS, typename PFIN = AttnTcUp>
+__device__ __forceinline__ bool attn_tc_step_q(float (&s)[WM][NS][4], float* tile, float scale, int wr0, int k0, int T,
                                                const float (&lse2)[WM][2], float lse2v, const AttnTcastArgs& tc, uint64_t rbase,
-                                               int lane, int cnt_site, const uint32_t (&kb)[WM]) {
+                                               int lane, int cnt_site, const uint32_t (&kb)[WM], PFIN pfin = PFIN()) {
     constexpr bool probs = VISIT != ATTN_TC_FWD_STATS, READ0 = VISIT != ATTN_TC_FWD_STATS, READ1 = VISIT == ATTN_TC_BWD;
     const int row0 = wr0 + (lane >> 2), col0 = k0 + 2 * (lane & 3);
     const bool diag = k0 + NS * 8 - 1 > wr0;  // some key of the tile after some query of the warp (else no masking code runs)
@@ -538,14 +548,72 @@ __device__ __forceinline__ void attn_tc_step_q(float (&s)[WM][NS][4], float* til
             } else if (diag)
                 attn_frag_each<WM, NS>([&](int mi, int n, int r) { if (attn_masked<false>(col0, row0, mi, n, r)) s[mi][n][r] = -INFINITY; });
             if (probs && (!S1.on || (S1.frag && attn_tc_frag_rne<true, READ1, ATTN_TC_PROBS>(s, S1, lane, kb, READ1 ? nullptr : tc.scales[ATTN_TC_PROBS],
-                                                                               rbase, T, wr0, k0))))
+                                                                               rbase, T, wr0, k0, 1.f, pfin))))
                 site0 = 2;
         }
     }
     if (site0 < 2) {
         attn_tc_put_q(tile, s, lane);
         attn_tc_cast_q<CNT, VISIT != ATTN_TC_BWD>(s, tile, wr0, k0, T, site0, probs, lse2v, tc, rbase, lane, cnt_site);
+        return false;
     }
+    return true;
+}
+
+// ---- The probabilities' codes (attention_tcast.cuh, "The probabilities the forward keeps") ---------------------
+
+// The forward's output pass keeps the probabilities' codes through the finisher of their register cast, AttnTcPkStore:
+// as AttnTcUp it returns P^ = r 2^s, and attn_tc_frag_hw hands it each pair's two codes as the hardware conversion made
+// them (codes(): no second conversion). Per 16 x 16 block at or below the diagonal (kj <= qi < n16) and lane, the pairs
+// of the two 8-key halves become one 16-bit element each (A | B << 8: key 2 tq and 8 + 2 tq, then 2 tq + 1 and
+// 9 + 2 tq), one movmatrix per 8-query half transposes both halves at once, and one 8-byte store writes the lane's
+// share of the block (a warp writes its 256 bytes together; streaming: the backward reads them once). Rows >= T: code 0.
+// A tile that takes the staged path (no codes: a group refused, or a scores datatype outside the register family) sets
+// the call's flag instead (attn_tc_pk_mark). head: the (b, h)'s codes; qi = the warp's query block (WM = 1), kj0 = the
+// key tile's first key block.
+struct AttnTcPkStore {
+    uint8_t* blk;   // the block (kj0, qi) of the head (NULL: not kept; qi < n16: the output pass runs rows < T only)
+    int qi, kj0, n16, lane;
+    bool row_ok[2];  // rows g and g + 8 of the warp's 16 are < T
+    uint32_t pend[2], w0;
+    __device__ __forceinline__ float operator()(float v, float f, int, int, int) const { return tcast_mul_rn(v, f); }
+    // the codes of elements r and r + 1 (r even) of n-tile n, q: r's in the lower byte
+    // Branch-free but for the store (n and r are constants of the unrolled loop): a branch per pair would cut the
+    // cast's instruction stream into blocks that ptxas schedules apart.
+    __device__ __forceinline__ void codes(int, int n, int r, uint32_t q) {  // (WM = 1: mi = 0)
+        const int qh = r >> 1, c = n >> 1, kj = kj0 + c;
+        q = row_ok[qh] ? q : 0u;
+        if ((n & 1) == 0) {
+            pend[qh] = q;
+            return;
+        }
+        const uint32_t w = attn_movmatrix_trans(__byte_perm(pend[qh], q, 0x5140));  // (A0 | B0 << 8, A1 | B1 << 8), transposed
+        if (qh == 0) {
+            w0 = w;
+            return;
+        }
+        // block (kj, qi) = block (kj0, qi) + the (n16 - k - 1) blocks of each key block k in kj0 .. kj - 1
+        const int off = c * (n16 - kj0 - 1) - c * (c - 1) / 2;
+        if (blk && kj <= qi) __stcs(reinterpret_cast<uint2*>(blk + (size_t)off * ATTN_PK_BLOCK_BYTES) + lane, make_uint2(w0, w));
+    }
+};
+// The finisher of the output pass's tile at (wr0, k0) of head bh (WM = 1): stores the codes where tc.pcode is set.
+__device__ __forceinline__ AttnTcPkStore attn_tc_pk_store(const AttnTcastArgs& tc, int bh, int wr0, int k0, int T, int lane) {
+    AttnTcPkStore p;
+    p.n16 = (T + 15) >> 4;
+    p.qi = wr0 >> 4;
+    p.kj0 = k0 >> 4;
+    p.lane = lane;
+    p.row_ok[0] = wr0 + (lane >> 2) < T;
+    p.row_ok[1] = wr0 + (lane >> 2) + 8 < T;
+    p.pend[0] = p.pend[1] = p.w0 = 0u;
+    p.blk = tc.pcode && p.kj0 <= p.qi ? tc.pcode + ((size_t)bh * attn_pk_blocks(T) + attn_pk_block(p.kj0, p.qi, p.n16)) * ATTN_PK_BLOCK_BYTES
+                                      : nullptr;
+    return p;
+}
+// A tile of the output pass that went the staged way (regs false): the call's codes are not all kept.
+__device__ __forceinline__ void attn_tc_pk_mark(const AttnTcastArgs& tc, bool regs, int lane) {
+    if (tc.pflag && !regs && lane == 0) *tc.pflag = 1u;
 }
 
 // The value v[mi][hh] of the fragment row that holds the warp's local query i (16 mi + g + 8 hh, held by
@@ -754,6 +822,55 @@ __device__ __forceinline__ void attn_tc_step_k(float (&s)[WM][NS][4], float* til
         attn_tc_put_k(tile, s, kw, lane);
         attn_tc_cast_k(s, tile, active, kw, qb, k0, T, site0, L, tc, rbase, lane);
     }
+}
+
+// The dK/dV kernel with the probabilities' codes kept (tc.pflag 0): start copying the codes of the query tile at qb
+// (64 queries: 4 blocks) for the warp's key block kj into dst (1 KB, the blocks in query order); blocks the forward
+// does not store (above the diagonal, at or past n16) read as zeros. Every lane calls (2 x 16 bytes).
+__device__ __forceinline__ void attn_tc_pk_load(uint8_t* dst, const uint8_t* head, int kj, int qb, int n16, int lane) {
+    #pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int ch = lane + 32 * h, c = ch >> 4, qi = (qb >> 4) + c;  // 16 chunks of 16 bytes a block
+        const bool valid = kj <= qi && qi < n16;
+        const uint8_t* src = head + (valid ? attn_pk_block(kj, qi, n16) * ATTN_PK_BLOCK_BYTES : 0) + (ch & 15) * 16;
+        attn_cp_async16(attn_smem_addr(dst + ch * 16), src, valid);
+    }
+}
+
+// s <- P^T of the warp's 16 keys x 64 queries (the key-major C fragments of attn_tc_step_k) from the codes (the warp's
+// 1 KB, attn_tc_pk_load) and the probability groups' kept bytes of the warp's 32-key half (kept_half: 64 queries):
+// P^ = r 2^s, the products attn_tc_step_k's register cast forms (AttnTcUp), so the same bits. Lane l decodes 2^s of
+// queries 2 l and 2 l + 1 into tab (the warp's 32 float2) once; then per n-tile one 8-byte read of tab, and per block
+// one of the codes. Every lane calls.
+template <int HW, int NS>
+__device__ __forceinline__ void attn_tc_pk_p_hw(float (&s)[1][NS][4], const uint8_t* codes, const uint8_t* kept_half, float2* tab,
+                                                const AttnTcastSite& S, int lane) {
+    const uint32_t v = *reinterpret_cast<const uint16_t*>(kept_half + 2 * lane);
+    tab[lane] = make_float2(attn_tc_hw_up(attn_tc_rne_mc_of(&S, v & 0xFFu), S.hw_up), attn_tc_hw_up(attn_tc_rne_mc_of(&S, v >> 8), S.hw_up));
+    __syncwarp();
+    const int tq = lane & 3;
+    #pragma unroll
+    for (int c = 0; c < NS / 2; c++) {
+        const uint2 w = reinterpret_cast<const uint2*>(codes + c * ATTN_PK_BLOCK_BYTES)[lane];
+        #pragma unroll
+        for (int qh = 0; qh < 2; qh++) {
+            const int n = 2 * c + qh;
+            const uint32_t x = qh ? w.y : w.x;
+            const float2 f = tab[n * 4 + tq];  // 2^s of queries 8 n + 2 tq and + 1
+            const float2 k0 = tcast_fp8x2_decode<HW>((uint16_t)__byte_perm(x, 0u, 0x0020));  // key g: bytes 0, 2
+            const float2 k8 = tcast_fp8x2_decode<HW>((uint16_t)__byte_perm(x, 0u, 0x0031));  // key g + 8: bytes 1, 3
+            s[0][n][0] = tcast_mul_rn(k0.x, f.x);
+            s[0][n][1] = tcast_mul_rn(k0.y, f.y);
+            s[0][n][2] = tcast_mul_rn(k8.x, f.x);
+            s[0][n][3] = tcast_mul_rn(k8.y, f.y);
+        }
+    }
+}
+template <int NS>
+__device__ __forceinline__ void attn_tc_pk_p(float (&s)[1][NS][4], const uint8_t* codes, const uint8_t* kept_half, float2* tab, int lane) {
+    const AttnTcastSite& S1 = attn_tc_site[ATTN_TC_PROBS];
+    if (S1.hw == ATTN_TC_HW_E4M3) attn_tc_pk_p_hw<TCAST_FP8_E4M3>(s, codes, kept_half, tab, S1, lane);
+    else attn_tc_pk_p_hw<TCAST_FP8_E5M2>(s, codes, kept_half, tab, S1, lane);
 }
 
 // dS = P^ (dP - D) of a query-major tile holding P^ (the dQ kernel's TC form).

@@ -7,6 +7,7 @@
 //
 //   tcast_fp8x2_round<F>(y)   F = TCAST_FP8_E4M3 or TCAST_FP8_E5M2; y: two finite float32 values (already divided by
 //                             the group scale); returns the two values rounded to F's grid, as float32 (exact).
+//   tcast_fp8x2_encode<F>(y), tcast_fp8x2_decode<F>(q)   its two halves: the two codes as 16 bits, and back.
 //   tcast_fp8_of(f)           which of the two a TensorCast number format is exactly (TCAST_FP8_NONE: neither).
 //
 // Device, sm_89 and later (PTX ISA, "Data Movement and Conversion Instructions: cvt", PTX ISA 7.8+; the FP8 forms):
@@ -61,27 +62,43 @@ static inline HOST_DEVICE TcastFp8 tcast_fp8_of(const TcastNumberSpec& f) {
     return TCAST_FP8_NONE;
 }
 
-// y.x, y.y rounded to F's values (see the top of the file): finite inputs only.
+// The two FP8 codes of y.x (lower byte) and y.y (upper byte): RNE with saturation (see the top of the file), finite
+// inputs only. The codes of a value tcast_fp8x2_round returns are exact (it is on F's grid).
 template <int F>
-static inline HOST_DEVICE float2 tcast_fp8x2_round(float2 y) {
-    static_assert(F == TCAST_FP8_E4M3 || F == TCAST_FP8_E5M2, "tcast_fp8x2_round: F is TCAST_FP8_E4M3 or TCAST_FP8_E5M2");
+static inline HOST_DEVICE uint16_t tcast_fp8x2_encode(float2 y) {
+    static_assert(F == TCAST_FP8_E4M3 || F == TCAST_FP8_E5M2, "tcast_fp8x2_encode: F is TCAST_FP8_E4M3 or TCAST_FP8_E5M2");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    unsigned short q;  // y.y's code in the upper byte, y.x's in the lower
-    unsigned int h;    // f16x2: y.y's value in the upper half, y.x's in the lower
-    if (F == TCAST_FP8_E4M3) {
-        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(q) : "f"(y.y), "f"(y.x));
-        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(q));
-    } else {
-        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(q) : "f"(y.y), "f"(y.x));
-        asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h) : "h"(q));
-    }
+    unsigned short q;
+    if (F == TCAST_FP8_E4M3) asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(q) : "f"(y.y), "f"(y.x));
+    else asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(q) : "f"(y.y), "f"(y.x));
+    return q;
+#else
+    const FP8Format f = fp8_format(F == TCAST_FP8_E4M3 ? FP8_E4M3FN : FP8_E5M2);
+    return (uint16_t)(fp8_encode_rne(f, y.x, 1) | (fp8_encode_rne(f, y.y, 1) << 8));
+#endif
+}
+
+// The float32 values of two FP8 codes (lower byte -> .x, upper -> .y), exact.
+template <int F>
+static inline HOST_DEVICE float2 tcast_fp8x2_decode(uint16_t q) {
+    static_assert(F == TCAST_FP8_E4M3 || F == TCAST_FP8_E5M2, "tcast_fp8x2_decode: F is TCAST_FP8_E4M3 or TCAST_FP8_E5M2");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    unsigned int h;  // f16x2: the upper code's value in the upper half, the lower's in the lower
+    if (F == TCAST_FP8_E4M3) asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(q));
+    else asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h) : "h"(q));
     float2 r;
     asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\tcvt.f32.f16 %0, lo;\n\tcvt.f32.f16 %1, hi;\n\t}" : "=f"(r.x), "=f"(r.y) : "r"(h));
     return r;
 #else
     const FP8Format f = fp8_format(F == TCAST_FP8_E4M3 ? FP8_E4M3FN : FP8_E5M2);
-    return make_float2(fp8_decode(f, fp8_encode_rne(f, y.x, 1)), fp8_decode(f, fp8_encode_rne(f, y.y, 1)));
+    return make_float2(fp8_decode(f, (uint8_t)(q & 0xFFu)), fp8_decode(f, (uint8_t)(q >> 8)));
 #endif
+}
+
+// y.x, y.y rounded to F's values (see the top of the file): finite inputs only.
+template <int F>
+static inline HOST_DEVICE float2 tcast_fp8x2_round(float2 y) {
+    return tcast_fp8x2_decode<F>(tcast_fp8x2_encode<F>(y));
 }
 
 // Harness switch (host, per translation unit): 0 makes tcast_kernel_args take the float32 rounding of
