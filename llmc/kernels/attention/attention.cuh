@@ -87,7 +87,10 @@
 // element and cast; global memory: one byte per 32 scores or probabilities, written once and read by the later
 // visits (the kept scales: the scores' three times, the probabilities' twice; the dQ kernel of the dS-handed schedule
 // reads none); the scores are cast twice in the two-pass forward (once per pass) and once in each backward kernel that
-// recomputes P^ (only the dK/dV kernel when dS is handed on), the probabilities once per such kernel.
+// recomputes P^ (only the dK/dV kernel when dS is handed on), the probabilities once per such kernel. E4M3 / E5M2
+// probabilities (MXFP8) are kept instead: the forward stores each P^ as its FP8 code (a byte per probability at or
+// below the diagonal, in `tcast_scales` after the group scales) and the dK/dV kernel reads P^T from them, neither
+// recomputing S^T nor casting (attention_tcast.cuh, "The probabilities the forward keeps"; same bits).
 //
 // Files (each a comment, its kernels or helpers, then its launchers):
 //   attention.cuh             this API: attention_forward / attention_backward, shape checks, dispatch
