@@ -259,11 +259,30 @@ static inline size_t gpt2_activation_bytes(const GPT2Config* c, int B, int T, in
 //   such a datatype at an attention site;
 // - the backward's dS workspace (attention_backward_ds_bytes: where the built-in kernels run, not on cuDNN), one buffer
 //   that every layer's backward reuses; reallocated only when its size changes.
+// The probabilities' codes grow as B T^2 NH L / 2: they are kept only where they leave kAttnKeptSlackBytes of the device
+// free beyond the dS workspace (for what is allocated after them and on the first step: llmc/train/recompute_plan.h's
+// reserve); else a note, and the dK/dV kernel recomputes P^ as it does for other datatypes (the same bits, slower).
+static const size_t kAttnKeptSlackBytes = (size_t)2 << 30;
 static inline void gpt2_allocate_attention_buffers(GPT2* m) {
     if (m->att_scales) cudaCheck(cudaFree(m->att_scales));
     m->att_scales = NULL;
-    m->att_scales_layer = attention_tcast_scales_bytes(m->B, m->T, m->config.num_heads);
-    if (m->att_scales_layer) cudaCheck(cudaMalloc(&m->att_scales, m->att_scales_layer * m->config.num_layers));
+    const int B = m->B, T = m->T, NH = m->config.num_heads, L = m->config.num_layers;  // (the allocated B x T)
+    m->att_scales_layer = attention_tcast_scales_bytes(B, T, NH);
+    if (attention_tcast_keeps_p()) {
+        size_t free_b = 0, total_b = 0;
+        cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+        const size_t ds_new = m->att_ds ? 0 : attention_backward_ds_bytes(B, T, NH, m->config.channels / NH);
+        const size_t need = m->att_scales_layer * L + ds_new + kAttnKeptSlackBytes;
+        if (need > free_b) {
+            printf("note: the attention probabilities' FP8 codes (%.0f MiB for %d layers at B=%d T=%d) would leave less than "
+                   "%.0f MiB of the %.0f MiB free: not kept, the backward recomputes them (same results, slower)\n",
+                   (double)attention_tcast_pcode_bytes(B, T, NH) * L / 1048576.0, L, B, T,
+                   (double)kAttnKeptSlackBytes / 1048576.0, (double)free_b / 1048576.0);
+            attention_tcast_set_keep_probs(false);
+            m->att_scales_layer = attention_tcast_scales_bytes(B, T, NH);
+        }
+    }
+    if (m->att_scales_layer) cudaCheck(cudaMalloc(&m->att_scales, m->att_scales_layer * L));
     const size_t ds_bytes = attention_backward_ds_bytes(m->B, m->T, m->config.num_heads, m->config.channels / m->config.num_heads);
     if (ds_bytes == m->att_ds_bytes) return;
     if (m->att_ds) cudaCheck(cudaFree(m->att_ds));
