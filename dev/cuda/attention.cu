@@ -254,7 +254,7 @@ static size_t tc_scales_room(int B, int T, int NH) {
 }
 // The probabilities' flag of the last forward into scales (attention_tcast.cuh: 0 = the codes are kept and valid), or
 // -1 where the configuration keeps no codes.
-static inline long long tc_pk_flag(const uint8_t* scales, int B, int T, int NH) {
+[[maybe_unused]] static long long tc_pk_flag(const uint8_t* scales, int B, int T, int NH) {
     if (!attention_tcast_keeps_p()) return -1;
     unsigned f = 0;
     cudaCheck(cudaMemcpy(&f, scales + attn_tc_pk_offset(B, T, NH), sizeof(f), cudaMemcpyDeviceToHost));
