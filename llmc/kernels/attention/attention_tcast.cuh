@@ -542,21 +542,20 @@ static inline size_t attention_tcast_site_scale_bytes(int B, int T, int NH) {
 static inline size_t attention_tcast_pcode_bytes(int B, int T, int NH) {
     return (size_t)B * NH * attn_pk_blocks(T) * ATTN_PK_BLOCK_BYTES;
 }
-// Where the flag and the codes start in `scales`: after the sites' group scales, 16-byte aligned.
-static inline size_t attn_tc_pk_offset(int B, int T, int NH) {
-    const size_t n = ((size_t)attention_tcast_keeps(ATTN_TC_SCORES) + (size_t)attention_tcast_keeps(ATTN_TC_PROBS)) *
-                     attention_tcast_site_scale_bytes(B, T, NH);
-    return (n + 15) & ~(size_t)15;
+// Bytes of the group scales of the sites that keep theirs (the scores' part first).
+static inline size_t attn_tc_sites_scale_bytes(int B, int T, int NH) {
+    return ((size_t)attention_tcast_keeps(ATTN_TC_SCORES) + (size_t)attention_tcast_keeps(ATTN_TC_PROBS)) *
+           attention_tcast_site_scale_bytes(B, T, NH);
 }
+// Where the flag and the codes start in `scales`: after the sites' group scales, 16-byte aligned.
+static inline size_t attn_tc_pk_offset(int B, int T, int NH) { return (attn_tc_sites_scale_bytes(B, T, NH) + 15) & ~(size_t)15; }
 // Bytes of the buffer `scales` of attention_forward / attention_backward for a (B, NH, T) call under the current
 // configuration (attention_tcast_configure): one site's bytes per site that keeps its scales, then, where the
 // probabilities' codes are kept (attention_tcast_keeps_p), 16 bytes (the flag) and the codes; 0 when nothing is kept
 // (then scales may be NULL). The buffer is written by the forward and read by the backward of the same call. It grows
 // with B*T and with T (the codes as B T^2 / 2: 409 MiB a layer at d12, B = 64, T = 1024).
 static inline size_t attention_tcast_scales_bytes(int B, int T, int NH) {
-    if (!attention_tcast_keeps_p())
-        return ((size_t)attention_tcast_keeps(ATTN_TC_SCORES) + (size_t)attention_tcast_keeps(ATTN_TC_PROBS)) *
-               attention_tcast_site_scale_bytes(B, T, NH);
+    if (!attention_tcast_keeps_p()) return attn_tc_sites_scale_bytes(B, T, NH);
     return attn_tc_pk_offset(B, T, NH) + 16 + attention_tcast_pcode_bytes(B, T, NH);
 }
 

@@ -571,12 +571,11 @@ __device__ __forceinline__ bool attn_tc_step_q(float (&s)[WM][NS][4], float* til
 // A tile that takes the staged path (no codes: a group refused, or a scores datatype outside the register family) sets
 // the call's flag instead (attn_tc_pk_mark). head: the (b, h)'s codes; qi = the warp's query block (WM = 1), kj0 = the
 // key tile's first key block.
-struct AttnTcPkStore {
+struct AttnTcPkStore : AttnTcUp {  // (the value: AttnTcUp's)
     uint8_t* blk;   // the block (kj0, qi) of the head (NULL: not kept; qi < n16: the output pass runs rows < T only)
     int qi, kj0, n16, lane;
     bool row_ok[2];  // rows g and g + 8 of the warp's 16 are < T
     uint32_t pend[2], w0;
-    __device__ __forceinline__ float operator()(float v, float f, int, int, int) const { return tcast_mul_rn(v, f); }
     // the codes of elements r and r + 1 (r even) of n-tile n, q: r's in the lower byte
     // Branch-free but for the store (n and r are constants of the unrolled loop): a branch per pair would cut the
     // cast's instruction stream into blocks that ptxas schedules apart.
