@@ -2383,6 +2383,22 @@ struct TcDkvCand {
                                                                       b.sh.NH, st, nullptr, seed, b.scales);
     }
 };
+// The dK/dV kernel on the probabilities' codes (attention_backward_dkv_tc_codes): it works only where the default
+// forward's flag says the codes are valid (else it returns at once), so its bit checks run where the configuration keeps
+// the codes and the flag is 0, after the recomputing default (whose CTAs then return at once, as in the dispatch).
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB>
+struct TcDkvPkCand {
+    using Cfg = AttnBwdDkvPk<HS, WM, NW, BR, KV_REGS, MINB>;
+    static constexpr bool split = false;
+    static void name(char* s, size_t n) { snprintf(s, n, "%d, %d, %d, %d, %s, %d", HS, WM, NW, BR, KV_REGS ? "true" : "false", MINB); }
+    static const void* kernel() { return (const void*)attn_bwd_dkv_pk_kernel<HS, WM, NW, BR, KV_REGS, MINB>; }
+    static int threads() { return Cfg::NT; }
+    static size_t smem() { return Cfg::smem_bytes; }
+    static void run(Buffers& b, uint64_t, cudaStream_t st) {
+        attention_backward_dkv_tc_codes<HS, WM, NW, BR, KV_REGS, MINB>(b.dqkv, b.dout, b.qkv, b.scratch, b.sh.B, b.sh.T, b.sh.NH, st,
+                                                                       nullptr, b.scales);
+    }
+};
 template <typename... C>
 struct TcCandList {};
 template <typename... C, typename F>
@@ -2400,9 +2416,14 @@ using TcSweepFwd = TcCandList<TcFwdCand<64, 2, 4, 64, 1>, TcFwdCand<64, 1, 4, 64
 using TcSweepDq = TcCandList<TcDqCand<64, 1, 4, 64, 1>, TcDqCand<64, 1, 4, 64, 3>, TcDqCand<64, 1, 8, 64, 1>,
                              TcDqCand<64, 1, 8, 64, 2>>;
 using TcSweepDkv = TcCandList<TcDkvCand<64, 1, 8, 64, true, 1>, TcDkvCand<64, 1, 8, 64, false, 1>, TcDkvCand<64, 1, 8, 64, false, 2>>;
+// On the codes (no cast tile: the plain kernel's free parameters): the plain default (ATTN_DKV_CFG_64), 8 warps of 16
+// keys, 64-query tiles, V fragments kept in registers, and 2 CTAs per SM.
+using TcSweepDkvPk = TcCandList<TcDkvPkCand<64, 2, 4, 32, false, 1>, TcDkvPkCand<64, 1, 8, 32, false, 1>, TcDkvPkCand<64, 2, 4, 64, false, 1>,
+                                TcDkvPkCand<64, 2, 4, 32, true, 1>, TcDkvPkCand<64, 1, 8, 64, false, 2>>;
 using TcDefFwd = std::conditional_t<kAttnTcFwdSplit, TcFwdSplitCand<ATTN_TC_FWD_SPLIT_CFG>, TcFwdCand<ATTN_TC_FWD_CFG>>;
 using TcDefDq = TcDqCand<ATTN_TC_DQ_CFG>;
 using TcDefDkv = TcDkvCand<ATTN_TC_DKV_CFG>;
+using TcDefDkvPk = TcDkvPkCand<ATTN_TC_DKV_PK_CFG>;
 
 // Site configurations of the bit checks: the register path at both sites (the timed one); scores only (pass
 // 2 casts the scores, fp32 probabilities); a register path that refuses some tiles, which then go through
@@ -2419,7 +2440,7 @@ static const TcCase tc_sweep_cases[] = {
 // One row of the sweep: a candidate's attributes, its bit checks ((case, shape) pairs that matched of
 // those run) and its d12 time.
 struct TcSweepRow {
-    int kind;  // 0 forward, 1 dQ, 2 dK/dV
+    int kind;  // 0 forward, 1 dQ, 2 dK/dV, 3 dK/dV on the probabilities' codes
     bool split = false;  // a forward as two kernels (TcFwdSplitCand)
     char name[48];
     bool is_default = false;
@@ -2454,10 +2475,11 @@ struct TcSweepRef {
 // defaults' outputs.
 static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail) {
     std::vector<TcSweepRow> rows;
-    char def_name[3][48];
+    char def_name[4][48];
     TcDefFwd::name(def_name[0], sizeof def_name[0]);
     TcDefDq::name(def_name[1], sizeof def_name[1]);
     TcDefDkv::name(def_name[2], sizeof def_name[2]);
+    TcDefDkvPk::name(def_name[3], sizeof def_name[3]);
     auto add_row = [&](int kind, auto cand) {
         TcSweepRow r;
         r.kind = kind;
@@ -2469,6 +2491,7 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
     tc_each(TcSweepFwd{}, [&](auto c) { add_row(0, c); });
     tc_each(TcSweepDq{}, [&](auto c) { add_row(1, c); });
     tc_each(TcSweepDkv{}, [&](auto c) { add_row(2, c); });
+    tc_each(TcSweepDkvPk{}, [&](auto c) { add_row(3, c); });
 
     // Bit checks. The d12 shape first (B = 64: every tile of a long row, many CTAs per SM), then the odd ones.
     const Shape d12 = {64, 1024, 12, 64};
@@ -2476,12 +2499,11 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
     for (const Shape& s : tc_case_shapes) shapes.push_back(s);
     const int ncases = (int)(sizeof tc_sweep_cases / sizeof tc_sweep_cases[0]);
     bool defaults_ok = true;
-    printf("\n--tc-sweep: %zu forward, %zu dQ, %zu dK/dV configurations against the defaults (ATTN_TC_FWD_CFG %s | "
-           "ATTN_TC_DQ_CFG %s | ATTN_TC_DKV_CFG %s), %d site configurations x %zu shapes, outputs compared bit for bit\n",
-           (size_t)std::count_if(rows.begin(), rows.end(), [](const TcSweepRow& r) { return r.kind == 0; }),
-           (size_t)std::count_if(rows.begin(), rows.end(), [](const TcSweepRow& r) { return r.kind == 1; }),
-           (size_t)std::count_if(rows.begin(), rows.end(), [](const TcSweepRow& r) { return r.kind == 2; }), def_name[0], def_name[1],
-           def_name[2], ncases, shapes.size());
+    auto n_kind = [&](int k) { return (size_t)std::count_if(rows.begin(), rows.end(), [k](const TcSweepRow& r) { return r.kind == k; }); };
+    printf("\n--tc-sweep: %zu forward, %zu dQ, %zu dK/dV, %zu dK/dV-on-codes configurations against the defaults (ATTN_TC_FWD_CFG %s | "
+           "ATTN_TC_DQ_CFG %s | ATTN_TC_DKV_CFG %s | ATTN_TC_DKV_PK_CFG %s), %d site configurations x %zu shapes, outputs compared bit "
+           "for bit (the codes' candidates where the codes are kept and valid)\n",
+           n_kind(0), n_kind(1), n_kind(2), n_kind(3), def_name[0], def_name[1], def_name[2], def_name[3], ncases, shapes.size());
     for (size_t si = 0; si < shapes.size(); si++) {
         const Shape& sh = shapes[si];
         Buffers buf(sh, 9100 + 17 * si);
@@ -2548,6 +2570,17 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
                 decltype(c)::run(buf, seed, st);
                 record(rows[ri++], diff(2, 3), "dqkv/D");
             });
+            const bool codes_valid = tc_pk_flag(buf.scales, B, T, NH) == 0;  // (the default forward's, copied back above)
+            tc_each(TcSweepDkvPk{}, [&](auto c) {
+                TcSweepRow& r = rows[ri++];
+                if (!codes_valid) return;
+                buf.poison_bwd();
+                TcDefDq::run(buf, seed, st);
+                attention_backward_dkv_tc_cast<ATTN_TC_DKV_CFG>(buf.dqkv, buf.dout, buf.qkv, buf.lse, buf.scratch, B, T, NH, st, nullptr, seed,
+                                                                buf.scales, nullptr, true);  // (returns at once: the flag is 0)
+                decltype(c)::run(buf, seed, st);
+                record(r, diff(2, 3), "dqkv/D");
+            });
         }
         printf("tc-sweep bit checks on (%d,%d,%d,%d) done\n", B, T, NH, sh.HS);
         fflush(stdout);
@@ -2576,8 +2609,9 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
         tc_each(TcSweepFwd{}, attrs);
         tc_each(TcSweepDq{}, attrs);
         tc_each(TcSweepDkv{}, attrs);
+        tc_each(TcSweepDkvPk{}, attrs);
     }
-    float plain_ms[3] = {-1.f, -1.f, -1.f};
+    float plain_ms[4] = {-1.f, -1.f, -1.f, -1.f};
     if (timing) {
         Buffers buf(d12, 4242);  // the inputs of run_tcast_suite's timing
         const int B = d12.B, T = d12.T, NH = d12.NH, C = buf.C();
@@ -2590,6 +2624,7 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
         plain_ms[2] = time_median_ms([&] {
             attention_backward_dkv_tc<ATTN_DKV_CFG_64>(buf.dqkv, buf.dout, buf.qkv, buf.lse, buf.scratch, B, T, NH, st);
         }, 5, 25, st);
+        plain_ms[3] = plain_ms[2];
         tc_configure(tc_sweep_cases[0], st);
         const uint64_t seed = 7;
         size_t ri = 0;
@@ -2599,26 +2634,28 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
         tc_each(TcSweepDq{}, time_it);
         TcDefDq::run(buf, seed, st);  // D for the dK/dV kernels
         tc_each(TcSweepDkv{}, time_it);
+        if (tc_pk_flag(buf.scales, B, T, NH) == 0) tc_each(TcSweepDkvPk{}, time_it);  // (else they would time an empty launch)
+        else ri += n_kind(3);
         cudaCheck(cudaStreamSynchronize(st));
     }
     tc_unconfigure(st);
 
     // The table, the fastest bit-identical configuration of each kernel and the ATTN_TC_*_CFG lines.
     const Shape& sh = d12;
-    const double flops[3] = {fwd_flops(sh), bwd_flops(sh) * 3.0 / 5.0, bwd_flops(sh) * 4.0 / 5.0};
-    const char* kname[3] = {"fwd", "dq", "dkv"};
+    const double flops[4] = {fwd_flops(sh), bwd_flops(sh) * 3.0 / 5.0, bwd_flops(sh) * 4.0 / 5.0, bwd_flops(sh) * 4.0 / 5.0};
+    const char* kname[4] = {"fwd", "dq", "dkv", "dkvc"};
     printf("\n--tc-sweep on (B,NH,T,HS) = (%d,%d,%d,%d), sites mxfp8e4 / mxfp8e4, median of 25 (FLOPs counted causal: fwd "
            "2*B*NH*T^2*HS without the two-pass forward's extra Q.K^T, dq 3/5 and dkv 4/5 of 2.5x fwd; x plain: time / the plain built-in\n"
            "kernel's, ATTN_*_CFG_64); "
            "bits: (site configuration, shape) pairs whose outputs equal the default's bit for bit\n", sh.B, sh.NH, sh.T, sh.HS);
     printf("%-4s | %-30s | %4s | %5s | %6s | %7s | %8s | %8s | %7s\n", "kern", "config", "regs", "local", "CTA/SM", "bits", "ms",
            "TFLOP/s", "x plain");
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 3; k++)  // (dkvc's plain kernel is dkv's)
         if (plain_ms[k] > 0)
             printf("%-4s | %-30s | %4s | %5s | %6s | %7s | %8.4f | %8.1f | %7.2f\n", kname[k], "plain (no cast)", "", "", "", "", plain_ms[k],
                    flops[k] / (plain_ms[k] * 1e-3) / 1e12, 1.0);
-    const TcSweepRow* best[3] = {nullptr, nullptr, nullptr};
-    const TcSweepRow* defs[3] = {nullptr, nullptr, nullptr};
+    const TcSweepRow* best[4] = {nullptr, nullptr, nullptr, nullptr};
+    const TcSweepRow* defs[4] = {nullptr, nullptr, nullptr, nullptr};
     for (const TcSweepRow& r : rows) {
         char bits[16], ms[16] = "-", tf[16] = "-", xp[16] = "-", name[40];
         snprintf(bits, sizeof bits, "%d/%d", r.same, r.checks);
@@ -2646,10 +2683,16 @@ static bool run_tc_sweep(bool timing, cudaStream_t st, int& n_pass, int& n_fail)
         printf("fwd+bwd with the fastest: %.4f + %.4f + %.4f = %.4f ms, %.2fx plain (fwd %.2fx, bwd %.2fx); bar (issue 26): <= 1.50x: %s\n",
                best[0]->ms, best[1]->ms, best[2]->ms, f, f / plain, best[0]->ms / plain_ms[0],
                (best[1]->ms + best[2]->ms) / (plain_ms[1] + plain_ms[2]), f / plain <= 1.5 ? "met" : "NOT met");
+        if (defs[0] && defs[1] && defs[3] && defs[3]->ms > 0) {  // what the dispatch runs where the codes are kept and valid
+            const double d = defs[0]->ms + defs[1]->ms + defs[3]->ms;
+            printf("fwd+bwd with the defaults, dK/dV on the codes: %.4f + %.4f + %.4f = %.4f ms, %.2fx plain (the recomputing schedule's dQ: "
+                   "the harness's timing table runs the trainer's)\n", defs[0]->ms, defs[1]->ms, defs[3]->ms, d, d / plain);
+        }
         // Set a kernel's constant to its fastest only where that beats the default by more than the noise (2%).
-        const char* macro[3] = {"ATTN_TC_FWD_CFG", "ATTN_TC_DQ_CFG", "ATTN_TC_DKV_CFG"};
+        const char* macro[4] = {"ATTN_TC_FWD_CFG", "ATTN_TC_DQ_CFG", "ATTN_TC_DKV_CFG", "ATTN_TC_DKV_PK_CFG"};
         printf("llmc/kernels/attention/attention.cuh (the fastest bit-identical configuration; the default kept unless 2%% faster):\n");
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
+            if (!best[k]) continue;
             const TcSweepRow* pick = defs[k] && defs[k]->same == defs[k]->checks && best[k]->ms * 1.02 > defs[k]->ms ? defs[k] : best[k];
             printf("#define %s %s  // %.4f ms%s\n", pick->split ? "ATTN_TC_FWD_SPLIT_CFG" : macro[k], pick->name, pick->ms,
                    pick == defs[k] ? " (the default)" : defs[k] ? "" : " (the default is not among the candidates)");

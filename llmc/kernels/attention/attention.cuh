@@ -173,6 +173,9 @@ static inline bool attn_aligned16(const void* p) { return (reinterpret_cast<uint
 constexpr bool kAttnTcFwdSplit = true;
 #define ATTN_TC_DQ_CFG 64, 1, 4, 64, 3          // HS, WM, NW, BC, MINB
 #define ATTN_TC_DKV_CFG 64, 1, 8, 64, false, 2  // HS, WM, NW, BR, KV_REGS, MINB
+// The dK/dV kernel on the probabilities' codes (attn_bwd_dkv_pk_kernel: MXFP8 probabilities, kept): no cast tile, so
+// the plain kernel's tiling is free (WM <= 2, BR <= 64); --tc-sweep's `dkvc` rows time its candidates (TcSweepDkvPk).
+#define ATTN_TC_DKV_PK_CFG 64, 2, 4, 32, false, 1  // HS, WM, NW, BR, KV_REGS, MINB
 
 // The attention casts run only in the tensor-core kernels: stop with `error:` otherwise.
 // The cast instantiations exist for HS = 64 only (every GPT-2 size: d12 .. d48), and the forward only
@@ -255,9 +258,11 @@ static inline bool attn_backward_tc_dispatch(T* dqkv, float* Dbuf, const T* dout
                         attention_backward_dq_tc_cast<ATTN_TC_DQ_CFG>(dqkv, Dbuf, dout, qkv, out, lse, B, Tn, NH, stream, amax, tcast_seed,
                                                                       tcast_scales);
                     },
-                    [&](uint4* d) {
+                    [&](uint4* d) {  // with the probabilities' codes kept, two launches: the flag picks which one works
+                        const bool codes = attention_tcast_keeps_p();
                         attention_backward_dkv_tc_cast<ATTN_TC_DKV_CFG>(dqkv, dout, qkv, lse, Dbuf, B, Tn, NH, stream, amax, tcast_seed,
-                                                                        tcast_scales, d);
+                                                                        tcast_scales, d, codes);
+                        if (codes) attention_backward_dkv_tc_codes<ATTN_TC_DKV_PK_CFG>(dqkv, dout, qkv, Dbuf, B, Tn, NH, stream, amax, tcast_scales, d);
                     });
                 return true;
             }

@@ -348,10 +348,8 @@ __device__ __forceinline__ void attn_dkv_accumulate(float (&dv)[WM][NO][4], floa
 // visible key contribute zeros to the groups). The group scales the forward kept (tc.scales) stream in with each
 // query tile's lse and D (attn_tc_kept_load_k, double-buffered after the cast tile). AMAX ignored (run-time amax).
 // STAGED (dev/cuda/attention.cu only): every tile through the staged path (see attn_bwd_dq_tc_kernel).
-// TC with the probabilities' codes kept (tc.pflag, attention_tcast.cuh) and valid (*tc.pflag == 0: a CTA-uniform
-// choice): P^T comes from the codes (attn_tc_pk_load, double-buffered in the cast tile, which this path never stages
-// in; attn_tc_pk_p) instead of S^T = K Q^T, the casts and the exp, so neither K nor lse is loaded and warps with no
-// visible key skip the tile (no votes); the same P^T bit for bit, the same steps after it.
+// TC with tc.pflag set (attention_backward_dkv_tc_cast with codes): where the flag says the probabilities' codes are
+// valid (*tc.pflag == 0) every CTA returns at once: attn_bwd_dkv_pk_kernel, launched beside this one, does the work.
 template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool AMAX = false, bool TC = false, bool STAGED = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
 attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dout, const floatX* __restrict__ qkv,
@@ -372,11 +370,8 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
     float* sD = sL + 2 * BR;                                   // 2 x BR D values
     float* tc_tile = TC ? sD + 2 * BR : nullptr;  // TC: the CTA's cast tile (AttnTcTileK)
     uint8_t* sKept = TC ? reinterpret_cast<uint8_t*>(tc_tile + AttnTcTileK::words) : nullptr;  // TC: 2 x ATTN_TC_KEPT_K bytes
-    // TC, codes kept: the warps' factors (NW x 32 float2) and 2 x NW x 1 KB of codes, in the cast tile
-    static_assert(AttnTcTileK::words * sizeof(float) >= NW * 32 * sizeof(float2) + 2 * NW * 1024, "the cast tile holds the codes");
-    float2* sTab = TC ? reinterpret_cast<float2*>(tc_tile) : nullptr;
-    uint8_t* sPc = TC ? reinterpret_cast<uint8_t*>(sTab + NW * 32) : nullptr;
-    const bool pk = TC && !STAGED && tc.pflag && *tc.pflag == 0u;  // P^T from the kept codes (the same for the whole grid)
+    if constexpr (TC && !STAGED)
+        if (tc.pflag && *tc.pflag == 0u) return;  // the codes are valid: the codes' kernel does the work (the same for the whole grid)
 
     const int C = NH * HS, C3 = 3 * C;
     const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -393,18 +388,14 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
     const float* gD = Dbuf + (size_t)bh * T;
     const int i_begin = k0 / BR, i_end = (T + BR - 1) / BR;
     uint4* gds = ds ? ds + (size_t)bh * attn_ds_frags(T) * 32 : nullptr;  // this head's dS fragments, if handed on
-    const int n16 = (T + 15) / 16;
-    const uint8_t* gpc = pk ? tc.pcode + (size_t)bh * attn_pk_blocks(T) * ATTN_PK_BLOCK_BYTES : nullptr;  // this head's codes
-    uint8_t* wpc = TC ? sPc + warp * 1024 : nullptr;  // this warp's codes, buffer 0 (buffer 1: + NW KB)
 
-    if (!pk) attn_load_tile<HS, BK, NT>(sK, gK, C3, k0, T);
+    attn_load_tile<HS, BK, NT>(sK, gK, C3, k0, T);
     attn_load_tile<HS, BK, NT>(sV, gV, C3, k0, T);
     attn_load_tile<HS, BR, NT>(sQ, gQ, C3, i_begin * BR, T);
     attn_load_tile<HS, BR, NT>(sdO, gdO, C, i_begin * BR, T);
-    if (!pk) attn_load_vec<BR>(sL, gL, i_begin * BR, T);
+    attn_load_vec<BR>(sL, gL, i_begin * BR, T);
     attn_load_vec<BR>(sD, gD, i_begin * BR, T);
     if constexpr (TC) attn_tc_kept_load_k(sKept, tc, (uint64_t)bh * (uint64_t)T, T, k0, i_begin * BR);
-    if (pk) attn_tc_pk_load(wpc, gpc, kw0 / 16, i_begin * BR, n16, lane);
     attn_cp_async_commit();
 
     uint32_t kf[WM][KS][4], vf[WM][KS][4];
@@ -418,35 +409,20 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
         if (i + 1 < i_end) {
             attn_load_tile<HS, BR, NT>(sQ + nb * BR * LDS, gQ, C3, (i + 1) * BR, T);
             attn_load_tile<HS, BR, NT>(sdO + nb * BR * LDS, gdO, C, (i + 1) * BR, T);
-            if (!pk) attn_load_vec<BR>(sL + nb * BR, gL, (i + 1) * BR, T);
+            attn_load_vec<BR>(sL + nb * BR, gL, (i + 1) * BR, T);
             attn_load_vec<BR>(sD + nb * BR, gD, (i + 1) * BR, T);
             if constexpr (TC) attn_tc_kept_load_k(sKept + nb * ATTN_TC_KEPT_K, tc, (uint64_t)bh * (uint64_t)T, T, k0, (i + 1) * BR);
-            if (pk) attn_tc_pk_load(wpc + nb * NW * 1024, gpc, kw0 / 16, (i + 1) * BR, n16, lane);
         }
         attn_cp_async_commit();
         attn_cp_async_wait<1>();
         __syncthreads();
 
         if (KV_REGS && live && i == i_begin) {
-            if (!pk) attn_load_a<WM, KS, LDS>(kf, sKa, lane);
+            attn_load_a<WM, KS, LDS>(kf, sKa, lane);
             attn_load_a<WM, KS, LDS>(vf, sVa, lane);
         }
         const int qb = i * BR;
         const bool active = live && qb + BR - 1 >= kw0;  // some query of the tile sees some key of the warp
-        if constexpr (TC) {
-            if (pk) {  // P^T from the kept codes (no barrier inside: inactive warps skip)
-                if (active) {
-                    const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
-                    float s[WM][NS][4];
-                    attn_tc_pk_p<NS>(s, wpc + buf * NW * 1024, sKept + buf * ATTN_TC_KEPT_K + ATTN_TC_KEPT_K_SITE + (wrow / 32) * BR,
-                                     sTab + warp * 32, lane);
-                    attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, sQa, sdOa, sD + buf * BR, tq, lane, gds, kw0 / 16,
-                                                                           qb / 16, n16);
-                }
-                __syncthreads();
-                continue;
-            }
-        }
         if (TC || active) {  // TC: every warp takes part in the cast tile's barriers (inactive ones stage zeros)
             const uint32_t sQa = attn_smem_addr(sQ + buf * BR * LDS), sdOa = attn_smem_addr(sdO + buf * BR * LDS);
             const float* L = sL + buf * BR;
@@ -478,6 +454,107 @@ attn_bwd_dkv_tc_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dou
         // dk, dv hold dK / unit and dV / unit (attn_dkv_p; the TC kernels' unit is 1)
         attn_store_tile<WM, HS, AMAX, TC>(sK + wrow * LDS, dk, scale * boundary_unit(), gdqkv + C, C3, kw0, T, lane, amax);
         attn_store_tile<WM, HS, AMAX, TC>(sV + wrow * LDS, dv, boundary_unit(), gdqkv + 2 * C, C3, kw0, T, lane, amax);
+    }
+}
+
+// TC, the probabilities' codes kept (attention_tcast.cuh, "The probabilities the forward keeps") and valid
+// (*tc.pflag == 0, else every CTA returns at once: the recomputing TC kernel, launched beside this one, does the work):
+// the plain kernel's tiling (warps of 16 WM keys, query tiles of BR; no cast tile) with P^T formed from the codes
+// (attn_tc_pk_p: the same r 2^s products as the recomputing kernel's register cast, so the same bits) instead of
+// S^T = K Q^T, the two casts and the exp: neither K nor lse is read, no warp votes, and a warp whose keys no query of
+// the tile sees skips it. Per query tile the CTA streams Q, dO, D, the probability groups' kept bytes (its BK / 32
+// halves x BR queries, attn_tc_kept_load_k) and each warp's codes (attn_tc_pk_load), double-buffered; then
+// attn_dkv_accumulate as every dK/dV kernel. A warp's keys lie in one 32-key half (WM <= 2), whose bytes it decodes
+// into its 32 float2 of sTab once a tile. ds, amax (run time): as attn_bwd_dkv_tc_kernel.
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB = 1>
+struct AttnBwdDkvPk {
+    static constexpr int NT = NW * 32, BK = 16 * WM * NW, LDS = HS + 8;
+    static constexpr int KEPT = (BK / 32) * BR;                               // kept bytes of a query tile
+    static constexpr int WCODES = WM * (BR / 16) * ATTN_PK_BLOCK_BYTES;       // a warp's codes of a query tile
+    static constexpr size_t smem_bytes = (size_t)(2 * BK + 4 * BR) * LDS * sizeof(floatX) + 2 * BR * sizeof(float) +
+                                         (size_t)NW * 32 * sizeof(float2) + 2 * (size_t)NW * WCODES + 2 * KEPT;
+};
+
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB>
+__global__ void __launch_bounds__(NW * 32, MINB)
+attn_bwd_dkv_pk_kernel(floatX* __restrict__ dqkv, const floatX* __restrict__ dout, const floatX* __restrict__ qkv,
+                       const float* __restrict__ Dbuf, int T, int NH, float scale, unsigned int* __restrict__ amax, AttnTcastArgs tc,
+                       uint4* __restrict__ ds) {
+    using Cfg = AttnBwdDkvPk<HS, WM, NW, BR, KV_REGS, MINB>;
+    constexpr int NT = Cfg::NT, BK = Cfg::BK, LDS = Cfg::LDS, KS = HS / 16, NS = BR / 8, NO = HS / 8;
+    static_assert(HS % 16 == 0 && BR % 16 == 0 && BR <= 64 && WM <= 2 && BK % 32 == 0,
+                  "a warp's keys in one 32-key half, at most 64 queries a tile (attn_tc_pk_p_hw)");
+    if (*tc.pflag != 0u) return;  // some probability group went the staged way: the recomputing kernel's call
+
+    extern __shared__ __align__(16) unsigned char attn_smem[];
+    floatX* sK = reinterpret_cast<floatX*>(attn_smem);  // BK rows: the dK staging only
+    floatX* sV = sK + BK * LDS;                          // BK rows; reused for dV staging
+    floatX* sQ = sV + BK * LDS;                          // 2 x BR rows
+    floatX* sdO = sQ + 2 * BR * LDS;                     // 2 x BR rows
+    float* sD = reinterpret_cast<float*>(sdO + 2 * BR * LDS);            // 2 x BR D values
+    float2* sTab = reinterpret_cast<float2*>(sD + 2 * BR);               // NW x 32 decoded 2^s (attn_tc_pk_p)
+    uint8_t* sPc = reinterpret_cast<uint8_t*>(sTab + NW * 32);           // 2 x NW x WCODES codes
+    uint8_t* sKept = sPc + 2 * NW * Cfg::WCODES;                         // 2 x KEPT kept bytes
+
+    const int C = NH * HS, C3 = 3 * C;
+    const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+    const int k0 = blockIdx.x * BK;  // earliest keys see the most queries: issued first
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane & 3;
+    const int wrow = warp * 16 * WM, kw0 = k0 + wrow;
+    const bool live = kw0 < T;
+
+    const floatX* gQ = qkv + (size_t)b * T * C3 + h * HS;
+    const floatX* gV = gQ + 2 * C;
+    const floatX* gdO = dout + (size_t)b * T * C + h * HS;
+    const float* gD = Dbuf + (size_t)bh * T;
+    const int i_begin = k0 / BR, i_end = (T + BR - 1) / BR, n16 = (T + 15) / 16;
+    uint4* gds = ds ? ds + (size_t)bh * attn_ds_frags(T) * 32 : nullptr;  // this head's dS fragments, if handed on
+    const uint8_t* gpc = tc.pcode + (size_t)bh * attn_pk_blocks(T) * ATTN_PK_BLOCK_BYTES;  // this head's codes
+    uint8_t* wpc = sPc + warp * Cfg::WCODES;  // this warp's codes, buffer 0 (buffer 1: + NW WCODES)
+    const uint64_t rbase = (uint64_t)bh * (uint64_t)T;
+
+    // one query tile's inputs into buffer nb
+    auto load = [&](int nb, int i) {
+        attn_load_tile<HS, BR, NT>(sQ + nb * BR * LDS, gQ, C3, i * BR, T);
+        attn_load_tile<HS, BR, NT>(sdO + nb * BR * LDS, gdO, C, i * BR, T);
+        attn_load_vec<BR>(sD + nb * BR, gD, i * BR, T);
+        attn_tc_kept_load_k<BK, BR, ATTN_TC_PROBS>(sKept + nb * Cfg::KEPT, tc, rbase, T, k0, i * BR);
+        attn_tc_pk_load<WM, BR>(wpc + nb * NW * Cfg::WCODES, gpc, kw0 / 16, i * BR, n16, lane);
+    };
+    attn_load_tile<HS, BK, NT>(sV, gV, C3, k0, T);
+    load(0, i_begin);
+    attn_cp_async_commit();
+
+    uint32_t vf[WM][KS][4];
+    float dk[WM][NO][4], dv[WM][NO][4];
+    attn_frag_zero(dk);
+    attn_frag_zero(dv);
+    const uint32_t sVa = attn_smem_addr(sV + wrow * LDS);
+
+    for (int i = i_begin; i < i_end; i++) {
+        const int buf = (i - i_begin) & 1;
+        if (i + 1 < i_end) load(buf ^ 1, i + 1);
+        attn_cp_async_commit();
+        attn_cp_async_wait<1>();
+        __syncthreads();
+
+        if (KV_REGS && live && i == i_begin) attn_load_a<WM, KS, LDS>(vf, sVa, lane);
+        const int qb = i * BR;
+        if (live && qb + BR - 1 >= kw0) {  // some query of the tile sees some key of the warp
+            float s[WM][NS][4];
+            attn_tc_pk_p<WM, NS>(s, wpc + buf * NW * Cfg::WCODES, sKept + buf * Cfg::KEPT + (wrow / 32) * BR, sTab + warp * 32, lane);
+            attn_dkv_accumulate<WM, NS, NO, KS, BR, LDS, KV_REGS>(dv, dk, s, vf, sVa, attn_smem_addr(sQ + buf * BR * LDS),
+                                                                   attn_smem_addr(sdO + buf * BR * LDS), sD + buf * BR, tq, lane, gds,
+                                                                   kw0 / 16, qb / 16, n16);
+        }
+        __syncthreads();
+    }
+
+    if (live) {
+        floatX* gdqkv = dqkv + (size_t)b * T * C3 + h * HS;
+        // as the TC kernel's store (boundary_unit() is 1 in the TCAST build)
+        attn_store_tile<WM, HS, false, true>(sK + wrow * LDS, dk, scale * boundary_unit(), gdqkv + C, C3, kw0, T, lane, amax);
+        attn_store_tile<WM, HS, false, true>(sV + wrow * LDS, dv, boundary_unit(), gdqkv + 2 * C, C3, kw0, T, lane, amax);
     }
 }
 
@@ -529,16 +606,38 @@ void attention_backward_dq_tc_cast(floatX* dqkv, float* Dbuf, const floatX* dout
     cudaCheckLaunch();
 }
 
+// codes: where the probabilities' codes are kept (attention_tcast_keeps_p), leave the call to
+// attention_backward_dkv_tc_codes when the forward's flag says they are valid (the dispatch launches both); false:
+// always recompute P^ (the harness's comparisons and --tc-sweep candidates).
 template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB, bool STAGED = false>
 void attention_backward_dkv_tc_cast(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* Dbuf,
                                     int B, int T, int NH, cudaStream_t stream, unsigned int* amax, uint64_t seed, uint8_t* scales,
-                                    uint4* ds = nullptr) {
+                                    uint4* ds = nullptr, bool codes = false) {
     using Cfg = AttnBwdDkvTC<HS, WM, NW, BR, KV_REGS, MINB>;
     auto kernel = attn_bwd_dkv_tc_kernel<HS, WM, NW, BR, KV_REGS, MINB, false, true, STAGED>;
     attn_set_smem(kernel, Cfg::tc_smem_bytes);
     const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
-    kernel<<<grid, Cfg::NT, Cfg::tc_smem_bytes, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
-                                                          attn_tc_args(seed, false, scales, B, T, NH), ds);
+    AttnTcastArgs a = attn_tc_args(seed, false, scales, B, T, NH);
+    if (!codes) a.pflag = nullptr, a.pcode = nullptr;
+    kernel<<<grid, Cfg::NT, Cfg::tc_smem_bytes, stream>>>(dqkv, dout, qkv, lse, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax, a, ds);
+    cudaCheckLaunch();
+}
+
+// The codes' dK/dV kernel (attn_bwd_dkv_pk_kernel): dK, dV of dqkv (B, T, 3C) from the probabilities' codes and kept
+// group scales in scales (what the forward of the same call wrote: attention_tcast_scales_bytes(B, T, NH) bytes), Dbuf
+// (B, NH, T) fp32, dout, qkv; ds as attention_backward_dkv_tc. Does nothing where the forward's flag says the codes are
+// not valid (then attention_backward_dkv_tc_cast with codes recomputes): the dispatch launches both, in either order.
+// Stops with `error:` where the configuration keeps no codes.
+template <int HS, int WM, int NW, int BR, bool KV_REGS, int MINB>
+void attention_backward_dkv_tc_codes(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* Dbuf, int B, int T, int NH,
+                                     cudaStream_t stream, unsigned int* amax, uint8_t* scales, uint4* ds = nullptr) {
+    using Cfg = AttnBwdDkvPk<HS, WM, NW, BR, KV_REGS, MINB>;
+    if (!attention_tcast_keeps_p()) die("attention_backward_dkv_tc_codes: the configuration keeps no probabilities' codes");
+    auto kernel = attn_bwd_dkv_pk_kernel<HS, WM, NW, BR, KV_REGS, MINB>;
+    attn_set_smem(kernel, Cfg::smem_bytes);
+    const dim3 grid(ceil_div(T, Cfg::BK), B * NH);
+    kernel<<<grid, Cfg::NT, Cfg::smem_bytes, stream>>>(dqkv, dout, qkv, Dbuf, T, NH, 1.0f / sqrtf((float)HS), amax,
+                                                       attn_tc_args(0, false, scales, B, T, NH), ds);
     cudaCheckLaunch();
 }
 

@@ -666,29 +666,33 @@ constexpr int ATTN_TC_KEPT_K_HALVES = AttnTcTileK::NK / 32;
 constexpr int ATTN_TC_KEPT_K_SITE = ATTN_TC_KEPT_K_HALVES * AttnTcTileK::NI;
 constexpr int ATTN_TC_KEPT_K = 2 * ATTN_TC_KEPT_K_SITE;
 
-// Start copying the kept group scales of the query tile at qb for the CTA's keys k0 .. k0 + 127 into dst
-// (ATTN_TC_KEPT_K bytes); a group the forward does not keep (attn_tc_kept_at_q's rule), and every group of a site
-// that keeps none, reads as the filler 0. T % 16 == 0 (the trainer's shapes): threads 0..15 each copy 16 queries of
-// one half for both sites with 16-byte cp.async, committed with the tile's other copies (a 16-query chunk lies
-// wholly at or below the diagonal or wholly above it, and wholly below T: 32 h and qb are multiples of 16); else
-// thread t copies byte t of both sites (plain loads and stores, ordered by the same barrier). Each thread's work is
-// one index for both sites (the same place in each site's part), so that little of it stays live across the
-// kernel's loop (32-bit: attn_tc_args refuses a site's part of 4 GiB or more). Every thread of the CTA calls.
+// Start copying the kept group scales of the query tile at qb for the CTA's keys k0 .. k0 + NK - 1 into dst, sites
+// SITE0 .. 1 ([site - SITE0][half][query], (NK / 32) NQ bytes a site: ATTN_TC_KEPT_K for the TC kernel's default
+// 128 x 64 tile of both sites; the codes' dK/dV kernel reads the probabilities' alone, attn_bwd_dkv_pk_kernel); a
+// group the forward does not keep (attn_tc_kept_at_q's rule), and every group of a site that keeps none, reads as the
+// filler 0. T % 16 == 0 (the trainer's shapes): thread t copies 16 queries of one half, for each site, with 16-byte
+// cp.async, committed with the tile's other copies (a 16-query chunk lies wholly at or below the diagonal or wholly
+// above it, and wholly below T: 32 h and qb are multiples of 16); else one byte at a time (plain loads and stores,
+// ordered by the same barrier). Each index serves every site (the same place in each site's part), so that little of
+// it stays live across the kernel's loop (32-bit: attn_tc_args refuses a site's part of 4 GiB or more). Every thread
+// of the CTA calls.
+template <int NK = AttnTcTileK::NK, int NQ = AttnTcTileK::NI, int SITE0 = ATTN_TC_SCORES>
 __device__ __forceinline__ void attn_tc_kept_load_k(uint8_t* dst, const AttnTcastArgs& tc, uint64_t rbase, int T, int k0, int qb) {
-    constexpr int NQ = AttnTcTileK::NI;
-    const int t = (int)threadIdx.x, chunk = (T & 15) == 0;
-    if (chunk ? t >= ATTN_TC_KEPT_K_SITE / 16 : t >= ATTN_TC_KEPT_K_SITE) return;
-    const int at = chunk ? 16 * t : t;  // the byte offset in a site's part: [half][query]
-    const int half = (k0 >> 5) + at / NQ, q = qb + at % NQ;
-    const bool valid = q < T && 32 * half <= q;
-    const uint32_t idx = valid ? (uint32_t)rbase * (uint32_t)((T + 31) >> 5) + (uint32_t)half * (uint32_t)T + (uint32_t)q : 0u;
-    #pragma unroll
-    for (int site = 0; site < 2; site++) {
-        const uint8_t* kept = site == ATTN_TC_SCORES ? tc.scales[ATTN_TC_SCORES] : tc.scales[ATTN_TC_PROBS];
-        uint8_t* d = dst + site * ATTN_TC_KEPT_K_SITE + at;
-        if (!chunk) *d = kept && valid ? kept[idx] : (uint8_t)0;
-        else if (kept) attn_cp_async16(attn_smem_addr(d), kept + idx, valid);
-        else *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
+    static_assert(NK % 32 == 0 && NQ % 16 == 0, "whole 32-key halves, whole 16-query chunks");
+    constexpr int PART = (NK / 32) * NQ;  // a site's bytes
+    const int chunk = (T & 15) == 0, step = chunk ? 16 : 1;
+    for (int at = (int)threadIdx.x * step; at < PART; at += (int)blockDim.x * step) {  // the byte offset in a site's part
+        const int half = (k0 >> 5) + at / NQ, q = qb + at % NQ;
+        const bool valid = q < T && 32 * half <= q;
+        const uint32_t idx = valid ? (uint32_t)rbase * (uint32_t)((T + 31) >> 5) + (uint32_t)half * (uint32_t)T + (uint32_t)q : 0u;
+        #pragma unroll
+        for (int site = SITE0; site < 2; site++) {
+            const uint8_t* kept = site == ATTN_TC_SCORES ? tc.scales[ATTN_TC_SCORES] : tc.scales[ATTN_TC_PROBS];
+            uint8_t* d = dst + (site - SITE0) * PART + at;
+            if (!chunk) *d = kept && valid ? kept[idx] : (uint8_t)0;
+            else if (kept) attn_cp_async16(attn_smem_addr(d), kept + idx, valid);
+            else *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
+        }
     }
 }
 
@@ -823,50 +827,60 @@ __device__ __forceinline__ void attn_tc_step_k(float (&s)[WM][NS][4], float* til
     }
 }
 
-// The dK/dV kernel with the probabilities' codes kept (tc.pflag 0): start copying the codes of the query tile at qb
-// (64 queries: 4 blocks) for the warp's key block kj into dst (1 KB, the blocks in query order); blocks the forward
-// does not store (above the diagonal, at or past n16) read as zeros. Every lane calls (2 x 16 bytes).
-__device__ __forceinline__ void attn_tc_pk_load(uint8_t* dst, const uint8_t* head, int kj, int qb, int n16, int lane) {
+// The codes' dK/dV kernel (attn_bwd_dkv_pk_kernel): start copying the codes of the warp's WM key blocks from kj0 x
+// the query tile at qb (BR / 16 blocks) into dst (WM (BR / 16) blocks of 256 bytes, [key block][query block]); blocks
+// the forward does not store (above the diagonal, at or past n16) read as zeros. head: the (b, h)'s codes. Every lane
+// calls (WM BR / 32 copies of 16 bytes each).
+template <int WM, int BR>
+__device__ __forceinline__ void attn_tc_pk_load(uint8_t* dst, const uint8_t* head, int kj0, int qb, int n16, int lane) {
+    constexpr int QB = BR / 16, CH = WM * QB * 16;  // query blocks a tile, 16-byte chunks
+    static_assert(CH % 32 == 0, "whole chunks per lane");
     #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int ch = lane + 32 * h, c = ch >> 4, qi = (qb >> 4) + c;  // 16 chunks of 16 bytes a block
+    for (int h = 0; h < CH / 32; h++) {
+        const int ch = lane + 32 * h, blk = ch >> 4, kj = kj0 + blk / QB, qi = (qb >> 4) + blk % QB;
         const bool valid = kj <= qi && qi < n16;
         const uint8_t* src = head + (valid ? attn_pk_block(kj, qi, n16) * ATTN_PK_BLOCK_BYTES : 0) + (ch & 15) * 16;
         attn_cp_async16(attn_smem_addr(dst + ch * 16), src, valid);
     }
 }
 
-// s <- P^T of the warp's 16 keys x 64 queries (the key-major C fragments of attn_tc_step_k) from the codes (the warp's
-// 1 KB, attn_tc_pk_load) and the probability groups' kept bytes of the warp's 32-key half (kept_half: 64 queries):
-// P^ = r 2^s, the products attn_tc_step_k's register cast forms (AttnTcUp), so the same bits. Lane l decodes 2^s of
-// queries 2 l and 2 l + 1 into tab (the warp's 32 float2) once; then per n-tile one 8-byte read of tab, and per block
-// one of the codes. Every lane calls.
-template <int HW, int NS>
-__device__ __forceinline__ void attn_tc_pk_p_hw(float (&s)[1][NS][4], const uint8_t* codes, const uint8_t* kept_half, float2* tab,
+// s <- P^T of the warp's 16 WM keys x 8 NS queries (key-major C fragments as attn_tc_step_k's: element r of n-tile n of
+// row tile mi is key 16 mi + g + 8 (r / 2), query 8 n + 2 tq + r % 2) from the codes (attn_tc_pk_load's WM (NS / 2)
+// blocks) and the probability groups' kept bytes of the 32-key half holding the warp's keys (kept_half: 8 NS queries):
+// P^ = r 2^s, the products the recomputing kernel's register cast forms (AttnTcUp), so the same bits. Lanes
+// 0 .. 4 NS - 1 decode 2^s of queries 2 l and 2 l + 1 into tab (the warp's 32 float2) once; then per n-tile one 8-byte
+// read of tab and per block one of the codes. Every lane calls.
+template <int HW, int WM, int NS>
+__device__ __forceinline__ void attn_tc_pk_p_hw(float (&s)[WM][NS][4], const uint8_t* codes, const uint8_t* kept_half, float2* tab,
                                                 const AttnTcastSite& S, int lane) {
-    const uint32_t v = *reinterpret_cast<const uint16_t*>(kept_half + 2 * lane);
-    tab[lane] = make_float2(attn_tc_hw_up(attn_tc_rne_mc_of(&S, v & 0xFFu), S.hw_up), attn_tc_hw_up(attn_tc_rne_mc_of(&S, v >> 8), S.hw_up));
+    static_assert(NS % 2 == 0 && NS <= 8, "whole 16-query blocks, at most 64 queries (32 lanes x 2)");
+    if (lane < 4 * NS) {
+        const uint32_t v = *reinterpret_cast<const uint16_t*>(kept_half + 2 * lane);
+        tab[lane] = make_float2(attn_tc_hw_up(attn_tc_rne_mc_of(&S, v & 0xFFu), S.hw_up), attn_tc_hw_up(attn_tc_rne_mc_of(&S, v >> 8), S.hw_up));
+    }
     __syncwarp();
     const int tq = lane & 3;
     #pragma unroll
-    for (int c = 0; c < NS / 2; c++) {
-        const uint2 w = reinterpret_cast<const uint2*>(codes + c * ATTN_PK_BLOCK_BYTES)[lane];
+    for (int mi = 0; mi < WM; mi++)
         #pragma unroll
-        for (int qh = 0; qh < 2; qh++) {
-            const int n = 2 * c + qh;
-            const uint32_t x = qh ? w.y : w.x;
-            const float2 f = tab[n * 4 + tq];  // 2^s of queries 8 n + 2 tq and + 1
-            const float2 k0 = tcast_fp8x2_decode<HW>((uint16_t)__byte_perm(x, 0u, 0x0020));  // key g: bytes 0, 2
-            const float2 k8 = tcast_fp8x2_decode<HW>((uint16_t)__byte_perm(x, 0u, 0x0031));  // key g + 8: bytes 1, 3
-            s[0][n][0] = tcast_mul_rn(k0.x, f.x);
-            s[0][n][1] = tcast_mul_rn(k0.y, f.y);
-            s[0][n][2] = tcast_mul_rn(k8.x, f.x);
-            s[0][n][3] = tcast_mul_rn(k8.y, f.y);
+        for (int c = 0; c < NS / 2; c++) {
+            const uint2 w = reinterpret_cast<const uint2*>(codes + (mi * (NS / 2) + c) * ATTN_PK_BLOCK_BYTES)[lane];
+            #pragma unroll
+            for (int qh = 0; qh < 2; qh++) {
+                const int n = 2 * c + qh;
+                const uint32_t x = qh ? w.y : w.x;
+                const float2 f = tab[n * 4 + tq];  // 2^s of queries 8 n + 2 tq and + 1
+                const float2 k0 = tcast_fp8x2_decode<HW>((uint16_t)__byte_perm(x, 0u, 0x0020));  // key g: bytes 0, 2
+                const float2 k8 = tcast_fp8x2_decode<HW>((uint16_t)__byte_perm(x, 0u, 0x0031));  // key g + 8: bytes 1, 3
+                s[mi][n][0] = tcast_mul_rn(k0.x, f.x);
+                s[mi][n][1] = tcast_mul_rn(k0.y, f.y);
+                s[mi][n][2] = tcast_mul_rn(k8.x, f.x);
+                s[mi][n][3] = tcast_mul_rn(k8.y, f.y);
+            }
         }
-    }
 }
-template <int NS>
-__device__ __forceinline__ void attn_tc_pk_p(float (&s)[1][NS][4], const uint8_t* codes, const uint8_t* kept_half, float2* tab, int lane) {
+template <int WM, int NS>
+__device__ __forceinline__ void attn_tc_pk_p(float (&s)[WM][NS][4], const uint8_t* codes, const uint8_t* kept_half, float2* tab, int lane) {
     const AttnTcastSite& S1 = attn_tc_site[ATTN_TC_PROBS];
     if (S1.hw == ATTN_TC_HW_E4M3) attn_tc_pk_p_hw<TCAST_FP8_E4M3>(s, codes, kept_half, tab, S1, lane);
     else attn_tc_pk_p_hw<TCAST_FP8_E5M2>(s, codes, kept_half, tab, S1, lane);

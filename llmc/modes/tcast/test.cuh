@@ -30,6 +30,9 @@
 //    layer's qkv and fc GEMM ran on CUTLASS (with the casts inside only under --cast-fuse 1), qkv, fch and the logits
 //    bit for bit the same with --cast-fuse 1 and 0, qkv and fch on the matmul_out grid, and close to the cuBLASLt
 //    run's (only the GEMM's accumulation order differs).
+// 5. check_kept_codes: under the attn case's plan (MXFP8 probabilities) the model keeps the probabilities' FP8 codes;
+//    built when they would leave less than kAttnKeptSlackBytes of the device free (a buffer leaves 1 GiB), it drops
+//    them with a note; one forward + backward gives the same loss and gradients bit for bit either way.
 // usage in this build also: test_gpt2cu checkpoint debug_state uncast_debug_state (the third for
 // check_tcast_active; default DEFAULT_UNCAST_STATE). The TCAST_CASES always read their default files.
 #pragma once
@@ -297,8 +300,62 @@ struct ModeTest : ModeTestDefaults {
             free(cb.t[i]);
         }
     }
+    // Item 5 of the header comment. One forward + backward of the head-size-64 model under the attn case's plan (the
+    // state's batch); hog_free: 0, or the bytes of device memory to leave free while the model is built (a buffer holds
+    // the rest). Returns whether the model kept the codes, the loss and the gradients (host copy, the caller frees).
+    struct CodesRun {
+        bool kept;
+        float loss;
+        float* grads;
+        size_t n;
+    };
+    CodesRun codes_run(const DebugState& st, BuildModelFn build_model, size_t hog_free) {
+        void* hog = NULL;
+        if (hog_free) {
+            size_t free_b = 0, total_b = 0;
+            cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+            if (free_b > hog_free) cudaCheck(cudaMalloc(&hog, free_b - hog_free));
+        }
+        GPT2 m;
+        plan = &plan_case[kCodesCase];
+        build_model(&m, TCAST_CASE_CKPT, st.B, st.T);
+        plan = &plan_fixed;
+        CodesRun r;
+        r.kept = attention_tcast_keeps_p();
+        if (hog) cudaCheck(cudaFree(hog));
+        gpt2_zero_grad(&m);
+        r.loss = gpt2_forward_backward(&m, st.x, st.y, st.B, st.T, 1.0f);
+        r.grads = download_floatX(m.grads_memory, m.num_parameters);
+        r.n = m.num_parameters;
+        gpt2_free(&m);
+        attention_tcast_set_keep_probs(true);  // (the fallback turns them off for the process)
+        return r;
+    }
+    static constexpr int kCodesCase = 0;  // TCAST_CASES' "attn": MXFP8 at both attention sites
+    static_assert(kCodesCase < TCAST_NUM_CASES, "the attn case");
+    void check_kept_codes(BuildModelFn build_model) {
+        GPT2Config cfg;
+        checkpoint_read_header(TCAST_CASE_CKPT, &cfg);
+        DebugState st;
+        debug_state_read(TCAST_CASES[kCodesCase].state, &cfg, &st);
+        printf("  TensorCast attention probabilities' FP8 codes (--cast %s):\n", TCAST_CASES[kCodesCase].cast);
+        const CodesRun a = codes_run(st, build_model, 0), b = codes_run(st, build_model, (size_t)1 << 30);
+        printf("    kept by the model: %s\n", a.kept ? "ok" : "FAIL");
+        record(a.kept);
+        printf("    dropped (the note above) when they would leave less than %zu MiB free (a buffer leaves 1024 MiB): %s\n",
+               kAttnKeptSlackBytes >> 20, !b.kept ? "ok" : "FAIL");
+        record(!b.kept);
+        const bool same = a.n == b.n && a.loss == b.loss && memcmp(a.grads, b.grads, a.n * sizeof(float)) == 0;
+        printf("    loss %.6f and gradients bit for bit the same with and without them (the backward recomputes P^): %s\n", a.loss,
+               same ? "ok" : "FAIL");
+        record(same);
+        free(a.grads);
+        free(b.grads);
+        debug_state_free(&st);
+    }
     void finish(const char* ckpt, const DebugState& ref, BuildModelFn build) {
         check_grid(ckpt, &ref, build);
         check_cutlass(ckpt, &ref, build);
+        check_kept_codes(build);
     }
 };
