@@ -296,7 +296,9 @@ static inline HOST_DEVICE size_t attn_tc_scale_at(uint64_t rbase, int T, int g, 
 // values bit for bit (the same r and 2^s, the same product). Valid only if every probability group of the call took
 // the register cast (its constants are then the kept byte's): a 32-bit flag beside the codes, pflag, which the
 // statistics pass sets to 0 and the output pass to 1 in any tile that went the staged way (and the fused forward,
-// which keeps no codes, to 1); the dK/dV kernel reads it and recomputes where it is 1.
+// which keeps no codes, to 1). The dispatch launches two dK/dV kernels that read it (session 18): the codes' kernel,
+// attn_bwd_dkv_pk_kernel in the plain kernel's tiling, works where it is 0, the recomputing TC kernel where it is 1
+// (each returns at once otherwise).
 static inline HOST_DEVICE size_t attn_pk_blocks(int T) {
     const size_t n16 = (size_t)((T + 15) >> 4);
     return n16 * (n16 + 1) / 2;
