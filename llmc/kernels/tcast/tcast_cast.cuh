@@ -56,7 +56,9 @@
 //       load is one contiguous 512-byte row segment) and 32-row chunks (a warp: 4 consecutive rows).
 //       Tiles of 2 or 4 rows are inside a thread; tiles of 8..32 rows are merged across 2..8 warps
 //       through shared memory, where one thread per column derives the group scales; tiles of 64..1024
-//       rows accumulate over 2..32 chunks first and read them again (from L2) to cast.
+//       rows accumulate over 2..32 chunks first and read them again (from L2) to cast. Tiles of exactly 32
+//       rows from a stored tensor without statistics (the MX wgrad casts) take tcast_cols32_kernel instead:
+//       a thread owns 2 columns x 32 rows, so a group needs no cross-warp step (the same bits).
 //   Channel and per-tensor scales need the whole slice first: a reduction pass (tcast_reduce_*)
 //       fills the TcastGroupScale of each group in ctx, which the cast pass reads.
 //   Element casts: three exact implementations, chosen per data type by tcast_cast_path:
@@ -211,6 +213,22 @@ static inline unsigned tcast_blocks_(size_t work, size_t per_block) {
     return (unsigned)(b < 1 ? 1 : b);
 }
 
+// tcast_cols32_kernel where it applies (a stored source, a quantizer of the exponent family; the caller checked the
+// tile of 32 rows along dim 0 and no statistics): launches it and returns true; else false (tcast_cols_kernel's case).
+template <class Q, class Src>
+static inline bool tcast_cols32_launch_(floatX*, const Src&, int, int, const TcastKernelArgs&, cudaStream_t) { return false; }
+template <class Q>
+static inline bool tcast_cols32_launch_(floatX* y, const TcastSrcStored& src, int rows, int cols, const TcastKernelArgs& k,
+                                        cudaStream_t stream) {
+    if constexpr (std::is_base_of<TcastQExp, Q>::value) {
+        const int nunits = rows / TCAST_CHUNK_ROWS;
+        const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_WARPS), (unsigned)(nunits < 65535 ? nunits : 65535));
+        tcast_cols32_kernel<Q><<<grid, TCAST_THREADS, 0, stream>>>(y, src.x, rows, cols, k);
+        return true;
+    }
+    return false;
+}
+
 // The vector row / column kernels on source x (tcast_source.cuh): cols % 8 == 0, y and x's pointers
 // 16-byte aligned; gs: the channel / per-tensor scales of the reduction pass (or NULL).
 template <class Src>
@@ -220,6 +238,8 @@ static inline void tcast_launch_vec_(floatX* y, const Src& src, int rows, int co
     tcast_dispatch_(tcast_cast_path(dt, stats != NULL), stats != NULL, [&](auto q, auto st) {
         using Q = decltype(q);
         constexpr bool S = decltype(st)::value;
+        if constexpr (!S)  // MX along dim 0 from a stored tensor: tcast_cols32_kernel
+            if (tile == TCAST_CHUNK_ROWS && !along_rows && tcast_cols32_launch_<Q>(y, src, rows, cols, k, stream)) return;
         if (tile >= 0 && !along_rows) {
             // column path: tiles along dim 0, or channel scales per column
             const int U = tile > 0 ? (tile > TCAST_CHUNK_ROWS ? tile : TCAST_CHUNK_ROWS) : TCAST_CHUNK_ROWS;
