@@ -42,7 +42,7 @@ VARIANTS=(
 #     (it compares with that build's cast pass).
 #   cutlass_q115_gemm: the CUTLASS BF16 GEMM with the Q1.15 boundary in its epilogue, in q115 and q115_tf (it compares with
 #     that build's boundary passes; q115_tf's chain has the Q1.31 step).
-#   tcast_producers in bf16: the cast kernels and producers it checks compile the same in any BF16 build (it
+#   tcast_producers and tcast_dy in bf16: the cast kernels and producers they check compile the same in any BF16 build (they
 #     includes no mode's hooks: only the TensorCast runtime, llmc/modes/tcast/tcast_runtime.cuh, for its GEMM-front
 #     check), so the TCAST build adds only its own compile time; gemm_algos (the cuBLASLt algorithm
 #     survey) in bf16: it times BF16 GEMMs only.
@@ -68,6 +68,7 @@ cutlass_tcast_gemm tcast
 cutlass_q115_gemm q115 q115_tf
 tcast          tcast
 tcast_producers bf16
+tcast_dy       bf16
 gemm_algos     bf16
 "
 

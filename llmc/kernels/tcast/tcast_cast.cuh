@@ -114,6 +114,7 @@
 #include "llmc/kernels/tcast/tcast_cast_elem.cuh"     // TcastKernelArgs, the exponent and RNE element fast paths
 #include "llmc/kernels/tcast/tcast_cast_device.cuh"   // launch geometry, device helpers, element quantizers (BF16 only)
 #include "llmc/kernels/tcast/tcast_cast_kernels.cuh"  // row, column and scalar cast kernels
+#include "llmc/kernels/tcast/tcast_cols32.cuh"        // the 32-row column kernel (and a dY's casts along both dims)
 #include "llmc/kernels/tcast/tcast_cast_prepass.cuh"  // scale reductions and M:N pruning
 
 // ------------------------------------------------------------------------------------------------
@@ -221,9 +222,11 @@ template <class Q>
 static inline bool tcast_cols32_launch_(floatX* y, const TcastSrcStored& src, int rows, int cols, const TcastKernelArgs& k,
                                         cudaStream_t stream) {
     if constexpr (std::is_base_of<TcastQExp, Q>::value) {
-        const int nunits = rows / TCAST_CHUNK_ROWS;
-        const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_WARPS), (unsigned)(nunits < 65535 ? nunits : 65535));
-        tcast_cols32_kernel<Q><<<grid, TCAST_THREADS, 0, stream>>>(y, src.x, rows, cols, k);
+        const int upc = tcast_cols32_upc(rows, false), nunits = rows / TCAST_CHUNK_ROWS;
+        const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_WARPS), (unsigned)ceil_div(nunits, upc));
+        const TcastCols32Out o = {y, NULL, NULL};
+        tcast_cols32_kernel<Q, TcastPairStored, TCAST_C32_COL><<<grid, TCAST_THREADS, 0, stream>>>(TcastPairStored{src.x}, o, rows, cols, upc,
+                                                                                                  k, k);
         return true;
     }
     return false;
@@ -363,4 +366,71 @@ static inline void tcast_cast_from(floatX* y, const Src& src, int rows, int cols
     tcast_source_run_kernel<Src><<<tcast_blocks_(npk, 256), 256, 0, stream>>>(src, npk);
     cudaCheckLaunch();
     tcast_cast(y, src.stored(), rows, cols, dim, dt, seed, stats, ctx, stream);
+}
+
+// ------------------------------------------------------------------------------------------------
+// A linear layer's dY, everything its backward reads from it in one pass (doc/TCAST.md 5.5; tcast_cols32.cuh):
+//
+//   tcast_cast_dual_ok(dt, rows, cols)
+//       Whether tcast_cast_dual takes dt for a (rows, cols) tensor: tiles of 32 along dim 1 and along dim 0 (a tile-32
+//       scale whose spec names no dimension: mxfp8e4, mxfp6e2, mxint8, ...), the exponent or RNE quantizer, no
+//       sparsity; rows and cols multiples of 32. Statistics steps never take it (the caller's test: it counts nothing).
+//   tcast_cast_dual(y_row, y_col, partial, src, rows, cols, dt, seed_row, seed_col, stream)
+//       From one read of the pair source src (TcastPairStored, or a producer: tcast_producers.cuh), the same bits as
+//       tcast_cast(y_row, x, rows, cols, 1, dt, seed_row, NULL, ...), tcast_cast(y_col, x, rows, cols, 0, dt, seed_col,
+//       NULL, ...) and tcast_colsum(partial, x, rows, cols) on the values x the source gives. y_row, y_col (rows, cols)
+//       and partial (tcast_colsum_chunks(rows), cols) fp32 must not alias the source's inputs or each other.
+//       Errors (exit): a type or shape tcast_cast_dual_ok refuses; misaligned outputs (y_row 16 bytes, y_col 4, partial 8).
+//   tcast_colsum(partial, x, rows, cols, stream), tcast_colsum_chunks(rows)
+//       partial[g][c] = the fp32 sum of column c over chunk g's rows (tcast_cols32_upc(rows, true) units of 32 rows,
+//       chunk g from row 64 g for 65536 rows or fewer) in row order, added by gemm_dbias_finish (gemm_kernels.cuh) in
+//       chunk order: the bias gradient in the order tcast_cast_dual makes it, for the layers whose dY is not cast there
+//       (so both give the same bits). rows % 32 == 0, cols even, x 4-byte aligned.
+
+static inline int tcast_colsum_chunks(int rows) {
+    return ceil_div(rows / TCAST_CHUNK_ROWS, tcast_cols32_upc(rows, true));
+}
+
+static inline bool tcast_cast_dual_ok(const TcastDataType& dt, int rows, int cols) {
+    const TcastPath path = tcast_cast_path(dt, false);
+    return path != TCAST_PATH_GENERAL && dt.has_scale && dt.scale.tile == TCAST_CHUNK_ROWS && !dt.scale.dim_given && dt.sparse_n == 0 &&
+           rows > 0 && cols > 0 && rows % TCAST_CHUNK_ROWS == 0 && cols % 32 == 0;
+}
+
+// The launch of tcast_cols32_kernel with outputs OUT over source src (the launchers below checked the rest).
+template <int OUT, class Q, class PSrc>
+static inline void tcast_cols32_run_(const PSrc& src, const TcastCols32Out& o, int rows, int cols, const TcastKernelArgs& kc,
+                                     const TcastKernelArgs& kr, cudaStream_t stream) {
+    const int upc = tcast_cols32_upc(rows, (OUT & TCAST_C32_SUM) != 0);
+    const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_WARPS), (unsigned)ceil_div(rows / TCAST_CHUNK_ROWS, upc));
+    tcast_cols32_kernel<Q, PSrc, OUT><<<grid, TCAST_THREADS, 0, stream>>>(src, o, rows, cols, upc, kc, kr);
+    cudaCheckLaunch();
+}
+
+template <class PSrc>
+static inline void tcast_cast_dual(floatX* y_row, floatX* y_col, float* partial, const PSrc& src, int rows, int cols,
+                                   const TcastDataType& dt, uint64_t seed_row, uint64_t seed_col, cudaStream_t stream) {
+    if (!tcast_cast_dual_ok(dt, rows, cols)) {
+        char err[256];
+        snprintf(err, sizeof(err), "%s: tcast_cast_dual needs tiles of 32 along both dims, the exponent or RNE quantizer and a %d x %d "
+                 "shape of multiples of 32", dt.name, rows, cols);
+        tcast_cast_die_(err);
+    }
+    if ((uintptr_t)y_row % 16 != 0 || (uintptr_t)y_col % 4 != 0 || (uintptr_t)partial % 8 != 0) tcast_cast_die_("tcast_cast_dual: misaligned output");
+    const TcastCols32Out o = {y_col, y_row, partial};
+    const TcastKernelArgs kc = tcast_kernel_args(dt, seed_col), kr = tcast_kernel_args(dt, seed_row);
+    constexpr int OUT = TCAST_C32_COL | TCAST_C32_ROW | TCAST_C32_SUM;
+    if (tcast_cast_path(dt, false) == TCAST_PATH_RNE) tcast_cols32_run_<OUT, TcastQRne>(src, o, rows, cols, kc, kr, stream);
+    else tcast_cols32_run_<OUT, TcastQExp>(src, o, rows, cols, kc, kr, stream);
+}
+
+static inline void tcast_colsum(float* partial, const floatX* x, int rows, int cols, cudaStream_t stream) {
+    if (rows % TCAST_CHUNK_ROWS != 0 || cols % 2 != 0 || (uintptr_t)x % 4 != 0 || (uintptr_t)partial % 8 != 0) {
+        char err[160];
+        snprintf(err, sizeof(err), "tcast_colsum: a %d x %d tensor (rows %% 32, cols %% 2 must be 0; 4-byte aligned)", rows, cols);
+        tcast_cast_die_(err);
+    }
+    const TcastCols32Out o = {NULL, NULL, partial};
+    const TcastKernelArgs k = {};  // (no cast)
+    tcast_cols32_run_<TCAST_C32_SUM, TcastQExp>(TcastPairStored{x}, o, rows, cols, k, k, stream);
 }

@@ -4,11 +4,10 @@
 //                        types (either dim); a thread owns 4 packets of 8 BF16 at warp stride;
 //   tcast_cols_kernel    the column path: tiles along dim 0 and channel scales per column; a block owns a
 //                        strip of 256 columns and 32-row chunks;
-//   tcast_cols32_kernel  the column path's common case, tiles of 32 rows from a stored tensor without
-//                        statistics (the MX wgrad casts): a thread owns 2 columns x 32 rows;
 //   tcast_scalar_kernel  the scalar fallback for any shape and alignment (tcast_quantize per element).
 // Channel and per-tensor scales come from the reduction pass (tcast_cast_prepass.cuh). The launcher and the
-// design are in llmc/kernels/tcast/tcast_cast.cuh.
+// design are in llmc/kernels/tcast/tcast_cast.cuh; the column path's common case (tiles of 32 rows without
+// statistics: the MX wgrad casts, and a dY's casts along both dimensions) is tcast_cols32.cuh's kernel.
 // The row and column kernels read the tensor through a source Src (tcast_source.cuh): TcastSrcStored reads
 // a stored BF16 tensor (the stand-alone cast); a producer source computes the values of the kernel that
 // would have stored them (GELU, GELU') and may store their BF16 values on the way, so the producer and
@@ -307,60 +306,6 @@ __global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
     if (STATS) {
         tcast_counts_flush(stats, cnt);
         tcast_hist_flush(s_hist, stats);
-    }
-}
-
-// ------------------------------------------------------------------------------------------------
-// Column path for tiles of exactly 32 rows from a stored tensor, no statistics, a quantizer whose group accumulation
-// is a max (TcastQExp, TcastQRne: order-free): the MX casts along N of the wgrad operands (doc/TCAST.md 5.5), the
-// largest cast of `--cast-gemm` (tcast_cols_kernel ran them at 2.28 TB/s on an H200: per 32-row unit a CTA loaded
-// 16 KB, then merged each column's amax across its 8 warps in shared memory behind three barriers). Here a column's
-// group lives in one thread: lane l of warp w owns columns c, c + 1 (c = (8 blockIdx.x + w) 64 + 2 l) of a 32-row unit
-// (blockIdx.y, grid-stride), reads its 32 rows with 4-byte loads (one 128-byte line per warp instruction, all 32 in
-// flight), takes both groups' amax in registers, then casts and stores 8 rows at a time (each column's 4 row pairs as
-// a run of its group): no shared memory, no barrier. The same accumulation, group scales, element steps (tcast_cast_run) and flat indices
-// as tcast_cols_kernel, and the same BF16 packing (tcast_pack2 of the two columns): the same bits. rows % 32 == 0,
-// cols even, x and y 4-byte aligned; y may equal x (a thread reads its elements before it writes them).
-template <class Q>
-__global__ void __launch_bounds__(TCAST_THREADS, Q::MIN_BLOCKS)
-    tcast_cols32_kernel(floatX* y, const floatX* x, int rows, int cols, const __grid_constant__ TcastKernelArgs k) {
-    static_assert(std::is_base_of<TcastQExp, Q>::value, "a max group accumulation (the order of the rows does not matter)");
-    constexpr int R = TCAST_CHUNK_ROWS;
-    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int c = (blockIdx.x * TCAST_WARPS + w) * 64 + 2 * lane;
-    if (c >= cols) return;
-    TcastCounts cnt = {0u, 0u, 0u};  // (no statistics: unused)
-    for (int r0 = blockIdx.y * R; r0 < rows; r0 += gridDim.y * R) {
-        uint32_t v[R];  // row i's two BF16 (column c in the low half)
-        #pragma unroll
-        for (int i = 0; i < R; i++) v[i] = *reinterpret_cast<const uint32_t*>(x + (size_t)(r0 + i) * cols + c);
-        typename Q::Acc acc[2] = {Q::init(), Q::init()};
-        #pragma unroll
-        for (int i = 0; i < R; i++) {
-            Q::add(acc[0], v[i] << 16);
-            Q::add(acc[1], v[i] & 0xFFFF0000u);
-        }
-        const typename Q::Param p[2] = {Q::param(k, Q::scale(k, acc[0])), Q::param(k, Q::scale(k, acc[1]))};
-        // 8 rows at a time (fewer live registers: no spill under Q::MIN_BLOCKS), each column's 4 pairs as a run of its group
-        #pragma unroll
-        for (int h = 0; h < R; h += 8) {
-            uint32_t e[2][8];  // the 8 rows of columns c and c + 1 as float32 bit patterns, cast in place
-            #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                e[0][i] = v[h + i] << 16;
-                e[1][i] = v[h + i] & 0xFFFF0000u;
-            }
-            #pragma unroll
-            for (int j = 0; j < 2; j++) {
-                const uint64_t i0 = (uint64_t)(r0 + h) * (uint64_t)cols + (uint64_t)(c + j);
-                tcast_cast_run<Q, false, 4>(k, p[j], cnt, [&](int i) {
-                    const uint64_t ik = i0 + (uint64_t)(2 * i) * (uint64_t)cols;
-                    return TcastPairRef{e[j][2 * i], e[j][2 * i + 1], ik, ik + (uint64_t)cols, true, true};
-                });
-            }
-            #pragma unroll
-            for (int i = 0; i < 8; i++) *reinterpret_cast<uint32_t*>(y + (size_t)(r0 + h + i) * cols + c) = tcast_pack2(e[0][i], e[1][i]);
-        }
     }
 }
 

@@ -30,12 +30,17 @@
 // (BoundaryCasts::residual_layernorm, tcast_runtime.cuh): x is then cast in the forward call, from the stored
 // LayerNorm output.
 //
-// dY's two layouts stay two passes: its dgrad cast (along OC, with the deferred GELU' for the fc layer) and
-// its wgrad cast (along N). One read for both (the column kernel writing the row layout too) measured slower
-// on an H100 than the two casts and was removed (doc/TCAST.md 5.5); x's wgrad cast is a pass as well.
+// A dY is read once for all its backward needs (tcast_cast_dual, tcast_cols32.cuh): its dgrad cast (along OC) into
+// scratch_dy, its wgrad cast (along N) into scratch_dyt and the bias gradient's column sums, from the stored dY or, for
+// the fc layer, from the deferred GELU' product (which is then stored nowhere), where the type has tiles of 32 along
+// both dimensions with the exponent or RNE quantizer and --cast-fuse is 1 (not on --cast-stats steps); else the two
+// casts are passes as before. (A first one-read pair, tcast_cast_dual_from in the old column kernel, was slower than
+// the two casts and was removed: doc/TCAST.md 5.5.) The backend computes the bias gradient of every layer whose dY it
+// casts, in tcast_colsum's order (so that --cast-fuse 1 and 0 give the same bits); x's wgrad cast is a pass.
 //
-// Memory: two (N, max width) floatX scratch buffers (x, dy) and, per weight, its two cast copies
-// (along Cin and along OC) cached for the weight version (ctx->weight_version): 2 x the parameters.
+// Memory: three (N, max width) floatX scratch buffers (x, dy along OC, dy along N), the column sums
+// (tcast_colsum_chunks(N) x 4C fp32) and, per weight, its two cast copies (along Cin and along OC) cached for the
+// weight version (ctx->weight_version): 2 x the parameters.
 #pragma once
 
 #include <stdlib.h>
@@ -57,8 +62,11 @@ struct TcastGemmState {
     TcastRuntime* rt;
     const floatX* wte;              // the LM head's weight
     floatX* scratch_x;              // (N, Cin) cast x
-    floatX* scratch_dy;             // (N, OC) cast dy
-    size_t scratch_x_elems, scratch_dy_elems;
+    floatX* scratch_dy;             // (N, OC) cast dy (along OC: dgrad; along N when not cast with it)
+    floatX* scratch_dyt;            // (N, OC) dy cast along N by tcast_cast_dual (wgrad)
+    float* colpart;                 // (tcast_colsum_chunks(N), OC) the bias gradient's column sums
+    size_t scratch_x_elems, scratch_dy_elems, scratch_dyt_elems, colpart_floats;
+    unsigned long long dual_passes;  // tcast_cast_dual calls so far (harnesses check the route)
     TcastWeight* weights;
     int num_weights, cap_weights;
     // the producer taken over for the next call (kind GEMM_DEFER_NONE: none): out = GELU(pre) or
@@ -223,33 +231,66 @@ static bool tcast_gemm_forward(GemmContext* ctx, floatX* y, const floatX* inp, c
     return true;
 }
 
+// Whether this dgrad + wgrad call casts dY by tcast_cast_dual (one pass for both casts and the column sums).
+static inline bool tcast_gemm_dual(GemmContext* ctx, bool dinp, bool dweight, bool dbias, GemmDefer d, int N, int OC) {
+    TcastGemmState* s = tcast_gemm_state(ctx);
+    TcastRuntime* rt = s->rt;
+    const TcastPlan* plan = &rt->plan;
+    return dinp && dweight && dbias && plan->op_on[TCAST_OP_DY] && plan->fuse && (d == GEMM_DEFER_NONE || d == GEMM_DEFER_DGELU) &&
+           tcast_stats_slot(rt, NUM_BOUNDARY_SITES + TCAST_OP_DY) == NULL && (size_t)N * OC <= s->scratch_dy_elems &&
+           (size_t)N * OC <= s->scratch_dyt_elems &&
+           (size_t)tcast_colsum_chunks(N) * OC <= s->colpart_floats && tcast_cast_dual_ok(plan->op[TCAST_OP_DY], N, OC);
+}
+
 static bool tcast_gemm_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, bool* dbias_done, const floatX* dout,
                                 const floatX* inp, const floatX* weight, int N, int C, int OC, const floatX* pre_gelu) {
-    (void)dbias;
-    (void)dbias_done;  // the front sums the uncast dout
-    (void)pre_gelu;    // the GELU' is taken, if at all, by the next call (defer)
+    (void)pre_gelu;  // the GELU' is taken, if at all, by the next call (defer)
     TcastGemmState* s = tcast_gemm_state(ctx);
-    const TcastPlan* plan = &s->rt->plan;
+    TcastRuntime* rt = s->rt;
+    const TcastPlan* plan = &rt->plan;
     s->pend_x = NULL;  // (a LayerNorm's cast is for a forward call only)
     const bool takes =
         tcast_gemm_takes(ctx, weight) && (plan->op_on[TCAST_OP_X] || plan->op_on[TCAST_OP_W] || plan->op_on[TCAST_OP_DY]);
-    // GELU' of dout (the fc layer) if the fcproj backward deferred it: produced inside dy's dgrad cast,
-    // which stores dout on the way (the wgrad casts and the front's bias gradient read it afterwards)
+    // GELU' of dout (the fc layer) if the fcproj backward deferred it: produced inside dy's dgrad cast (which stores
+    // dout on the way: the wgrad cast and the column sums read it afterwards), or inside the one dual pass
     GemmDefer d = tcast_gemm_take_deferred(ctx, dout, N, OC);
     if (d != GEMM_DEFER_NONE && !(takes && dinp && plan->op_on[TCAST_OP_DY])) {
         gemm_dgelu_apply(s->def_out, s->def_pre, (size_t)N * OC, ctx->stream);
         d = GEMM_DEFER_NONE;
     }
     if (!takes) return false;
-    if (dinp) {  // dgrad: reduction over OC
-        const floatX* dyc = tcast_gemm_operand_produced(ctx, TCAST_OP_DY, d, dout, s->scratch_dy, N, OC, weight, TCAST_ROLE_DGRAD);
-        const floatX* wc = plan->op_on[TCAST_OP_W] ? tcast_gemm_weight(ctx, weight, OC, C, 0) : weight;
-        gemm_backend_backward_dinp(ctx, dinp, dyc, wc, N, C, OC, NULL);
-    }
-    if (dweight) {  // wgrad: reduction over N (the scratch of dgrad's dy is free again: same stream)
-        const floatX* dyc = tcast_gemm_operand(ctx, TCAST_OP_DY, dout, s->scratch_dy, N, OC, 0, weight, TCAST_ROLE_WGRAD);
+    // the bias gradient of a layer whose dY is cast: tcast_colsum's order, whichever path casts dY (other shapes: the
+    // front's gemm_dbias_accumulate)
+    const bool own_dbias = dbias && plan->op_on[TCAST_OP_DY] && N % TCAST_CHUNK_ROWS == 0 && OC % 2 == 0 &&
+                           (size_t)tcast_colsum_chunks(N) * OC <= s->colpart_floats;
+    const floatX* wc = dinp && plan->op_on[TCAST_OP_W] ? tcast_gemm_weight(ctx, weight, OC, C, 0) : weight;
+    if (tcast_gemm_dual(ctx, dinp != NULL, dweight != NULL, dbias != NULL, d, N, OC)) {
+        const TcastDataType& dt = plan->op[TCAST_OP_DY];
+        const uint64_t sr = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_DGRAD);
+        const uint64_t sc = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_WGRAD);
+        if (d == GEMM_DEFER_DGELU)
+            tcast_cast_dual(s->scratch_dy, s->scratch_dyt, s->colpart, TcastPairDgelu{s->def_out, s->def_pre}, N, OC, dt, sr, sc, ctx->stream);
+        else
+            tcast_cast_dual(s->scratch_dy, s->scratch_dyt, s->colpart, TcastPairStored{dout}, N, OC, dt, sr, sc, ctx->stream);
+        s->dual_passes++;
+        gemm_backend_backward_dinp(ctx, dinp, s->scratch_dy, wc, N, C, OC, NULL);
         const floatX* xc = tcast_gemm_operand(ctx, TCAST_OP_X, inp, s->scratch_x, N, C, 0, weight, TCAST_ROLE_WGRAD);
-        gemm_backend_backward_dweight(ctx, dweight, dyc, xc, N, C, OC);
+        gemm_backend_backward_dweight(ctx, dweight, s->scratch_dyt, xc, N, C, OC);
+    } else {
+        if (dinp) {  // dgrad: reduction over OC
+            const floatX* dyc = tcast_gemm_operand_produced(ctx, TCAST_OP_DY, d, dout, s->scratch_dy, N, OC, weight, TCAST_ROLE_DGRAD);
+            gemm_backend_backward_dinp(ctx, dinp, dyc, wc, N, C, OC, NULL);
+        }
+        if (own_dbias) tcast_colsum(s->colpart, dout, N, OC, ctx->stream);  // (dout is stored by now)
+        if (dweight) {  // wgrad: reduction over N (the scratch of dgrad's dy is free again: same stream)
+            const floatX* dyc = tcast_gemm_operand(ctx, TCAST_OP_DY, dout, s->scratch_dy, N, OC, 0, weight, TCAST_ROLE_WGRAD);
+            const floatX* xc = tcast_gemm_operand(ctx, TCAST_OP_X, inp, s->scratch_x, N, C, 0, weight, TCAST_ROLE_WGRAD);
+            gemm_backend_backward_dweight(ctx, dweight, dyc, xc, N, C, OC);
+        }
+    }
+    if (own_dbias) {
+        gemm_dbias_finish(dbias, s->colpart, tcast_colsum_chunks(N), OC, ctx->stream);
+        *dbias_done = true;
     }
     return true;
 }
@@ -261,6 +302,8 @@ static void tcast_gemm_destroy(GemmContext* ctx) {
     TcastGemmState* s = tcast_gemm_state(ctx);
     cudaCheck(cudaFree(s->scratch_x));
     cudaCheck(cudaFree(s->scratch_dy));
+    cudaCheck(cudaFree(s->scratch_dyt));
+    cudaCheck(cudaFree(s->colpart));
     for (int i = 0; i < s->num_weights; i++)
         for (int k = 0; k < 2; k++)
             if (s->weights[i].cast[k]) cudaCheck(cudaFree(s->weights[i].cast[k]));
@@ -283,6 +326,13 @@ static inline void gemm_tcast_attach(GemmContext* ctx, TcastRuntime* rt, const f
     s->scratch_dy_elems = plan->op_on[TCAST_OP_DY] ? (size_t)max_rows * (plan->lm_head && Vp > 4 * C ? Vp : 4 * C) : 0;
     if (s->scratch_x_elems) cudaCheck(cudaMalloc(&s->scratch_x, s->scratch_x_elems * sizeof(floatX)));
     if (s->scratch_dy_elems) cudaCheck(cudaMalloc(&s->scratch_dy, s->scratch_dy_elems * sizeof(floatX)));
+    // the dual pass's dy along N and the column sums: the widest layer with a bias (fc, 4C); the LM head has none
+    if (plan->op_on[TCAST_OP_DY]) {
+        s->scratch_dyt_elems = plan->fuse ? (size_t)max_rows * 4 * C : 0;
+        s->colpart_floats = (size_t)tcast_colsum_chunks(max_rows) * 4 * C;
+        if (s->scratch_dyt_elems) cudaCheck(cudaMalloc(&s->scratch_dyt, s->scratch_dyt_elems * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&s->colpart, s->colpart_floats * sizeof(float)));
+    }
     s->backend.state = s;
     s->backend.name = "cuBLASLt BF16 with TensorCast operand casts";
     s->backend.forward = tcast_gemm_forward;
