@@ -225,8 +225,7 @@ static inline bool tcast_cols32_launch_(floatX* y, const TcastSrcStored& src, in
         const int upc = tcast_cols32_upc(rows, false), nunits = rows / TCAST_CHUNK_ROWS;
         const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_WARPS), (unsigned)ceil_div(nunits, upc));
         const TcastCols32Out o = {y, NULL, NULL};
-        tcast_cols32_kernel<Q, TcastPairStored, TCAST_C32_COL><<<grid, TCAST_THREADS, 0, stream>>>(TcastPairStored{src.x}, o, rows, cols, upc,
-                                                                                                  k, k);
+        tcast_cols32_kernel<Q, TCAST_C32_COL><<<grid, TCAST_THREADS, 0, stream>>>(src.x, o, rows, cols, upc, k);
         return true;
     }
     return false;
@@ -376,14 +375,15 @@ static inline void tcast_cast_from(floatX* y, const Src& src, int rows, int cols
 //       scale whose spec names no dimension: mxfp8e4, mxfp6e2, mxint8, ...), the exponent or RNE quantizer, no
 //       sparsity; rows and cols multiples of 32. Statistics steps never take it (the caller's test: it counts nothing).
 //   tcast_cast_dual(y_row, y_col, partial, src, rows, cols, dt, seed_row, seed_col, stream)
-//       From one read of the pair source src (TcastPairStored, or a producer: tcast_producers.cuh), the same bits as
+//       From one read of the tile source src (TcastTileStored, or the GELU' product: tcast_producers.cuh), the same bits as
 //       tcast_cast(y_row, x, rows, cols, 1, dt, seed_row, NULL, ...), tcast_cast(y_col, x, rows, cols, 0, dt, seed_col,
 //       NULL, ...) and tcast_colsum(partial, x, rows, cols) on the values x the source gives. y_row, y_col (rows, cols)
 //       and partial (tcast_colsum_chunks(rows), cols) fp32 must not alias the source's inputs or each other.
-//       Errors (exit): a type or shape tcast_cast_dual_ok refuses; misaligned outputs (y_row 16 bytes, y_col 4, partial 8).
+//       Errors (exit): a type or shape tcast_cast_dual_ok refuses; misaligned inputs or outputs (the source's and y_row 16
+//       bytes, y_col 4, partial 8).
 //   tcast_colsum(partial, x, rows, cols, stream), tcast_colsum_chunks(rows)
 //       partial[g][c] = the fp32 sum of column c over chunk g's rows (tcast_cols32_upc(rows, true) units of 32 rows,
-//       chunk g from row 64 g for 65536 rows or fewer) in row order, added by gemm_dbias_finish (gemm_kernels.cuh) in
+//       chunk g from row 128 g up to 8.4M rows) in row order, added by gemm_dbias_finish (gemm_kernels.cuh) in
 //       chunk order: the bias gradient in the order tcast_cast_dual makes it, for the layers whose dY is not cast there
 //       (so both give the same bits). rows % 32 == 0, cols even, x 4-byte aligned.
 
@@ -397,18 +397,23 @@ static inline bool tcast_cast_dual_ok(const TcastDataType& dt, int rows, int col
            rows > 0 && cols > 0 && rows % TCAST_CHUNK_ROWS == 0 && cols % 32 == 0;
 }
 
-// The launch of tcast_cols32_kernel with outputs OUT over source src (the launchers below checked the rest).
-template <int OUT, class Q, class PSrc>
-static inline void tcast_cols32_run_(const PSrc& src, const TcastCols32Out& o, int rows, int cols, const TcastKernelArgs& kc,
+template <class Q, class Src>
+static inline void tcast_dual32_run_(const Src& src, const TcastCols32Out& o, int rows, int cols, const TcastKernelArgs& kc,
                                      const TcastKernelArgs& kr, cudaStream_t stream) {
-    const int upc = tcast_cols32_upc(rows, (OUT & TCAST_C32_SUM) != 0);
-    const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_WARPS), (unsigned)ceil_div(rows / TCAST_CHUNK_ROWS, upc));
-    tcast_cols32_kernel<Q, PSrc, OUT><<<grid, TCAST_THREADS, 0, stream>>>(src, o, rows, cols, upc, kc, kr);
+    constexpr size_t smem = tcast_dual32_smem<Src>();
+    static bool attr_set = false;  // (per instantiation: more than 48 KB of dynamic shared memory needs the opt-in)
+    if (!attr_set) {
+        cudaCheck(cudaFuncSetAttribute(tcast_dual32_kernel<Q, Src>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        attr_set = true;
+    }
+    const int upc = tcast_cols32_upc(rows, true);
+    const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_DUAL_WARPS), (unsigned)ceil_div(rows / TCAST_CHUNK_ROWS, upc));
+    tcast_dual32_kernel<Q, Src><<<grid, TCAST_DUAL_WARPS * 32, smem, stream>>>(src, o, rows, cols, upc, kc, kr);
     cudaCheckLaunch();
 }
 
-template <class PSrc>
-static inline void tcast_cast_dual(floatX* y_row, floatX* y_col, float* partial, const PSrc& src, int rows, int cols,
+template <class Src>
+static inline void tcast_cast_dual(floatX* y_row, floatX* y_col, float* partial, const Src& src, int rows, int cols,
                                    const TcastDataType& dt, uint64_t seed_row, uint64_t seed_col, cudaStream_t stream) {
     if (!tcast_cast_dual_ok(dt, rows, cols)) {
         char err[256];
@@ -416,12 +421,12 @@ static inline void tcast_cast_dual(floatX* y_row, floatX* y_col, float* partial,
                  "shape of multiples of 32", dt.name, rows, cols);
         tcast_cast_die_(err);
     }
-    if ((uintptr_t)y_row % 16 != 0 || (uintptr_t)y_col % 4 != 0 || (uintptr_t)partial % 8 != 0) tcast_cast_die_("tcast_cast_dual: misaligned output");
+    if (!src.aligned() || (uintptr_t)y_row % 16 != 0 || (uintptr_t)y_col % 4 != 0 || (uintptr_t)partial % 8 != 0)
+        tcast_cast_die_("tcast_cast_dual: misaligned source or output");
     const TcastCols32Out o = {y_col, y_row, partial};
     const TcastKernelArgs kc = tcast_kernel_args(dt, seed_col), kr = tcast_kernel_args(dt, seed_row);
-    constexpr int OUT = TCAST_C32_COL | TCAST_C32_ROW | TCAST_C32_SUM;
-    if (tcast_cast_path(dt, false) == TCAST_PATH_RNE) tcast_cols32_run_<OUT, TcastQRne>(src, o, rows, cols, kc, kr, stream);
-    else tcast_cols32_run_<OUT, TcastQExp>(src, o, rows, cols, kc, kr, stream);
+    if (tcast_cast_path(dt, false) == TCAST_PATH_RNE) tcast_dual32_run_<TcastQRne>(src, o, rows, cols, kc, kr, stream);
+    else tcast_dual32_run_<TcastQExp>(src, o, rows, cols, kc, kr, stream);
 }
 
 static inline void tcast_colsum(float* partial, const floatX* x, int rows, int cols, cudaStream_t stream) {
@@ -432,5 +437,8 @@ static inline void tcast_colsum(float* partial, const floatX* x, int rows, int c
     }
     const TcastCols32Out o = {NULL, NULL, partial};
     const TcastKernelArgs k = {};  // (no cast)
-    tcast_cols32_run_<TCAST_C32_SUM, TcastQExp>(TcastPairStored{x}, o, rows, cols, k, k, stream);
+    const int upc = tcast_cols32_upc(rows, true);
+    const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_WARPS), (unsigned)tcast_colsum_chunks(rows));
+    tcast_cols32_kernel<TcastQExp, TCAST_C32_SUM><<<grid, TCAST_THREADS, 0, stream>>>(x, o, rows, cols, upc, k);
+    cudaCheckLaunch();
 }

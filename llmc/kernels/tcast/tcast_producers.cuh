@@ -7,7 +7,7 @@
 //                                default, or gelu.cuh's gelu_stored); store: where its BF16 output goes (NULL: nowhere)
 //   tcast_src_dgelu(d, pre)      GELU' product d = d * gelu_tanh'(pre), gemm_dgelu_stored, written back
 //                                into d (in place: tcast_cast_from reads each element once)
-//   TcastPairDgelu{d, pre}       the same product as a pair source of tcast_cast_dual (tcast_cast.cuh), stored nowhere
+//   TcastTileDgelu{d, pre}       the same product as a tile source of tcast_cast_dual (tcast_cast.cuh), stored nowhere
 // Row-major (rows, cols) tensors, cols % 8 == 0, 16-byte aligned pointers.
 // The LayerNorm forward is not elementwise (a row's statistics come first), so it is not a source: it casts
 // its rows as it passes them, through the sink of its row kernel (layernorm.cuh; the sinks: tcast_row_sinks.cuh):
@@ -68,18 +68,20 @@ struct TcastDgeluInPlace {
     bool vec_ok() const { return ((uintptr_t)d & 15) == 0 && ((uintptr_t)pre & 15) == 0; }
 };
 
-// The same GELU' product as a pair source of tcast_cols32.cuh (tcast_cast_dual: the fc layer's dY cast along both
-// dimensions and summed for the bias gradient from one pass): the two BF16 products at flat e, e + 1, stored nowhere
-// (nothing else reads them then).
-struct TcastPairDgelu {
+// The same GELU' product as a tile source of tcast_cast_dual (tcast_cols32.cuh: the fc layer's dY cast along both
+// dimensions and summed for the bias gradient in one pass): inputs d and pre, the two BF16 products of a word pair,
+// stored nowhere (nothing else reads them then).
+struct TcastTileDgelu {
     const floatX* d;
     const floatX* pre;
-    __device__ __forceinline__ uint32_t load2(size_t e) const {
-        const __nv_bfloat162 g = *reinterpret_cast<const __nv_bfloat162*>(d + e);
-        const __nv_bfloat162 p = *reinterpret_cast<const __nv_bfloat162*>(pre + e);
-        const floatX lo = gemm_dgelu_stored(__low2float(g), __low2float(p)), hi = gemm_dgelu_stored(__high2float(g), __high2float(p));
+    static constexpr int kTiles = 2;
+    __device__ __forceinline__ const floatX* tile(int t) const { return t ? pre : d; }
+    __device__ __forceinline__ uint32_t pair(const uint32_t (&w)[2]) const {
+        const floatX lo = gemm_dgelu_stored(__uint_as_float(w[0] << 16), __uint_as_float(w[1] << 16));
+        const floatX hi = gemm_dgelu_stored(__uint_as_float(w[0] & 0xFFFF0000u), __uint_as_float(w[1] & 0xFFFF0000u));
         return (uint32_t)__bfloat16_as_ushort(lo) | ((uint32_t)__bfloat16_as_ushort(hi) << 16);
     }
+    bool aligned() const { return (((uintptr_t)d | (uintptr_t)pre) & 15) == 0; }
 };
 
 typedef TcastSrcProducer<TcastGelu, false> TcastSrcGelu;

@@ -33,8 +33,8 @@
 // A dY is read once for all its backward needs (tcast_cast_dual, tcast_cols32.cuh): its dgrad cast (along OC) into
 // scratch_dy, its wgrad cast (along N) into scratch_dyt and the bias gradient's column sums, from the stored dY or, for
 // the fc layer, from the deferred GELU' product (which is then stored nowhere), where the type has tiles of 32 along
-// both dimensions with the exponent or RNE quantizer and --cast-fuse is 1 (not on --cast-stats steps); else the two
-// casts are passes as before. (A first one-read pair, tcast_cast_dual_from in the old column kernel, was slower than
+// both dimensions with the RNE quantizer and --cast-fuse is 1 (not on --cast-stats steps); else the two casts are passes
+// as before. (A first one-read pair, tcast_cast_dual_from in the old column kernel, was slower than
 // the two casts and was removed: doc/TCAST.md 5.5.) The backend computes the bias gradient of every layer whose dY it
 // casts, in tcast_colsum's order (so that --cast-fuse 1 and 0 give the same bits); x's wgrad cast is a pass.
 //
@@ -231,7 +231,10 @@ static bool tcast_gemm_forward(GemmContext* ctx, floatX* y, const floatX* inp, c
     return true;
 }
 
-// Whether this dgrad + wgrad call casts dY by tcast_cast_dual (one pass for both casts and the column sums).
+// Whether this dgrad + wgrad call casts dY by tcast_cast_dual (one pass for both casts and the column sums): types of the
+// RNE quantizer only. With the exponent quantizer (stochastic rounding, round modes other than @even) the dual pass ran
+// slower than the passes (H200, 65536 x 768 mxfp8e4@stochastic: 0.749 against 0.496 ms): its casts are issue-bound, and
+// the dual kernel has 16 warps an SM where the pass kernels have 24. The same bits either way.
 static inline bool tcast_gemm_dual(GemmContext* ctx, bool dinp, bool dweight, bool dbias, GemmDefer d, int N, int OC) {
     TcastGemmState* s = tcast_gemm_state(ctx);
     TcastRuntime* rt = s->rt;
@@ -239,7 +242,8 @@ static inline bool tcast_gemm_dual(GemmContext* ctx, bool dinp, bool dweight, bo
     return dinp && dweight && dbias && plan->op_on[TCAST_OP_DY] && plan->fuse && (d == GEMM_DEFER_NONE || d == GEMM_DEFER_DGELU) &&
            tcast_stats_slot(rt, NUM_BOUNDARY_SITES + TCAST_OP_DY) == NULL && (size_t)N * OC <= s->scratch_dy_elems &&
            (size_t)N * OC <= s->scratch_dyt_elems &&
-           (size_t)tcast_colsum_chunks(N) * OC <= s->colpart_floats && tcast_cast_dual_ok(plan->op[TCAST_OP_DY], N, OC);
+           (size_t)tcast_colsum_chunks(N) * OC <= s->colpart_floats && tcast_cast_dual_ok(plan->op[TCAST_OP_DY], N, OC) &&
+           tcast_cast_path(plan->op[TCAST_OP_DY], false) == TCAST_PATH_RNE;
 }
 
 static bool tcast_gemm_backward(GemmContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, bool* dbias_done, const floatX* dout,
@@ -269,9 +273,9 @@ static bool tcast_gemm_backward(GemmContext* ctx, floatX* dinp, floatX* dweight,
         const uint64_t sr = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_DGRAD);
         const uint64_t sc = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_WGRAD);
         if (d == GEMM_DEFER_DGELU)
-            tcast_cast_dual(s->scratch_dy, s->scratch_dyt, s->colpart, TcastPairDgelu{s->def_out, s->def_pre}, N, OC, dt, sr, sc, ctx->stream);
+            tcast_cast_dual(s->scratch_dy, s->scratch_dyt, s->colpart, TcastTileDgelu{s->def_out, s->def_pre}, N, OC, dt, sr, sc, ctx->stream);
         else
-            tcast_cast_dual(s->scratch_dy, s->scratch_dyt, s->colpart, TcastPairStored{dout}, N, OC, dt, sr, sc, ctx->stream);
+            tcast_cast_dual(s->scratch_dy, s->scratch_dyt, s->colpart, TcastTileStored{dout}, N, OC, dt, sr, sc, ctx->stream);
         s->dual_passes++;
         gemm_backend_backward_dinp(ctx, dinp, s->scratch_dy, wc, N, C, OC, NULL);
         const floatX* xc = tcast_gemm_operand(ctx, TCAST_OP_X, inp, s->scratch_x, N, C, 0, weight, TCAST_ROLE_WGRAD);
