@@ -58,7 +58,8 @@
 //       through shared memory, where one thread per column derives the group scales; tiles of 64..1024
 //       rows accumulate over 2..32 chunks first and read them again (from L2) to cast. Tiles of exactly 32
 //       rows from a stored tensor without statistics (the MX wgrad casts) take tcast_cols32_kernel instead:
-//       a thread owns 2 columns x 32 rows, so a group needs no cross-warp step (the same bits).
+//       a thread owns 2 columns x 32 rows, so a group needs no cross-warp step (the same bits). A dY's casts
+//       along both dimensions with its column sums: tcast_cast_dual (tcast_dual32_kernel), at the end of the file.
 //   Channel and per-tensor scales need the whole slice first: a reduction pass (tcast_reduce_*)
 //       fills the TcastGroupScale of each group in ctx, which the cast pass reads.
 //   Element casts: three exact implementations, chosen per data type by tcast_cast_path:

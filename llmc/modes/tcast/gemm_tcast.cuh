@@ -268,14 +268,15 @@ static bool tcast_gemm_backward(GemmContext* ctx, floatX* dinp, floatX* dweight,
     const bool own_dbias = dbias && plan->op_on[TCAST_OP_DY] && N % TCAST_CHUNK_ROWS == 0 && OC % 2 == 0 &&
                            (size_t)tcast_colsum_chunks(N) * OC <= s->colpart_floats;
     const floatX* wc = dinp && plan->op_on[TCAST_OP_W] ? tcast_gemm_weight(ctx, weight, OC, C, 0) : weight;
-    if (tcast_gemm_dual(ctx, dinp != NULL, dweight != NULL, dbias != NULL, d, N, OC)) {
+    const TcastTileStored stored_dy{dout};
+    const TcastTileDgelu dgelu_dy{s->def_out, s->def_pre};
+    const bool aligned = d == GEMM_DEFER_DGELU ? dgelu_dy.aligned() : stored_dy.aligned();
+    if (aligned && tcast_gemm_dual(ctx, dinp != NULL, dweight != NULL, dbias != NULL, d, N, OC)) {
         const TcastDataType& dt = plan->op[TCAST_OP_DY];
         const uint64_t sr = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_DGRAD);
         const uint64_t sc = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_WGRAD);
-        if (d == GEMM_DEFER_DGELU)
-            tcast_cast_dual(s->scratch_dy, s->scratch_dyt, s->colpart, TcastTileDgelu{s->def_out, s->def_pre}, N, OC, dt, sr, sc, ctx->stream);
-        else
-            tcast_cast_dual(s->scratch_dy, s->scratch_dyt, s->colpart, TcastTileStored{dout}, N, OC, dt, sr, sc, ctx->stream);
+        if (d == GEMM_DEFER_DGELU) tcast_cast_dual(s->scratch_dy, s->scratch_dyt, s->colpart, dgelu_dy, N, OC, dt, sr, sc, ctx->stream);
+        else tcast_cast_dual(s->scratch_dy, s->scratch_dyt, s->colpart, stored_dy, N, OC, dt, sr, sc, ctx->stream);
         s->dual_passes++;
         gemm_backend_backward_dinp(ctx, dinp, s->scratch_dy, wc, N, C, OC, NULL);
         const floatX* xc = tcast_gemm_operand(ctx, TCAST_OP_X, inp, s->scratch_x, N, C, 0, weight, TCAST_ROLE_WGRAD);
