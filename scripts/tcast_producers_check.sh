@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tcast_producers_check.sh - the GPU check of the TensorCast casts fused into their producers (issue 26
-# item 2, doc/TCAST.md 5.5): builds the TCAST=1 trainer and the harnesses tcast_producers and tcast, runs
-# both (bit-exactness: GELU, GELU', LayerNorm and residual + LayerNorm with their casts), then times d12
+# item 2, doc/TCAST.md 5.5): builds the TCAST=1 trainer and the harnesses tcast_producers, tcast_dy and tcast,
+# runs them (bit-exactness: GELU, GELU', LayerNorm and residual + LayerNorm with their casts; a dY's two casts and
+# column sums from one read, tcast_cast_dual, and the GEMM backend's backward with it), then times d12
 # B=64 T=1024 on Gutenberg for 25 steps in three configurations: the empty plan, --cast-gemm
 # x=mxfp8e4,w=mxfp8e4,dy=mxfp8e5 (fused) and the same with --cast-fuse 0 (every cast a separate pass), and
 # runs 8 steps of a stochastic-rounding plan fused and unfused. Prints a table last: mean step
@@ -10,13 +11,18 @@
 # usage: scripts/tcast_producers_check.sh   (from the repository root; data: dev/data/gutenberg.py)
 set -euo pipefail
 J=${J:-16}
-make -j"$J" train_gpt2cu cuda-dev TCAST=1 HARNESSES="tcast tcast_producers" 2>&1 | tail -3
+make -j"$J" train_gpt2cu cuda-dev TCAST=1 HARNESSES="tcast tcast_producers tcast_dy" 2>&1 | tail -3
 OUT=$(mktemp -d)
 echo "== tcast_producers harness (failures, timing, summary; all lines in $OUT/producers.txt)"
 prc=0
 build/tcast/dev/tcast_producers > "$OUT/producers.txt" 2>&1 || prc=$?
 grep -E "FAIL|bad data|error" "$OUT/producers.txt" || true
 sed -n '/^timing/,$p' "$OUT/producers.txt"
+echo "== tcast_dy harness (failures, timing; all lines in $OUT/dy.txt)"
+drc=0
+build/tcast/dev/tcast_dy > "$OUT/dy.txt" 2>&1 || drc=$?
+grep -E "FAIL|bad data|error" "$OUT/dy.txt" || true
+sed -n '/^timing/,$p' "$OUT/dy.txt"
 echo "== tcast harness (--check-only)"
 build/tcast/dev/tcast --check-only | tail -2 || true
 ls data/gutenberg/gutenberg_train_*.bin > /dev/null 2>&1 || python3 dev/data/gutenberg.py
@@ -43,5 +49,6 @@ printf '%-40s %10s %8s\n' "empty plan" "$e" "1.000"
 printf '%-40s %10s %8.3f\n' "--cast-gemm $GEMM (fused)" "$f" "$(awk -v a="$f" -v b="$e" 'BEGIN { print a / b }')"
 printf '%-40s %10s %8.3f\n' "  same, --cast-fuse 0" "$u" "$(awk -v a="$u" -v b="$e" 'BEGIN { print a / b }')"
 echo "tcast_producers harness: $(tail -1 "$OUT/producers.txt") (exit $prc)"
+echo "tcast_dy harness: $(tail -1 "$OUT/dy.txt") (exit $drc)"
 echo "fused losses and norms == --cast-fuse 0's, byte for byte: $(same fused unfused)"
 echo "same with stochastic rounding ($SR, 8 steps): $(same sr_fused sr_unfused)"
