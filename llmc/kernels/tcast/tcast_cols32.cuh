@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(TCAST_DUAL_WARPS * 32, 4)
         for (int i = 0; i < R; i++) v[i] = in[i * 32 + tcast_dual32_word(i, lane)];
         tcast_cols32_sum(sum, v);
         tcast_cols32_col<Q>(kc, v, o.y_col, r0, cols, c, live);
-        if constexpr (NT > 1) __syncwarp();  // the values are visible to the lane of their row
+        __syncwarp();  // every lane has read its column pair (a producer's values are written) before rows are cast in place
         #pragma unroll
         for (int g = 0; g < 2; g++) {  // row r0 + lane, columns c0 + 32 g .. + 31: one tile, cast in place in the stage
             if (c0 + 32 * g >= cols) break;  // (uniform: the tensor ends at the warp's middle)
