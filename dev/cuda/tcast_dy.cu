@@ -58,11 +58,6 @@ int main() {
 #include "llmc/modes/tcast/tcast_runtime.cuh"
 #include "llmc/modes/tcast/gemm_tcast.cuh"
 
-struct Fp32StepScope {  // the references' element step: float32 (the kernels under test: the hardware FP8 step)
-    Fp32StepScope() { tcast_fp8_hw_enable(0); }
-    ~Fp32StepScope() { tcast_fp8_hw_enable(1); }
-};
-
 // dY-like values: normal times per-row magnitudes 2^-20 .. 2^12; every 7th row at 2^-135 (float32 subnormals: zero or
 // subnormal group amax, the general steps); one NaN in row 3 (a NaN group along the row, and one along the column).
 static std::vector<float> make_dy(int rows, int cols, uint64_t seed) {
@@ -123,7 +118,7 @@ static void run_dual_case(Tally& t, const char* text, int rows, int cols, bool d
     const uint64_t sr = 0xABCull + seed, sc = 0xDEFull + seed;
     poison_all(ref_row, ref_col, row, col, part, part2);
     {
-        Fp32StepScope f32;
+        TcastFp32StepScope f32;
         tcast_cast(ref_row.ptr, x.ptr, rows, cols, 1, dt, sr, NULL, ctx, 0);
         tcast_cast(ref_col.ptr, x.ptr, rows, cols, 0, dt, sc, NULL, ctx, 0);
     }

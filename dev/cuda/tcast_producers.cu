@@ -72,8 +72,8 @@
 // passes with the trainer's seeds.
 //
 // The references run their casts with the float32 element step and the kernels under test with the hardware FP8
-// step where the element format is e4m3fn / e5m2 (Fp32StepScope below), so the fused kernels' FP8 casts are checked
-// against the float32 step too.
+// step where the element format is e4m3fn / e5m2 (TcastFp32StepScope, tcast_fp8_hw.cuh), so the fused kernels' FP8
+// casts are checked against the float32 step too.
 //
 // Timing (skipped with --check-only): at the d12 B=64 MLP shape 65536 x 3072, mxfp8e4 along dim 1 (the
 // GELU -> fcproj x cast) and mxfp8e5 along dim 1 (the GELU' -> fc dy cast): the producer + cast pass
@@ -115,11 +115,7 @@ int main() {
 // The references of the checks below run their casts with the float32 element step (tcast_fp8_hw_enable(0): the RNE
 // path as it was before the hardware FP8 step, llmc/kernels/tcast/tcast_fp8_hw.cuh), the kernels under test with the
 // default (the hardware step for e4m3fn / e5m2 elements): so every fused kernel's FP8 casts are also checked against
-// the float32 step, which dev/cuda/tcast.cu checks against the host.
-struct Fp32StepScope {
-    Fp32StepScope() { tcast_fp8_hw_enable(0); }
-    ~Fp32StepScope() { tcast_fp8_hw_enable(1); }
-};
+// the float32 step, which dev/cuda/tcast.cu checks against the host (TcastFp32StepScope, tcast_fp8_hw.cuh).
 
 enum Producer { P_GELU = 0, P_GELU_SITE = 1, P_DGELU = 2 };
 static const char* const PRODUCER_NAMES[3] = {"gelu", "gelu-site", "dgelu"};
@@ -190,7 +186,7 @@ static void run_case(Tally& t, Producer p, const char* text, int rows, int cols,
             gemm_gelu_apply<false>(ref_store.ptr, pre.ptr, n, 0);
         }
         {
-            Fp32StepScope f32;
+            TcastFp32StepScope f32;
             tcast_cast(ref_y.ptr, ref_store.ptr, rows, cols, dim, dt, cast_seed, sr, ctx, 0);
         }
         // fused
@@ -274,7 +270,7 @@ static void run_ln_case(Tally& t, bool residual, const char* text, int rows, int
         else
             layernorm_forward(ref_out.ptr, ref_mean.ptr, ref_rstd.ptr, a.ptr, w.ptr, bias.ptr, rows, C, 0);
         {
-            Fp32StepScope f32;
+            TcastFp32StepScope f32;
             tcast_cast(ref_y.ptr, ref_out.ptr, rows, C, 1, dt, cast_seed, sr, ctx, 0);
         }
         fused_as_designed = fused_as_designed && tcast_layernorm_fusable(dt, C, residual, with_stats, y.ptr) == (expect_fused && !with_stats);
@@ -359,7 +355,7 @@ static void run_gelu_sites_case(Tally& t, const char* ta, const char* tb, Bounda
         const TcastSiteCast rb = {on_b ? &dtb : NULL, seed_b, with_stats ? st_ref_b.ptr : NULL};
         const TcastSiteCast fa = {ra.dt, seed_a, with_stats ? st_a.ptr : NULL}, fb = {rb.dt, seed_b, with_stats ? st_b.ptr : NULL};
         {
-            Fp32StepScope f32;
+            TcastFp32StepScope f32;
             gelu_sites_reference(ref_out.ptr, ref_pre.ptr, rows, cols, ra, rb, form, ctx);
         }
         const TcastGeluRoute r = tcast_gelu_route(out.ptr, pre.ptr, cols, fa, fb, form, true);
@@ -597,7 +593,7 @@ static void run_sites_case(Tally& t, const SitesCase& sc, int rows, int C, uint6
                 cf[i] = TcastSiteCast{texts[i] ? &dt[i] : NULL, cs, with_stats ? st.ptr + i : NULL};
             }
             {
-                Fp32StepScope f32;
+                TcastFp32StepScope f32;
                 sites_passes(ref_res.ptr, ref_out.ptr, ref_mean.ptr, ref_rstd.ptr, res_in.ptr, ref_x.ptr, w.ptr, bias.ptr, rows, C, cr, ctx);
             }
             const bool fusable = tcast_residual_layernorm_sites_fusable(cf[0], cf[1], cf[2], C);

@@ -110,3 +110,9 @@ static inline int* tcast_fp8_hw_switch_(void) {
 }
 static inline void tcast_fp8_hw_enable(int on) { *tcast_fp8_hw_switch_() = on != 0; }
 static inline int tcast_fp8_hw_enabled(void) { return *tcast_fp8_hw_switch_(); }
+// Harnesses: the float32 element step for the scope's lifetime (a reference's casts), the hardware step (the default)
+// after it.
+struct TcastFp32StepScope {
+    TcastFp32StepScope() { tcast_fp8_hw_enable(0); }
+    ~TcastFp32StepScope() { tcast_fp8_hw_enable(1); }
+};
