@@ -223,10 +223,9 @@ template <class Q>
 static inline bool tcast_cols32_launch_(floatX* y, const TcastSrcStored& src, int rows, int cols, const TcastKernelArgs& k,
                                         cudaStream_t stream) {
     if constexpr (std::is_base_of<TcastQExp, Q>::value) {
-        const int upc = tcast_cols32_upc(rows, false), nunits = rows / TCAST_CHUNK_ROWS;
-        const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_WARPS), (unsigned)ceil_div(nunits, upc));
+        const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_WARPS), (unsigned)tcast_cols32_chunks(rows, false));
         const TcastCols32Out o = {y, NULL, NULL};
-        tcast_cols32_kernel<Q, TCAST_C32_COL><<<grid, TCAST_THREADS, 0, stream>>>(src.x, o, rows, cols, upc, k);
+        tcast_cols32_kernel<Q, TCAST_C32_COL><<<grid, TCAST_THREADS, 0, stream>>>(src.x, o, rows, cols, tcast_cols32_upc(rows, false), k);
         return true;
     }
     return false;
@@ -388,9 +387,7 @@ static inline void tcast_cast_from(floatX* y, const Src& src, int rows, int cols
 //       chunk order: the bias gradient in the order tcast_cast_dual makes it, for the layers whose dY is not cast there
 //       (so both give the same bits). rows % 32 == 0, cols even, x 4-byte aligned.
 
-static inline int tcast_colsum_chunks(int rows) {
-    return ceil_div(rows / TCAST_CHUNK_ROWS, tcast_cols32_upc(rows, true));
-}
+static inline int tcast_colsum_chunks(int rows) { return tcast_cols32_chunks(rows, true); }
 
 static inline bool tcast_cast_dual_ok(const TcastDataType& dt, int rows, int cols) {
     const TcastPath path = tcast_cast_path(dt, false);
@@ -407,9 +404,8 @@ static inline void tcast_dual32_run_(const Src& src, const TcastCols32Out& o, in
         cudaCheck(cudaFuncSetAttribute(tcast_dual32_kernel<Q, Src>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         attr_set = true;
     }
-    const int upc = tcast_cols32_upc(rows, true);
-    const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_DUAL_WARPS), (unsigned)ceil_div(rows / TCAST_CHUNK_ROWS, upc));
-    tcast_dual32_kernel<Q, Src><<<grid, TCAST_DUAL_WARPS * 32, smem, stream>>>(src, o, rows, cols, upc, kc, kr);
+    const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_DUAL_WARPS), (unsigned)tcast_colsum_chunks(rows));
+    tcast_dual32_kernel<Q, Src><<<grid, TCAST_DUAL_WARPS * 32, smem, stream>>>(src, o, rows, cols, tcast_cols32_upc(rows, true), kc, kr);
     cudaCheckLaunch();
 }
 
@@ -438,8 +434,7 @@ static inline void tcast_colsum(float* partial, const floatX* x, int rows, int c
     }
     const TcastCols32Out o = {NULL, NULL, partial};
     const TcastKernelArgs k = {};  // (no cast)
-    const int upc = tcast_cols32_upc(rows, true);
     const dim3 grid((unsigned)ceil_div(cols, 64 * TCAST_WARPS), (unsigned)tcast_colsum_chunks(rows));
-    tcast_cols32_kernel<TcastQExp, TCAST_C32_SUM><<<grid, TCAST_THREADS, 0, stream>>>(x, o, rows, cols, upc, k);
+    tcast_cols32_kernel<TcastQExp, TCAST_C32_SUM><<<grid, TCAST_THREADS, 0, stream>>>(x, o, rows, cols, tcast_cols32_upc(rows, true), k);
     cudaCheckLaunch();
 }

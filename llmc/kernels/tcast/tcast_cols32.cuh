@@ -48,6 +48,11 @@ static inline int tcast_cols32_upc(int rows, bool sum) {
     return upc > min_upc ? upc : min_upc;
 }
 
+// Chunks (the grid's y) of a (rows, ...) launch: units of 32 rows, tcast_cols32_upc(rows, sum) a chunk.
+static inline int tcast_cols32_chunks(int rows, bool sum) {
+    return ceil_div(rows / TCAST_CHUNK_ROWS, tcast_cols32_upc(rows, sum));
+}
+
 // SUM: sum[j] += the 32 rows of column c + j (v[i]: row i's two BF16, column c in the low half), in row order.
 __device__ __forceinline__ void tcast_cols32_sum(float (&sum)[2], const uint32_t (&v)[TCAST_CHUNK_ROWS]) {
     #pragma unroll

@@ -235,14 +235,14 @@ static bool tcast_gemm_forward(GemmContext* ctx, floatX* y, const floatX* inp, c
 // RNE quantizer only. With the exponent quantizer (stochastic rounding, round modes other than @even) the dual pass ran
 // slower than the passes (H200, 65536 x 768 mxfp8e4@stochastic: 0.749 against 0.496 ms): its casts are issue-bound, and
 // the dual kernel has 16 warps an SM where the pass kernels have 24. The same bits either way.
-static inline bool tcast_gemm_dual(GemmContext* ctx, bool dinp, bool dweight, bool dbias, GemmDefer d, int N, int OC) {
+// own_dbias: the backend makes this layer's bias gradient (its column sums fit s->colpart), which the dual pass's sums serve.
+static inline bool tcast_gemm_dual(GemmContext* ctx, bool dinp, bool dweight, bool own_dbias, GemmDefer d, int N, int OC) {
     TcastGemmState* s = tcast_gemm_state(ctx);
     TcastRuntime* rt = s->rt;
     const TcastPlan* plan = &rt->plan;
-    return dinp && dweight && dbias && plan->op_on[TCAST_OP_DY] && plan->fuse && (d == GEMM_DEFER_NONE || d == GEMM_DEFER_DGELU) &&
+    return dinp && dweight && own_dbias && plan->fuse && (d == GEMM_DEFER_NONE || d == GEMM_DEFER_DGELU) &&
            tcast_stats_slot(rt, NUM_BOUNDARY_SITES + TCAST_OP_DY) == NULL && (size_t)N * OC <= s->scratch_dy_elems &&
-           (size_t)N * OC <= s->scratch_dyt_elems &&
-           (size_t)tcast_colsum_chunks(N) * OC <= s->colpart_floats && tcast_cast_dual_ok(plan->op[TCAST_OP_DY], N, OC) &&
+           (size_t)N * OC <= s->scratch_dyt_elems && tcast_cast_dual_ok(plan->op[TCAST_OP_DY], N, OC) &&
            tcast_cast_path(plan->op[TCAST_OP_DY], false) == TCAST_PATH_RNE;
 }
 
@@ -271,7 +271,7 @@ static bool tcast_gemm_backward(GemmContext* ctx, floatX* dinp, floatX* dweight,
     const TcastTileStored stored_dy{dout};
     const TcastTileDgelu dgelu_dy{s->def_out, s->def_pre};
     const bool aligned = d == GEMM_DEFER_DGELU ? dgelu_dy.aligned() : stored_dy.aligned();
-    if (aligned && tcast_gemm_dual(ctx, dinp != NULL, dweight != NULL, dbias != NULL, d, N, OC)) {
+    if (aligned && tcast_gemm_dual(ctx, dinp != NULL, dweight != NULL, own_dbias, d, N, OC)) {
         const TcastDataType& dt = plan->op[TCAST_OP_DY];
         const uint64_t sr = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_DGRAD);
         const uint64_t sc = tcast_seed(rt, weight - rt->casts.params, TCAST_OP_DY + 16, TCAST_ROLE_WGRAD);
